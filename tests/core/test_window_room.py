@@ -1,27 +1,36 @@
 """A ``max_output_tokens`` the model's window has no room for beside the prompt, refused so
 by the upstream: lowered to the room there is and asked again of the same candidate when
 the request allows it (Messages), the answer that fills it stopping with
-``model_context_window_exceeded``."""
+``model_context_window_exceeded``; the run's later rounds (a gateway tool's) counted first
+and asked for their own room, not refused again."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
+import orjson
 import pytest
 
 from stateway.core.commands import CreateResponse, GenerationSettings
 from stateway.core.errors import UpstreamContextTooLong, UpstreamError, UpstreamOutputOverWindow
+from stateway.core.gateway import Gateway
 from stateway.core.inference import (
     WINDOW_FILLED,
     Delta,
     Finish,
     InferenceRequest,
     TextDelta,
+    ToolCallDelta,
     UsageReport,
 )
+from stateway.core.loop import Loop
 from stateway.core.principal import Principal
+from stateway.core.runs import RunRegistry
+from stateway.core.tools.ports import McpServer, McpTool
+from stateway.core.tools.toolset import ConfiguredServer, GatewayTools
 from stateway.core.usage import Usage
+from tests.core.fakes import FakeMcp, MemoryStore
 from tests.core.routing_fakes import Named, candidate, gateway, route, router
 
 USER = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]}
@@ -279,3 +288,119 @@ async def test_output_over_the_whole_window_uncounted_is_the_client_s(fits: bool
     assert asked(a) == [32000]
     assert b.requests == []
     assert (run.state.status, run.state.error["code"]) == ("failed", "upstream_rejected")
+
+
+GROWTH = 10
+"""Tokens each item after the first adds to the prompt (the tools listed, a call)."""
+ADD = McpTool("add", {"type": "object", "properties": {"a": {}, "b": {}}}, "Add")
+MCP_TOOL: dict[str, Any] = {"type": "mcp", "server_label": "calc", "require_approval": "never"}
+
+
+async def add(arguments: Mapping[str, Any]) -> str:
+    return str(arguments["a"] + arguments["b"])
+
+
+class Growing(Named):
+    """Refuses, as vLLM does, output tokens beyond the room its window leaves beside a
+    prompt growing by :data:`GROWTH` tokens with each item after the first; answers one
+    script per answered request; its tokenizer counts as it does (None: it has none; a
+    ``short`` count, one that many tokens under its own)."""
+
+    def __init__(self, rounds: list[list[Any]], *, counts: bool = True, short: int = 0) -> None:
+        super().__init__("a", rounds[0])
+        self.rounds = rounds
+        self.counts = counts
+        self.short = short
+        self.answered = 0
+        self.refused: list[InferenceRequest] = []
+
+    def prompt(self, request: InferenceRequest) -> int:
+        return PROMPT + GROWTH * (len(request.items) - 1)
+
+    async def count_tokens(self, request: InferenceRequest) -> int | None:
+        self.counted.append(request)
+        return self.prompt(request) - self.short if self.counts else None
+
+    async def infer(self, request: InferenceRequest) -> AsyncGenerator[Delta, None]:
+        asked, tokens = request.settings.max_output_tokens, self.prompt(request)
+        if asked is not None and tokens + asked > WINDOW:
+            self.requests.append(request)
+            self.refused.append(request)
+            raise UpstreamContextTooLong("no room", tokens=tokens, window=WINDOW, requested=asked)
+        self.script = self.rounds[self.answered]
+        self.answered += 1
+        async for delta in super().infer(request):
+            yield delta
+
+
+def calling() -> list[Any]:
+    arguments = orjson.dumps({"a": 2, "b": 3}).decode()
+    return [ToolCallDelta(0, "up_0", "calc__add", arguments), Finish("tool_calls")]
+
+
+async def hidden_rounds(backend: Growing) -> Any:
+    """A Messages-like run (``max_tokens`` per call, fitted to the window) of Claude Code's
+    32,000 over ``backend``, with the gateway's MCP tool."""
+    settings = GenerationSettings(
+        max_output_tokens=32000,
+        max_output_tokens_per_call=True,
+        max_output_tokens_fit_window=True,
+        tools=[MCP_TOOL],
+    )
+    tools = GatewayTools(
+        mcp=FakeMcp({"calc": [ADD]}, {"add": add}),
+        servers={"calc": ConfiguredServer(McpServer("calc", "http://calc.test/mcp"))},
+    )
+    store = MemoryStore()
+    loop = Loop(store, tools=tools)
+    served = Gateway(store, router(route(candidate(backend))), loop, RunRegistry())
+    command = CreateResponse("assistant", [USER], stream=True, settings=settings)
+    run = await served.execute(Principal(), command)
+    await run.wait()
+    return run
+
+
+def answered(backend: Growing) -> list[int]:
+    """The prompt of each request ``backend`` answered."""
+    refused = backend.refused
+    return [backend.prompt(r) for r in backend.requests if all(r is not x for x in refused)]
+
+
+async def test_a_later_round_is_counted_and_asked_for_its_own_room() -> None:
+    """The candidate refused the first round's output tokens: the next round's prompt,
+    longer by the call and its output, is counted first and asked for the room it leaves,
+    not refused again."""
+    a = Growing([calling(), [TextDelta("cut"), Finish("length")]])
+    run = await hidden_rounds(a)
+
+    first, second = answered(a)
+    assert second > first
+    assert asked(a) == [32000, WINDOW - first, WINDOW - second]
+    assert len(a.refused) == 1
+    assert [r.items for r in a.counted] == [a.requests[2].items]  # the later round's, once
+    assert (run.state.status, run.state.stop_reason) == ("incomplete", WINDOW_FILLED)
+    assert outcomes(run) == [
+        ("a", "failed", "context_length_exceeded"),
+        ("a", "ok", None),
+        ("a", "ok", None),
+    ]
+
+
+async def test_a_later_round_without_a_count_is_refused_and_asked_again_as_the_first() -> None:
+    a = Growing([calling(), [TextDelta("done"), Finish("stop")]], counts=False)
+    run = await hidden_rounds(a)
+
+    first, second = answered(a)
+    assert asked(a) == [32000, WINDOW - first, 32000, WINDOW - second]
+    assert (run.state.status, run.state.output[-1]["content"][0]["text"]) == ("completed", "done")
+
+
+async def test_a_later_round_counted_short_is_asked_again_for_the_room_its_refusal_says() -> None:
+    """A tokenizer counting fewer tokens than the server's generation does (a template
+    rendered otherwise): the room asked is refused, and asked again as a first round's."""
+    a = Growing([calling(), [TextDelta("cut"), Finish("length")]], short=5)
+    run = await hidden_rounds(a)
+
+    first, second = answered(a)
+    assert asked(a) == [32000, WINDOW - first, WINDOW - second + 5, WINDOW - second]
+    assert (run.state.status, run.state.stop_reason) == ("incomplete", WINDOW_FILLED)

@@ -3,7 +3,9 @@ a vLLM-like server (the fake keeping ``--max-model-len``, words counted as token
 refuses such a request: the gateway asks again for the room there is, as Anthropic's models
 take it since Claude Sonnet 4.5, and an answer that fills the window stops with
 ``model_context_window_exceeded``. Claude Code asks for 32,000 output tokens whatever the
-window: without this, every request near a small window was refused once first. Responses
+window: without this, every request near a small window was refused once first. A
+request's hidden rounds (a gateway tool's) are counted first and asked for their own room:
+refused once, not once a round. Responses
 and Chat keep the refusal, as hosted OpenAI refuses it. A llama-server generates whatever
 ``max_tokens`` asks until the window is full, a ``length`` finish like any other: an answer
 whose prompt and output reach the window it advertised stops so too. A Responses client,
@@ -25,6 +27,8 @@ import pytest
 
 from stateway.fake_upstream.launch import FakeOptions, start_fake_upstream
 from stateway.launch import start_gateway
+from tests.e2e.routing import fake_requests
+from tests.support.mcp_server import serve_mcp
 
 WINDOW = 60
 """The fake's window, in words."""
@@ -83,13 +87,15 @@ def responses_refusal(url: str) -> openai.BadRequestError:
     return refused.value
 
 
-def long_story(url: str, stream: bool, max_tokens: int = ASKED) -> anthropic.types.Message:
-    """The answer to a prompt asking for 500 words, streamed or not."""
+def long_story(
+    url: str, stream: bool, max_tokens: int = ASKED, first: str = ""
+) -> anthropic.types.Message:
+    """The answer to a prompt asking for 500 words (after ``first``), streamed or not."""
     client = anthropic.Anthropic(base_url=url, api_key="sk-test", max_retries=0, timeout=30)
     body: Any = {
         "model": "fake-model",
         "max_tokens": max_tokens,
-        "messages": [{"role": "user", "content": "[[words:500]] write a long story"}],
+        "messages": [{"role": "user", "content": f"{first}[[words:500]] write a long story"}],
     }
     with client:
         if not stream:
@@ -265,3 +271,48 @@ def test_responses_passes_max_tokens_over_the_whole_window_on(renderer_gateway: 
     assert f"max_tokens={ASKED} cannot be greater than max_model_len={WINDOW}" in str(
         refused.message
     )
+
+
+@pytest.fixture(scope="module", params=[False, True], ids=["vllm", "renderer"])
+def tools_gateway(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[str, str]]:
+    """The gateway over a vLLM-like fake (refusing as vLLM's renderer refuses, or not) whose
+    backend offers the MCP server ``calc`` as its gateway tool, a Messages request's hidden
+    rounds; with the fake's URL, whose request log shows what each round asked."""
+    directory = tmp_path_factory.mktemp("tools")
+    fake: FakeOptions = {"max_model_len": WINDOW, "vllm_renderer": request.param}
+    with serve_mcp() as mcp, start_fake_upstream(**fake) as upstream:
+        config = directory / "stateway.toml"
+        config.write_text(
+            f'[mcp_servers.calc]\nurl = "{mcp.url}"\n'
+            f'[[backends]]\nname = "fake"\nurl = "{upstream}"\napi = "chat"\n'
+            'gateway_tools = [{type = "mcp", server_label = "calc"}]\n'
+        )
+        args = ["--config", str(config), "--database", f"sqlite:///{directory / 'gw.db'}"]
+        with start_gateway(args) as url:
+            yield url, upstream
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_hidden_rounds_are_refused_their_output_tokens_once(
+    tools_gateway: tuple[str, str], stream: bool
+) -> None:
+    """A gateway tool's round, then the answer: the server refused the first round's
+    32,000 output tokens, so the second, its prompt longer by the call and its result, is
+    counted first and asked for the room it leaves, not refused again."""
+    url, upstream = tools_gateway
+    marker = f"calc{stream:d} "
+    message = long_story(url, stream, first=f'[[tool:calc__add:{{"a":2,"b":3}}]] {marker}')
+
+    asked = [entry["body"]["max_tokens"] for entry in fake_requests(upstream, marker)]
+    assert len(asked) == 3  # refused once, then each round asked its room
+    assert asked[0] == ASKED
+    assert asked[2] < asked[1] < WINDOW
+    assert message.stop_reason == "model_context_window_exceeded"
+    [text] = [block for block in message.content if block.type == "text"]
+    assert len(text.text.split()) == asked[2]
+    # two rounds summed: each prompt and the room asked beside it fill the window; the
+    # first answered with its call (a token), the second with the room's words
+    assert message.usage.input_tokens == 2 * WINDOW - asked[1] - asked[2]
+    assert message.usage.output_tokens == 1 + asked[2]

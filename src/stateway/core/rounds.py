@@ -20,15 +20,14 @@ fail over.
 A request whose ``max_output_tokens`` may be fitted to the window (Messages'
 ``max_tokens``, :attr:`~stateway.core.commands.GenerationSettings.max_output_tokens_fit_window`)
 and that a candidate refused for asking more output tokens than its window has room for
-beside the prompt (vLLM's, SGLang's refusal saying both; a prompt vLLM's renderer counted
-only as far as that room, or output tokens beyond the whole window, which vLLM refuses
-before it counts: by the server's tokenizer) is sent to it again asking for that room,
-once; an answer that then stops at its limit has filled the window
-(:data:`~stateway.core.inference.WINDOW_FILLED`), as has one its upstream says did
-(Anthropic's stop reason), and one stopped at a limit when its prompt and output tokens
-together reach the candidate's known window short of the output tokens asked
-(llama-server takes any ``max_tokens`` and stops there, a ``length`` finish like any
-other). A request whose API has no word for that
+beside the prompt is sent to it again asking for that room, once; the run's later rounds
+ask that candidate, counted first, for the room their own prompt leaves
+(:mod:`stateway.core.window_room`). An answer asking only that room that stops at its
+limit has filled the window (:data:`~stateway.core.inference.WINDOW_FILLED`), as has one
+its upstream says did (Anthropic's stop reason), and one stopped at a limit when its
+prompt and output tokens together reach the candidate's known window short of the output
+tokens asked (llama-server takes any ``max_tokens`` and stops there, a ``length`` finish
+like any other). A request whose API has no word for that
 (:attr:`~stateway.core.commands.GenerationSettings.window_filled_refused`: Responses)
 fails instead, as a context too long.
 """
@@ -41,12 +40,7 @@ from dataclasses import replace
 from stateway.core import logprobs
 from stateway.core.assembler import OutputAssembler
 from stateway.core.deadline import FirstOutput
-from stateway.core.errors import (
-    GatewayError,
-    UpstreamContextTooLong,
-    UpstreamOutputOverWindow,
-    WindowFilled,
-)
+from stateway.core.errors import GatewayError, WindowFilled
 from stateway.core.inference import (
     WINDOW_FILLED,
     Answered,
@@ -63,13 +57,14 @@ from stateway.core.inference import (
     UsageReport,
 )
 from stateway.core.items import Item
-from stateway.core.ports import Backend, TokenCounter
+from stateway.core.ports import Backend
 from stateway.core.routing import Candidate, Plan
 from stateway.core.run_row import Row, announce, durable
 from stateway.core.runs import Run
 from stateway.core.telemetry import Telemetry
 from stateway.core.token_estimate import estimate_tokens
 from stateway.core.usage import Usage
+from stateway.core.window_room import WindowRoom
 
 
 async def one_round(
@@ -94,7 +89,11 @@ async def one_round(
             # a candidate that makes one call per round (chosen when no other could serve)
             sent = replace(sent, settings=replace(sent.settings, parallel_tool_calls=False))
         backend = candidate.backend
-        lowered = False
+        fitted = retried = False  # asks only the window's room; asked again after a refusal
+        if run.window_room is not None:  # a candidate refused an earlier round's output tokens
+            counted = await run.window_room.counted(candidate, sent, plan.min_output_tokens)
+            if counted is not None:
+                sent, fitted = counted, True
         while True:  # twice at most: again with the output lowered to the window's room
             attempt = plan.open(candidate)
             try:
@@ -103,10 +102,11 @@ async def one_round(
                 )
             except GatewayError as exc:
                 moves_on = plan.failed(attempt, candidate, exc)
+                room = run.window_room or WindowRoom()  # kept once a refusal is fitted
                 least = plan.min_output_tokens
-                fitted = None if lowered else await _output_fitted(backend, sent, exc, least)
-                if fitted is not None:
-                    sent, lowered = fitted, True
+                lowered = None if retried else await room.refused(candidate, sent, exc, least)
+                if lowered is not None:
+                    run.window_room, sent, fitted, retried = room, lowered, True, True
                     continue
                 if not moves_on:
                     raise
@@ -117,7 +117,7 @@ async def one_round(
                 raise
             plan.succeeded(attempt, candidate)
             if reason == "length" and _filled(
-                run, window := candidate.context_window, sent, reported, lowered
+                run, window := candidate.context_window, sent, reported, fitted
             ):
                 if sent.settings.window_filled_refused:
                     raise WindowFilled(window=window, prompt=reported.input_tokens or None)
@@ -129,13 +129,13 @@ async def one_round(
 
 
 def _filled(
-    run: Run, window: int | None, request: InferenceRequest, reported: Usage, lowered: bool
+    run: Run, window: int | None, request: InferenceRequest, reported: Usage, fitted: bool
 ) -> bool:
     """Whether an answer stopped at a limit filled the window: asked only for the room the
-    window left (``lowered``), said so by its upstream (Anthropic's stop reason), or its
+    window left (``fitted``), said so by its upstream (Anthropic's stop reason), or its
     prompt and output tokens reaching the window known for it short of the output tokens
     asked (llama-server stops there, whatever ``max_tokens`` asked)."""
-    if lowered or run.state.stop_reason == WINDOW_FILLED:
+    if fitted or run.state.stop_reason == WINDOW_FILLED:
         return True
     asked = request.settings.max_output_tokens
     return (
@@ -143,45 +143,6 @@ def _filled(
         and reported.total_tokens >= window
         and (asked is None or reported.output_tokens < asked)
     )
-
-
-async def _output_fitted(
-    backend: Backend, request: InferenceRequest, error: GatewayError, least: int
-) -> InferenceRequest | None:
-    """``request`` asking only the output tokens the window has room for beside the
-    prompt, when ``error`` refused it for asking more and it may ask fewer
-    (:attr:`~stateway.core.commands.GenerationSettings.max_output_tokens_fit_window`);
-    None otherwise (no room for ``least``, the upstream's least, is no room). A refusal
-    whose count stopped at the room asked for (``at_least``: vLLM's renderer) says nothing
-    of the prompt, nor does one of output tokens beyond the whole window (vLLM's, before it
-    counts): ``backend``'s tokenizer counts it, else there is no room known."""
-    settings = request.settings
-    asked = settings.max_output_tokens
-    if not settings.max_output_tokens_fit_window or asked is None:
-        return None
-    if isinstance(error, UpstreamOutputOverWindow):  # refused before the prompt was counted
-        tokens = await _counted(backend, request)
-    elif isinstance(error, UpstreamContextTooLong) and error.requested is not None:
-        tokens = await _counted(backend, request) if error.at_least else error.tokens
-    else:
-        return None
-    if tokens is None:
-        return None
-    room = error.window - tokens
-    if not least <= room < asked:
-        return None
-    return replace(request, settings=replace(settings, max_output_tokens=room))
-
-
-async def _counted(backend: Backend, request: InferenceRequest) -> int | None:
-    """``request``'s input tokens by ``backend``'s upstream tokenizer; None when it has
-    none, or it failed (the refusal stands)."""
-    if not isinstance(backend, TokenCounter):
-        return None
-    try:
-        return await backend.count_tokens(request)
-    except GatewayError:
-        return None
 
 
 async def _infer(

@@ -22,6 +22,7 @@ from stateway.core.response import UNFINISHED, ResponseState
 if TYPE_CHECKING:
     from stateway.core.compaction.truncation import Fitted
     from stateway.core.journal import RunJournal
+    from stateway.core.window_room import WindowRoom
 
 
 class CancelReason(enum.Enum):
@@ -72,6 +73,7 @@ class Run:
         "steered",
         "stored_input",
         "task",
+        "window_room",
     )
 
     def __init__(
@@ -102,6 +104,9 @@ class Run:
         self.fitted: Fitted | None = None
         """Its context fitted to each candidate's window, when its candidates declare
         different ones (``truncation: "auto"``): what each attempt is sent."""
+        self.window_room: WindowRoom | None = None
+        """The windows its candidates refused its output tokens for, once one has: its
+        later rounds ask each only the room their prompt leaves (Messages' ``max_tokens``)."""
         self.cache_salt: str | None = None
         """Its tenant's ``cache_salt``, which every upstream call it makes carries (its
         rounds', its compaction's; :attr:`InferenceRequest.cache_salt
