@@ -78,11 +78,14 @@ class Windowed(Named):
             yield delta
 
 
-async def run_over(*backends: Named, fits: bool = True, asked: int = 32000) -> Any:
+async def run_over(
+    *backends: Named, fits: bool = True, asked: int = 32000, max_attempts: int = 3
+) -> Any:
     settings = GenerationSettings(max_output_tokens=asked, max_output_tokens_fit_window=fits)
     tiers = [candidate(b, priority=i) for i, b in enumerate(backends)]
     command = CreateResponse("assistant", [USER], stream=True, settings=settings)
-    run = await gateway(router(route(*tiers))).execute(Principal(), command)
+    served = route(*tiers, max_attempts=max_attempts)
+    run = await gateway(router(served)).execute(Principal(), command)
     await run.wait()
     return run
 
@@ -105,6 +108,23 @@ async def test_the_same_candidate_is_asked_again_for_the_room_there_is() -> None
     assert asked(a) == [32000, WINDOW - PROMPT]
     assert b.requests == []
     assert outcomes(run) == [("a", "failed", "context_length_exceeded"), ("a", "ok", None)]
+
+
+async def test_the_retry_is_the_same_candidate_s_try_within_max_attempts() -> None:
+    """``max_attempts`` bounds the candidates a round tries: asking one again for the room
+    its refusal told is still its try (recorded as an attempt of its own), and leaves the
+    next candidate its place."""
+    a = Windowed("a", [TextDelta("x"), Finish("stop")], room=10)  # refuses the room too
+    b = Named("b", [TextDelta("fine"), Finish("stop")])
+    alone = await run_over(Windowed("a", [TextDelta("x"), Finish("stop")]), max_attempts=1)
+    run = await run_over(a, b, max_attempts=2)
+
+    assert outcomes(alone) == [("a", "failed", "context_length_exceeded"), ("a", "ok", None)]
+    assert outcomes(run) == [
+        ("a", "failed", "context_length_exceeded"),
+        ("a", "failed", "context_length_exceeded"),
+        ("b", "ok", None),
+    ]
 
 
 async def test_an_answer_ending_within_the_room_ends_as_it_did() -> None:
