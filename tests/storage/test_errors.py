@@ -7,6 +7,7 @@ import sqlite3
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import asyncpg
@@ -314,14 +315,85 @@ def test_a_full_sqlite_is_named_by_its_error_code_not_its_words(tmp_path: Path) 
     assert unnamed.value.code == "storage_unavailable"
 
 
+def _read_only_file(tmp_path: Path) -> sqlite3.Error:
+    """What SQLite says to a write on a file it opened read-only (as it opens one it may
+    not write: its permissions, its directory's, a read-only mount)."""
+    path = tmp_path / "read-only.db"
+    sqlite3.connect(path).close()
+    connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        with pytest.raises(sqlite3.Error) as caught:
+            connection.execute("CREATE TABLE t (body BLOB)")
+        return caught.value
+    finally:
+        connection.close()
+
+
+def _query_only(tmp_path: Path) -> sqlite3.Error:
+    """What SQLite says to a write on a connection set ``query_only``."""
+    connection = sqlite3.connect(tmp_path / "query-only.db")
+    try:
+        connection.execute("PRAGMA query_only = 1")
+        with pytest.raises(sqlite3.Error) as caught:
+            connection.execute("CREATE TABLE t (body BLOB)")
+        return caught.value
+    finally:
+        connection.close()
+
+
+def _moved_file(tmp_path: Path) -> sqlite3.Error:
+    """What SQLite says to a write once the file it opened was moved away (with a rollback
+    journal: its extended code, ``SQLITE_READONLY_DBMOVED``)."""
+    path = tmp_path / "moved.db"
+    connection = sqlite3.connect(path, isolation_level=None)
+    try:
+        connection.execute("CREATE TABLE t (body BLOB)")
+        path.rename(tmp_path / "elsewhere.db")
+        with pytest.raises(sqlite3.Error) as caught:
+            connection.execute("INSERT INTO t VALUES (1)")
+        return caught.value
+    finally:
+        connection.close()
+
+
+@pytest.mark.parametrize(
+    ("make", "extended"),
+    [
+        (_read_only_file, sqlite3.SQLITE_READONLY),
+        (_query_only, sqlite3.SQLITE_READONLY),
+        (_moved_file, sqlite3.SQLITE_READONLY_DBMOVED),
+    ],
+)
+def test_a_read_only_sqlite_is_named_by_its_error_code_not_its_words(
+    tmp_path: Path, make: Callable[[Path], sqlite3.Error], extended: int
+) -> None:
+    failure = make(tmp_path)
+    assert failure.sqlite_errorcode == extended
+    for raised in (failure, OperationalError("INSERT INTO t", {}, failure)):
+        with pytest.raises(StorageError) as caught, storage_errors("doing things"):
+            raise raised
+        assert (caught.value.status, caught.value.code) == (503, "storage_read_only")
+        assert caught.value.message == f"Storage failed while doing things. {READ_ONLY}"
+
+    words = sqlite3.OperationalError(str(failure))  # the same words, without SQLite's code
+    with pytest.raises(StorageError) as unnamed, storage_errors("doing things"):
+        raise words
+    assert unnamed.value.code == "storage_unavailable"
+
+
+READ_ONLY = (
+    "The database is read-only (a standby server, as after a failover, a database set"
+    " read-only, or a database file the gateway cannot write)."
+)
+
+
 @pytest.mark.parametrize(
     ("failure", "code", "cause"),
     [
         (
             asyncpg.ReadOnlySQLTransactionError("cannot execute INSERT in a read-only transaction"),
             "storage_read_only",
-            "The database is read-only (a standby server, as after a failover, or a database"
-            " set read-only).",
+            READ_ONLY,
         ),
         (
             asyncpg.DiskFullError("could not extend file: No space left on device"),

@@ -1,12 +1,16 @@
-"""A database that answers but refuses every write: SQLite on a full disk, PostgreSQL
-read-only (a hot standby after a failover, or a database set read-only). Saves fail
-naming the cause, the ping (``GET /ready``) fails naming it too, and both pass again by
-themselves once the database takes writes.
+"""A database that answers but refuses every write: SQLite on a full disk or read-only,
+PostgreSQL read-only (a hot standby after a failover, or a database set read-only). Saves
+fail naming the cause, the ping (``GET /ready``) fails naming it too, and both pass again
+by themselves once the database takes writes.
 
 The full disk is SQLite's own cap on the file's size (``PRAGMA max_page_count``, which
 fails a write that needs the file to grow with the error a full disk gives,
 ``SQLITE_FULL``), set as each connection to the file opens; the space is freed by
-deleting what an uncapped connection stored before."""
+deleting what an uncapped connection stored before. A read-only SQLite file is each
+connection opened to it meanwhile set ``query_only``, which refuses a write as a
+connection that could open the file only for reading does (``SQLITE_READONLY``): a file
+whose permissions forbid writing is opened so, but tests may run as root, whom no
+permission stops."""
 
 from __future__ import annotations
 
@@ -14,7 +18,7 @@ import sqlite3
 import uuid
 import zlib
 from collections.abc import AsyncIterator, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -44,25 +48,36 @@ def _record(tenant: str, response_id: str, text: str = "hi") -> ResponseRecord:
     )
 
 
-@contextmanager
-def full_disk(path: Path) -> Iterator[None]:
+def full_disk(path: Path) -> AbstractContextManager[None]:
     """Each connection SQLAlchemy opens to ``path`` meanwhile (the reads' pool and the
     writer's own) may not grow the file past the size it has as it opens."""
+    return _opened_with(path, "PRAGMA max_page_count = 1")  # raised to the file's size
 
-    def cap(dbapi_connection: Any, _record: Any) -> None:
+
+def read_only_file(path: Path) -> AbstractContextManager[None]:
+    """Each connection SQLAlchemy opens to ``path`` meanwhile may not write it, and stays
+    so afterwards, as one that found the file read-only as it opened it."""
+    return _opened_with(path, "PRAGMA query_only = 1")
+
+
+@contextmanager
+def _opened_with(path: Path, pragma: str) -> Iterator[None]:
+    """``pragma`` run on each connection SQLAlchemy opens to ``path`` meanwhile."""
+
+    def apply(dbapi_connection: Any, _record: Any) -> None:
         cursor = dbapi_connection.cursor()
         try:
             cursor.execute("PRAGMA database_list")
             if any(row[2] == str(path) for row in cursor.fetchall()):
-                cursor.execute("PRAGMA max_page_count = 1")  # raised to the file's size
+                cursor.execute(pragma)
         finally:
             cursor.close()
 
-    event.listen(Pool, "connect", cap)
+    event.listen(Pool, "connect", apply)
     try:
         yield
     finally:
-        event.remove(Pool, "connect", cap)
+        event.remove(Pool, "connect", apply)
 
 
 async def ballasted(path: Path) -> None:
@@ -146,6 +161,48 @@ async def test_a_save_that_lands_marks_the_store_writable_again(sqlite_file: Pat
             assert written == []
         finally:
             await store.aclose()
+
+
+async def test_a_read_only_sqlite_fails_saves_and_the_ping_naming_it_until_writable_again(
+    sqlite_file: Path,
+) -> None:
+    """The store opened while its file could not be written (its permissions, a read-only
+    mount): once it can, new connections write it, the writer's too, by themselves."""
+    tenant = f"tenant-{uuid.uuid4().hex}"
+    store = open_store(f"sqlite:///{sqlite_file}")
+    try:
+        with read_only_file(sqlite_file):
+            await store.ping()  # reads answer, and no write failed yet
+            with pytest.raises(StorageError) as saving:
+                await store.save(_record(tenant, "r1"))
+            assert (saving.value.status, saving.value.code) == (503, "storage_read_only")
+            assert "saving a response" in saving.value.message
+            assert "read-only" in saving.value.message
+            assert "readonly database" in str(saving.value)  # for the log
+            for _ in range(2):  # still read-only: every probe says so
+                with pytest.raises(StorageError) as probing:
+                    await store.ping()
+                assert probing.value.code == "storage_read_only"
+
+        await store.ping()
+        assert probes(sqlite_file) == 0
+        await store.save(_record(tenant, "r2"))
+        assert await store.get(tenant, "r2") is not None
+    finally:
+        await store.aclose()
+
+
+async def test_saves_heal_by_themselves_once_sqlite_is_writable_again(sqlite_file: Path) -> None:
+    """No probe between (readiness not configured): the writer's connection, which
+    found the file read-only, is replaced."""
+    tenant = f"tenant-{uuid.uuid4().hex}"
+    store = open_store(f"sqlite:///{sqlite_file}")
+    try:
+        with read_only_file(sqlite_file), pytest.raises(StorageError, match="read-only"):
+            await store.save(_record(tenant, "r1"))
+        await store.save(_record(tenant, "r2"))
+    finally:
+        await store.aclose()
 
 
 @pytest.fixture

@@ -64,7 +64,8 @@ Import the tree from here. Its branches are kept one concept to a module:
     │   └── StorageNotWritable    503 (the database answers, refuses every write; the
     │       │                         message names why, readiness fails until one lands)
     │       ├── StorageFull       503 code=storage_full (its disk, or its size limit)
-    │       └── StorageReadOnly   503 code=storage_read_only (a standby after a failover)
+    │       └── StorageReadOnly   503 code=storage_read_only (a standby after a failover,
+    │                                 a SQLite file the gateway may not write)
     ├── IdentityUnavailable       503 code=identity_provider_unavailable (OIDC discovery
     │                                 or JWKS unreachable)
     ├── ServerShuttingDown        503 code=server_shutting_down

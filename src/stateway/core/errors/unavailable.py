@@ -57,8 +57,8 @@ class StorageFull(StorageNotWritable):
 class StorageReadOnly(StorageNotWritable):
     code = "storage_read_only"
     cause = (
-        "The database is read-only (a standby server, as after a failover, or a database"
-        " set read-only)."
+        "The database is read-only (a standby server, as after a failover, a database set"
+        " read-only, or a database file the gateway cannot write)."
     )
 
 

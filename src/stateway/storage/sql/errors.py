@@ -15,8 +15,11 @@ parameters (a prompt, a sealed secret).
 A database that refuses writes for a cause that outlasts the write is named, by the
 driver's structured code (:func:`refusal`): out of space (SQLite's ``SQLITE_FULL``, a full
 disk or the file at its ``max_page_count``; PostgreSQL's ``disk_full``) is
-:class:`StorageFull`, a read-only PostgreSQL (``read_only_sql_transaction``: a hot standby,
-or a database set read-only) :class:`StorageReadOnly`; the client's message then says so.
+:class:`StorageFull`, read-only :class:`StorageReadOnly`: PostgreSQL's
+``read_only_sql_transaction`` (a hot standby, or a database set read-only), SQLite's
+``SQLITE_READONLY`` with each of its extended codes (a file opened read-only, as SQLite
+opens one it may not write; the file moved away, ``SQLITE_READONLY_DBMOVED``; its WAL
+index or journal not writable). The client's message then says so.
 """
 
 from __future__ import annotations
@@ -59,8 +62,13 @@ _SQLSTATES: Final[dict[str, type[StorageNotWritable]]] = {
     "53100": StorageFull,  # disk_full
     "25006": StorageReadOnly,  # read_only_sql_transaction
 }
+_SQLITE_CODES: Final[dict[int, type[StorageNotWritable]]] = {
+    sqlite3.SQLITE_FULL: StorageFull,
+    sqlite3.SQLITE_READONLY: StorageReadOnly,
+}
+"""By primary result code: the low byte of an extended one, which is what the driver
+gives (``SQLITE_READONLY_DBMOVED`` is ``SQLITE_READONLY | 4 << 8``)."""
 _PRIMARY_CODE: Final = 0xFF
-"""SQLite's primary result code is the low byte of an extended one."""
 
 
 @contextmanager
@@ -87,8 +95,8 @@ def refusal(failure: BaseException) -> type[StorageNotWritable] | None:
         return type(failure)
     driver = failure.orig if isinstance(failure, DBAPIError) else failure
     code = getattr(driver, "sqlite_errorcode", None)
-    if isinstance(code, int) and code & _PRIMARY_CODE == sqlite3.SQLITE_FULL:
-        return StorageFull
+    if isinstance(code, int):
+        return _SQLITE_CODES.get(code & _PRIMARY_CODE)
     state = getattr(driver, "sqlstate", None)  # asyncpg's, and SQLAlchemy's adapted ones
     return _SQLSTATES.get(state) if isinstance(state, str) else None
 

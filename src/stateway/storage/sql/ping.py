@@ -1,10 +1,11 @@
 """What ``GET /ready`` asks of the database: that it answers, and takes writes.
 
 A database can answer every read while refusing every write: SQLite on a full disk
-(``SQLITE_FULL``), PostgreSQL read-only (a hot standby after a failover, or a database
-set ``default_transaction_read_only``). Stored traffic then fails, so the gateway must
-leave its load balancer, and come back by itself once the cause is gone. Probes come
-every few seconds: while writes land, a ping writes nothing.
+(``SQLITE_FULL``) or a file it may not write (``SQLITE_READONLY``), PostgreSQL read-only
+(a hot standby after a failover, or a database set ``default_transaction_read_only``).
+Stored traffic then fails, so the gateway must leave its load balancer, and come back by
+itself once the cause is gone. Probes come every few seconds: while writes land, a ping
+writes nothing.
 
 - **Answering**: one statement within :data:`PING_TIMEOUT`. On PostgreSQL that statement
   asks whether the connection's transactions are read-only (:data:`.queries.READ_ONLY`):

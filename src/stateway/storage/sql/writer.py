@@ -12,7 +12,10 @@ transaction and returns once it is committed.
   inside this process; readers keep using the async engine (WAL: they never block the
   writer, nor it them). Statements run as :mod:`~stateway.storage.sql.prepared` SQL
   through the driver's ``executemany``: SQLAlchemy's execution machinery would cost more
-  instructions than SQLite's own work for a save.
+  instructions than SQLite's own work for a save. A write refused as read-only
+  (``SQLITE_READONLY``) ends the connection, and the next write opens the file again: a
+  connection that opened it while it could not be written stays read-only once it can,
+  and one whose file was moved away never reaches the file now at its path.
 - **PostgreSQL** (:class:`AsyncWriter`): asyncpg is asynchronous already; the batch runs
   in one transaction on a pooled connection of the async engine, each statement's rows
   as one ``executemany`` of its prepared SQL on the asyncpg connection itself (through
@@ -149,6 +152,9 @@ class ThreadWriter:
                     self._run(connection.driver_connection, statements)
                 except BaseException as exc:  # noqa: BLE001  # every outcome goes back to the loop
                     error = exc
+                    if connection is not None and refusal(exc) is StorageReadOnly:
+                        connection.invalidate(exc)  # the next write opens the file anew
+                        connection = None
                 _answer(loop, done, error)
         finally:
             if connection is not None:
