@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import pytest
 
 from stateway.core.items import Item
@@ -90,3 +91,44 @@ def _item(value: str | Item, role: str) -> Item:
 @pytest.fixture
 def conversations(store: SqlResponseStore) -> SqlConversationStore:
     return SqlConversationStore(store)
+
+
+@pytest.fixture
+async def read_only(fresh_postgres_url: str) -> AsyncIterator[ReadOnly]:
+    await migrate(fresh_postgres_url)
+    admin = await asyncpg.connect(fresh_postgres_url, timeout=5)
+    try:
+        yield ReadOnly(admin)
+    finally:
+        await admin.close()
+
+
+class ReadOnly:
+    """Sets the test's database read-only and back, as a failover to a standby and back
+    to a writable primary look to a client: connections opened meanwhile cannot write."""
+
+    def __init__(self, admin: asyncpg.Connection) -> None:
+        self._admin = admin
+
+    async def on(self) -> None:
+        await self._alter("SET default_transaction_read_only = on")
+        # The failover ends every connection: the new ones reach a read-only server.
+        await self._admin.fetch(
+            "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+
+    async def off(self) -> None:
+        """Writable again; the connections opened meanwhile stay open (and read-only)."""
+        await self._alter("RESET default_transaction_read_only")
+
+    async def _alter(self, change: str) -> None:
+        database = await self._admin.fetchval("SELECT current_database()")
+        await self._admin.execute(f'ALTER DATABASE "{database}" {change}')
+
+
+@pytest.fixture
+async def pg_store(read_only: ReadOnly, fresh_postgres_url: str) -> AsyncIterator[SqlResponseStore]:
+    store = open_store(fresh_postgres_url)
+    yield store
+    await store.aclose()

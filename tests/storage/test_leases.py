@@ -14,7 +14,7 @@ def owner() -> str:
 
 
 async def test_a_registered_owner_beats_and_is_forgotten(store: SqlResponseStore) -> None:
-    leases = SqlOwnerLeases(store.engine)
+    leases = SqlOwnerLeases(store)
     me, other = owner(), owner()
 
     assert not await leases.renew(me), "not registered yet"

@@ -32,7 +32,7 @@ def at(row: ResponseRecord, created_at: float, status: str = "completed") -> Res
 
 @pytest.fixture
 async def purger(store: SqlResponseStore) -> SqlResponsePurger:
-    purger = SqlResponsePurger(store.engine)
+    purger = SqlResponsePurger(store)
     await purger.purge(CUTOFF, 10_000)  # what an interrupted earlier run left
     return purger
 

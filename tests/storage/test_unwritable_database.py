@@ -17,7 +17,7 @@ from __future__ import annotations
 import sqlite3
 import uuid
 import zlib
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,7 @@ from sqlalchemy.pool import Pool
 from stateway.core.errors import StorageError
 from stateway.core.ports import ResponseRecord
 from stateway.storage.sql import SqlResponseStore, migrate, open_store, ping, queries
+from tests.storage.conftest import ReadOnly
 
 BIG = "x" * 64 * 1024
 """An input needing some sixteen new pages of a full file."""
@@ -203,47 +204,6 @@ async def test_saves_heal_by_themselves_once_sqlite_is_writable_again(sqlite_fil
         await store.save(_record(tenant, "r2"))
     finally:
         await store.aclose()
-
-
-@pytest.fixture
-async def read_only(fresh_postgres_url: str) -> AsyncIterator[ReadOnly]:
-    await migrate(fresh_postgres_url)
-    admin = await asyncpg.connect(fresh_postgres_url, timeout=5)
-    try:
-        yield ReadOnly(admin)
-    finally:
-        await admin.close()
-
-
-class ReadOnly:
-    """Sets the test's database read-only and back, as a failover to a standby and back
-    to a writable primary look to a client: connections opened meanwhile cannot write."""
-
-    def __init__(self, admin: asyncpg.Connection) -> None:
-        self._admin = admin
-
-    async def on(self) -> None:
-        await self._alter("SET default_transaction_read_only = on")
-        # The failover ends every connection: the new ones reach a read-only server.
-        await self._admin.fetch(
-            "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity"
-            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
-        )
-
-    async def off(self) -> None:
-        """Writable again; the connections opened meanwhile stay open (and read-only)."""
-        await self._alter("RESET default_transaction_read_only")
-
-    async def _alter(self, change: str) -> None:
-        database = await self._admin.fetchval("SELECT current_database()")
-        await self._admin.execute(f'ALTER DATABASE "{database}" {change}')
-
-
-@pytest.fixture
-async def pg_store(read_only: ReadOnly, fresh_postgres_url: str) -> AsyncIterator[SqlResponseStore]:
-    store = open_store(fresh_postgres_url)
-    yield store
-    await store.aclose()
 
 
 @pytest.mark.postgres

@@ -106,9 +106,9 @@ async def open_gateway(compiled: Compiled, flags: Overrides) -> GatewayParts:
         SqlConversationStore(store),
         sealer=AesGcmSealer(key),
         salts=TenantCacheSalts(key),
-        leases=SqlOwnerLeases(store.engine),
+        leases=SqlOwnerLeases(store),
         usage=SqlUsageLedger(store.reader),
-        purger=SqlResponsePurger(store.engine),
+        purger=SqlResponsePurger(store),
     )
     parts.keys = SqlKeyStore(store.engine)
     return parts
@@ -146,9 +146,9 @@ def build_gateway(
     if store is None:
         sql_store = open_store(config.database_url, timeout=config.storage.database_timeout)
         store, conversations = sql_store, SqlConversationStore(sql_store)
-        leases = SqlOwnerLeases(sql_store.engine)
+        leases = SqlOwnerLeases(sql_store)
         usage = SqlUsageLedger(sql_store.reader)
-        purger = SqlResponsePurger(sql_store.engine)
+        purger = SqlResponsePurger(sql_store)
     runs = RunRegistry()
     owner = ProcessIdentity.current()
     telemetry = Observability(PrometheusMetrics(), open_tracing(config.tracing, __version__))

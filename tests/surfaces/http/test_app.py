@@ -25,13 +25,20 @@ from stateway.core.loop import Loop
 from stateway.core.ports import ResponseStore
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import RunRegistry
-from stateway.storage.sql import migrate, open_store
+from stateway.storage.sql import SqlConversationStore, SqlResponseStore, migrate, open_store
 from stateway.surfaces.http.app import build_http_app
+from stateway.surfaces.http.conversations import ConversationsRoutes
 from stateway.surfaces.http.responses import ResponsesRoutes
 from stateway.surfaces.http.service import ServiceRoutes
 from tests.core.fakes import MemoryStore, ScriptedBackend
 from tests.protocols.responses.test_decode import plausible_request, request_like
-from tests.storage.test_unwritable_database import BIG, ballasted, free_space, full_disk
+from tests.storage.test_unwritable_database import (
+    BIG,
+    ballasted,
+    free_space,
+    full_disk,
+    read_only_file,
+)
 from tests.surfaces.http.asgi import call
 
 
@@ -185,6 +192,66 @@ async def test_a_full_database_fails_stored_requests_and_readiness_naming_it(
             assert stored.json()["status"] == "completed", stored.body
         finally:
             await store.aclose()
+
+
+def with_conversations(store: SqlResponseStore) -> Starlette:
+    backend = ScriptedBackend([TextDelta("ok"), Finish("stop")])
+    router = Router([BackendEntry(backend, {}, catch_all=True)])
+    conversations = SqlConversationStore(store)
+    gateway = Gateway(store, router, Loop(store), RunRegistry(), conversations=conversations)
+    return build_http_app(
+        ResponsesRoutes(gateway, 4096),
+        ServiceRoutes(gateway),
+        conversations=ConversationsRoutes(gateway, 4096),
+    )
+
+
+async def test_a_read_only_database_fails_conversation_writes_and_readiness_naming_it(
+    tmp_path: Path,
+) -> None:
+    """A conversation's writes are not saves of a response, yet one refused as read-only
+    (the gateway started while its SQLite file could not be written) answers 503 naming
+    it, and takes the gateway out of its load balancer as a refused save does, until the
+    file can be written again."""
+    path = tmp_path / "stateway.db"
+    await ballasted(path)
+    writable = open_store(f"sqlite:///{path}")
+    try:
+        created = await call(with_conversations(writable), "POST", "/v1/conversations", b"{}")
+    finally:
+        await writable.aclose()
+    conversation = f"/v1/conversations/{created.json()['id']}"
+    items = orjson.dumps({"items": [{"role": "user", "content": "hi"}]})
+    metadata = orjson.dumps({"metadata": {"topic": "tea"}})
+
+    store = open_store(f"sqlite:///{path}")
+    try:
+        app = with_conversations(store)
+        with read_only_file(path):
+            for target, body, action in [
+                (conversation + "/items", items, "adding conversation items"),
+                (conversation, metadata, "updating a conversation"),
+            ]:
+                refused = await call(app, "POST", target, body)
+                assert refused.status == 503, refused.body
+                assert refused.json()["error"] == {
+                    "message": f"Storage failed while {action}. The database is read-only"
+                    " (a standby server, as after a failover, a database set read-only, or a"
+                    " database file the gateway cannot write).",
+                    "type": "server_error",
+                    "param": None,
+                    "code": "storage_read_only",
+                }
+            down = await call(app, "GET", "/ready")
+            assert down.status == 503
+            assert "read-only" in down.json()["storage"]
+
+        up = await call(app, "GET", "/ready")
+        assert (up.status, up.json()["storage"]) == (200, "ok")
+        added = await call(app, "POST", conversation + "/items", items)
+        assert added.status == 200, added.body
+    finally:
+        await store.aclose()
 
 
 def served_with(results: CommandResults) -> Starlette:

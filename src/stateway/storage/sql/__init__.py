@@ -7,8 +7,9 @@
 Modules: :mod:`.engine` turns user URLs into async engines, :mod:`.schema` declares the
 tables, :mod:`.migrator` runs the Alembic migrations shipped in ``migrations/``,
 :mod:`.queries` holds the prebuilt statements, :mod:`.store` implements the port (its
-readiness: :mod:`.ping`, whether the database answers and takes writes) and
-:mod:`.errors` turns database failures into ``StorageError``. Conversations:
+readiness: :mod:`.ping`, whether the database answers and takes writes, after
+:mod:`.refusals`, the refusal a write last met) and :mod:`.errors` turns database
+failures into ``StorageError``. Conversations:
 :mod:`.conversations` implements their port over the response store's engine,
 :mod:`.conversation_queries` holds their statements and :mod:`.conversation_rows` the
 writes a turn makes inside the response store's transactions.

@@ -4,7 +4,8 @@ port over SQL.
 It shares the engine of the :class:`~stateway.storage.sql.store.SqlResponseStore` it is
 built from (which owns and disposes it): a turn's own writes go through that store's
 group committer, with its response rows. Each write here is one transaction of its own
-on that engine (as a response's delete is: on SQLite, beside the writer's connection);
+on that engine (as a response's delete is: on SQLite, beside the writer's connection), a
+lasting refusal it meets kept for that store's ping (its ``refusals``);
 reads run as in the response store (autocommit on PostgreSQL), and a conversation's items
 are read for a turn in a single statement, so they match the length read with them.
 Metadata travels as JSON text.
@@ -31,6 +32,7 @@ class SqlConversationStore:
     def __init__(self, responses: SqlResponseStore) -> None:
         self._engine = responses.engine
         self._reader = responses.reader
+        self._refusals = responses.refusals
 
     async def create(self, conversation: Conversation, items: list[Item]) -> None:
         row = {
@@ -43,7 +45,7 @@ class SqlConversationStore:
             "active_response_id": None,
         }
         appended = appended_rows(conversation.tenant_id, conversation.id, items, start=0)
-        with storage_errors("creating a conversation"):
+        with storage_errors("creating a conversation", self._refusals):
             async with self._engine.begin() as connection:
                 await connection.execute(q.INSERT_CONVERSATION, row)
                 if appended:
@@ -68,7 +70,7 @@ class SqlConversationStore:
         if not _storable(conversation_id):
             return None
         values = {**_key(tenant_id, conversation_id), "new_metadata": _dumps(metadata)}
-        with storage_errors("updating a conversation"):
+        with storage_errors("updating a conversation", self._refusals):
             async with self._engine.begin() as connection:
                 created_at = (await connection.execute(q.UPDATE_METADATA, values)).scalar()
         if created_at is None:
@@ -79,7 +81,7 @@ class SqlConversationStore:
         if not _storable(conversation_id):
             return False
         values = {**_key(tenant_id, conversation_id), "now": time.time()}
-        with storage_errors("deleting a conversation"):
+        with storage_errors("deleting a conversation", self._refusals):
             async with self._engine.begin() as connection:
                 result = await connection.execute(q.SOFT_DELETE, values)
         return result.rowcount == 1
@@ -90,7 +92,7 @@ class SqlConversationStore:
         if not _storable(conversation_id):
             return None
         key = _key(tenant_id, conversation_id)
-        with storage_errors("adding conversation items"):
+        with storage_errors("adding conversation items", self._refusals):
             async with self._engine.begin() as connection:
                 end = (await connection.execute(q.RESERVE, {**key, "count": len(items)})).scalar()
                 if end is None:
@@ -164,7 +166,7 @@ class SqlConversationStore:
         if not (_storable(conversation_id) and _storable(item_id)):
             return False
         values = {**_key(tenant_id, conversation_id), "item": item_id, "now": time.time()}
-        with storage_errors("deleting a conversation item"):
+        with storage_errors("deleting a conversation item", self._refusals):
             async with self._engine.begin() as connection:
                 result = await connection.execute(q.DELETE_ITEM, values)
         return result.rowcount > 0

@@ -40,6 +40,7 @@ from sqlalchemy.exc import (
 )
 
 from stateway.core.errors import StorageError, StorageFull, StorageNotWritable, StorageReadOnly
+from stateway.storage.sql.refusals import WriteRefusals
 
 DATABASE_ERRORS: Final[tuple[type[Exception], ...]] = (
     SQLAlchemyError,
@@ -72,10 +73,12 @@ _PRIMARY_CODE: Final = 0xFF
 
 
 @contextmanager
-def storage_errors(action: str) -> Iterator[None]:
+def storage_errors(action: str, refusals: WriteRefusals | None = None) -> Iterator[None]:
     """Re-raise database failures inside the block as :class:`StorageError`.
 
-    ``action`` names what was being done ("saving a response"), for the message.
+    ``action`` names what was being done ("saving a response"), for the message. A write
+    passes its store's ``refusals``, which keep a lasting refusal it meets for the ping
+    (:mod:`~stateway.storage.sql.refusals`).
     """
     try:
         yield
@@ -85,7 +88,10 @@ def storage_errors(action: str) -> Iterator[None]:
         raise _failed(f"Storage rejected the data while {action}.", exc) from exc
     except DATABASE_ERRORS as exc:
         kind = refusal(exc) or StorageError
-        raise _failed(f"Storage failed while {action}.", exc, kind) from exc
+        failed = _failed(f"Storage failed while {action}.", exc, kind)
+        if refusals is not None and isinstance(failed, StorageNotWritable):
+            refusals.refused(failed)
+        raise failed from exc
 
 
 def refusal(failure: BaseException) -> type[StorageNotWritable] | None:

@@ -14,8 +14,9 @@ hand-off to the writer's thread).
 A save is still atomic and still awaited: its caller resumes only once its rows are
 committed. When a shared transaction fails, its saves are retried one by one, so one bad
 record (a duplicate id) fails alone instead of taking its neighbours with it. A
-transaction the database refused for a lasting cause (out of space, read-only) is kept as
-:attr:`GroupCommitter.refusal` until one commits: the store's readiness reads it.
+transaction the database refused for a lasting cause (out of space, read-only) is kept in
+the store's :class:`~stateway.storage.sql.refusals.WriteRefusals` until one commits: its
+readiness reads it.
 
 A save is a set of parameter rows per statement (:data:`Rows`); a batch runs each
 statement once, over the rows of all its saves, in the order the committer was given
@@ -34,8 +35,9 @@ from typing import Any, Final
 
 from sqlalchemy.sql import Executable
 
-from stateway.core.errors import StorageError, StorageNotWritable
+from stateway.core.errors import StorageError
 from stateway.storage.sql.errors import storage_errors
+from stateway.storage.sql.refusals import WriteRefusals
 from stateway.storage.sql.writer import Writer
 
 log = logging.getLogger(__name__)
@@ -55,16 +57,17 @@ class PendingSave:
 
 
 class GroupCommitter:
-    def __init__(self, writer: Writer, order: Sequence[Executable]) -> None:
-        """``order``: every statement a save may use, in the order a batch runs them."""
+    def __init__(
+        self, writer: Writer, order: Sequence[Executable], refusals: WriteRefusals
+    ) -> None:
+        """``order``: every statement a save may use, in the order a batch runs them;
+        ``refusals``: where a transaction's lasting refusal is kept, until one commits."""
         self.writer = writer
         self._order = tuple(order)
         self._known = frozenset(order)
+        self._refusals = refusals
         self._pending: list[PendingSave] = []
         self._writer: asyncio.Task[None] | None = None
-        self.refusal: StorageNotWritable | None = None
-        """Why the last transaction failed, when the database refused it for a lasting
-        cause; None once one commits."""
 
     async def write(self, rows: Rows) -> None:
         """Write one save's rows (atomically, with whatever batch it joins); return once
@@ -124,13 +127,9 @@ class GroupCommitter:
                 (statement, [row for save in batch for row in save.rows.get(statement, ())])
                 for statement in self._order
             ]
-        try:
-            with storage_errors("saving a response"):
-                await self.writer.write(statements)
-        except StorageNotWritable as refused:
-            self.refusal = refused
-            raise
-        self.refusal = None
+        with storage_errors("saving a response", self._refusals):
+            await self.writer.write(statements)
+        self._refusals.landed()
 
 
 def _fail(batch: list[PendingSave]) -> None:

@@ -17,8 +17,8 @@ writes nothing.
   (:class:`StorageReadOnly`). Once the database is found writable again, the pool is
   renewed: sessions opened meanwhile (by requests under way) are not used again.
 - **Taking writes**: a write the database refused for a lasting cause
-  (:class:`StorageNotWritable`; the group committer keeps the last one,
-  :attr:`~stateway.storage.sql.group_commit.GroupCommitter.refusal`, until a transaction
+  (:class:`StorageNotWritable`: a save, or any write of the store's; the store keeps the
+  last one in its :class:`~stateway.storage.sql.refusals.WriteRefusals` until a save
   commits) fails every ping. Meanwhile no traffic comes to tell when writes land again,
   so each ping tries one through the same writer: a :data:`PROBE_BYTES` row written and
   deleted in one committed transaction. Committed, because a rolled-back write succeeds
@@ -40,6 +40,7 @@ from stateway.core.errors import StorageNotWritable, StorageReadOnly
 from stateway.storage.sql import queries
 from stateway.storage.sql.errors import storage_errors
 from stateway.storage.sql.group_commit import GroupCommitter, Rows
+from stateway.storage.sql.refusals import WriteRefusals
 
 PING_TIMEOUT: Final = 2.0
 """Seconds a ping waits for the database: one that stopped answering without closing (its
@@ -60,11 +61,18 @@ def _probe() -> Rows:
 
 
 class Ping:
-    def __init__(self, engine: AsyncEngine, reader: AsyncEngine, writes: GroupCommitter) -> None:
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        reader: AsyncEngine,
+        writes: GroupCommitter,
+        refusals: WriteRefusals,
+    ) -> None:
         self._engine = engine
         self._reader = reader
         self._postgres = engine.dialect.name == "postgresql"
         self._writes = writes
+        self._refusals = refusals
         self._found_read_only = False
         """Whether a ping found PostgreSQL read-only, and none has found it writable since."""
 
@@ -77,10 +85,10 @@ class Ping:
         with storage_errors("checking the database"):
             async with asyncio.timeout(PING_TIMEOUT):
                 await self._answers()
-        if self._found_read_only or isinstance(self._writes.refusal, StorageReadOnly):
+        if self._found_read_only or isinstance(self._refusals.last, StorageReadOnly):
             self._found_read_only = False
             await self._engine.dispose()
-        if self._writes.refusal is not None:
+        if self._refusals.last is not None:
             await self._write()
 
     async def _answers(self) -> None:

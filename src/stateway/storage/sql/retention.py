@@ -27,11 +27,11 @@ from __future__ import annotations
 from typing import Final
 
 from sqlalchemy import Select, String, bindparam, delete, select, text, tuple_
-from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.sql import Delete
 
 from stateway.storage.sql.errors import storage_errors
 from stateway.storage.sql.schema import IN_PROGRESS_WHERE, responses
+from stateway.storage.sql.store import SqlResponseStore
 
 _finished = text(f"NOT ({IN_PROGRESS_WHERE})")
 
@@ -54,8 +54,11 @@ _DELETE: Final[Delete] = delete(responses).where(
 
 
 class SqlResponsePurger:
-    def __init__(self, engine: AsyncEngine) -> None:
-        self._engine = engine
+    def __init__(self, store: SqlResponseStore) -> None:
+        """On ``store``'s engine; a lasting refusal met fails its ping
+        (:mod:`~stateway.storage.sql.refusals`)."""
+        self._engine = store.engine
+        self._refusals = store.refusals
         self._walk: tuple[float, tuple[str, str]] | None = None
         """The cutoff of the sweep under way and the last key its batches found; None
         between sweeps."""
@@ -66,7 +69,7 @@ class SqlResponsePurger:
         if self._walk is not None and self._walk[0] == before:  # the sweep goes on
             search = _EXPIRED_AFTER
             values["after_tenant"], values["after_id"] = self._walk[1]
-        with storage_errors("deleting responses older than the retention"):
+        with storage_errors("deleting responses older than the retention", self._refusals):
             async with self._engine.begin() as connection:
                 found = (await connection.execute(search, values)).all()
                 by_tenant: dict[str, list[str]] = {}

@@ -43,6 +43,7 @@ from stateway.storage.sql.engine import create_engine
 from stateway.storage.sql.errors import storage_errors
 from stateway.storage.sql.group_commit import GroupCommitter, Rows
 from stateway.storage.sql.ping import Ping
+from stateway.storage.sql.refusals import WriteRefusals
 from stateway.storage.sql.schema import INPUT, OUTPUT
 from stateway.storage.sql.writer import Watcher, writer_for
 
@@ -83,8 +84,11 @@ class SqlResponseStore:
             if engine.dialect.name == "postgresql"
             else engine
         )
-        self._writes = GroupCommitter(writer_for(engine), WRITE_ORDER)
-        self._ping = Ping(engine, self._reader, self._writes)
+        self.refusals = WriteRefusals()
+        """The lasting refusal a write last met: every write of this store's engine passes
+        it to :func:`~.errors.storage_errors`, its ping reads it."""
+        self._writes = GroupCommitter(writer_for(engine), WRITE_ORDER, self.refusals)
+        self._ping = Ping(engine, self._reader, self._writes, self.refusals)
 
     @property
     def write_watchers(self) -> list[Watcher]:
@@ -265,7 +269,7 @@ class SqlResponseStore:
         if not _storable(response_id):
             return False
         values = {"tenant": tenant_id, "response": response_id, "now": time.time()}
-        with storage_errors("deleting a response"):
+        with storage_errors("deleting a response", self.refusals):
             async with self.engine.begin() as connection:
                 result = await connection.execute(queries.SOFT_DELETE, values)
         return result.rowcount == 1
