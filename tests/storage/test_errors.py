@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import sqlite3
 import threading
 import time
@@ -330,21 +329,6 @@ def _read_only_file(tmp_path: Path) -> sqlite3.Error:
         connection.close()
 
 
-def _unwritable_file(tmp_path: Path) -> sqlite3.Error:
-    """What SQLite says to a write on a file whose permissions forbid writing (SQLite opens
-    it read-only)."""
-    path = tmp_path / "unwritable.db"
-    sqlite3.connect(path).close()
-    path.chmod(0o444)
-    connection = sqlite3.connect(path)
-    try:
-        with pytest.raises(sqlite3.Error) as caught:
-            connection.execute("CREATE TABLE t (body BLOB)")
-        return caught.value
-    finally:
-        connection.close()
-
-
 def _query_only(tmp_path: Path) -> sqlite3.Error:
     """What SQLite says to a write on a connection set ``query_only``."""
     connection = sqlite3.connect(tmp_path / "query-only.db")
@@ -376,11 +360,6 @@ def _moved_file(tmp_path: Path) -> sqlite3.Error:
     ("make", "extended"),
     [
         (_read_only_file, sqlite3.SQLITE_READONLY),
-        pytest.param(
-            _unwritable_file,
-            sqlite3.SQLITE_READONLY,
-            marks=pytest.mark.skipif(os.geteuid() == 0, reason="root writes it all the same"),
-        ),
         (_query_only, sqlite3.SQLITE_READONLY),
         (_moved_file, sqlite3.SQLITE_READONLY_DBMOVED),
     ],
