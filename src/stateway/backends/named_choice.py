@@ -12,69 +12,51 @@ choice is its ``mode`` over the tools it names
 (:meth:`~stateway.core.tools.catalog.Catalog.model_choice`).
 
 Which server it is, its model listing tells
-(:func:`~stateway.backends.model_windows.forces_named_choice`), learned once per backend:
-from the listing the window discovery reads, else asked by the first call naming a
-function (the calls meanwhile wait for that answer). Only a server the listing shows to
-force a named choice (vLLM, SGLang, hosted OpenAI) gets it named; any other, llama.cpp or
-one unknown (a proxy such as llama-swap in front of llama-server lists its models as its
-own; Ollama, LM Studio), or one refusing its listing, gets ``required`` over that
-function: forced whatever the server, at the price of a prefix cache miss where one
-would have served. While none is known (the server unreachable or still loading, a 5xx,
-a 429, the gateway's credentials refused) a named choice goes as ``required`` too, and the
-next call naming a function asks again.
+(:func:`~stateway.backends.model_windows.forces_named_choice`), learned once per backend
+(:mod:`stateway.backends.listed_trait`): from the listing the window discovery reads,
+else asked by the first call naming a function. Only a server the listing shows to force
+a named choice (vLLM, SGLang, hosted OpenAI) gets it named; any other, llama.cpp or one
+unknown (a proxy such as llama-swap in front of llama-server lists its models as its own;
+Ollama, LM Studio), or one refusing its listing, gets ``required`` over that function:
+forced whatever the server, at the price of a prefix cache miss where one would have
+served. While none is known (the server unreachable or still loading, a 5xx, a 429, the
+gateway's credentials refused) a named choice goes as ``required`` too, and the next call
+naming a function asks again.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from typing import Any
 
+from stateway.backends.listed_trait import ListedTrait
 from stateway.backends.model_windows import forces_named_choice
 from stateway.backends.upstream_http import UpstreamClient
-from stateway.core.errors import GatewayError, UpstreamRejected
 
 
 class NamedChoices:
     """Whether the server behind a Chat backend forces a named choice sent as named."""
 
-    __slots__ = ("_asking", "_client", "taken")
+    __slots__ = ("_forcing",)
 
     def __init__(self, client: UpstreamClient) -> None:
-        self._client = client
-        self.taken: bool | None = None
+        self._forcing = ListedTrait(client, forces_named_choice)
+
+    @property
+    def taken(self) -> bool | None:
         """Whether it does; None while its listing has not told."""
-        self._asking = asyncio.Lock()
-        """Held while the listing is asked: one asking at a time."""
+        return self._forcing.known
 
     def learn(self, listing: Sequence[object]) -> None:
         """Learn it from ``listing`` (the ``data`` of the server's ``GET /models``)."""
-        self.taken = forces_named_choice(listing)
+        self._forcing.learn(listing)
 
     async def send(self, body: dict[str, Any], choice: dict[str, Any]) -> None:
         """Give a Chat Completions ``body`` whose ``tool_choice`` is ``choice``, naming a
         function, the choice in a form the server forces (in place): as named, or as
         ``required`` over that function alone."""
-        if not await self._taken():
+        if not await self._forcing.held():
             as_required(body, choice)
-
-    async def _taken(self) -> bool:
-        if self.taken is None:
-            async with self._asking:
-                if self.taken is None:
-                    await self._ask()
-        return self.taken is True
-
-    async def _ask(self) -> None:
-        try:
-            _, page = await self._client.model_page()
-        except UpstreamRejected as exc:
-            if exc.status != 429:  # no listing to read: nothing tells it forces one
-                self.taken = False
-            return
-        except GatewayError:  # no answer: asked again by the next call naming a function
-            return
-        self.learn(page["data"])
 
 
 def as_required(body: dict[str, Any], choice: dict[str, Any]) -> None:
