@@ -52,6 +52,17 @@ def responses_gateway(
         yield running
 
 
+@pytest.fixture(scope="session")
+def messages_gateway(
+    llama: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RunningGateway]:
+    """A gateway with llama-server's own ``/v1/messages`` as its one backend
+    (``api = "anthropic"``)."""
+    directory = tmp_path_factory.mktemp("messages-gateway")
+    with configured_gateway(directory, {"url": llama + "/v1", "api": "anthropic"}) as running:
+        yield running
+
+
 @pytest.fixture
 def client(gateway: RunningGateway) -> Iterator[OpenAI]:
     with OpenAI(base_url=gateway.url + "/v1", api_key="sk-test", max_retries=0) as sdk:

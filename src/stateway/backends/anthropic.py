@@ -41,6 +41,7 @@ from stateway.backends.anthropic_request import (
     count_body,
     to_upstream,
 )
+from stateway.backends.anthropic_tool_choice import ToolChoices
 from stateway.backends.model_windows import listed_windows
 from stateway.backends.stop_sequences import stopping
 from stateway.backends.upstream_http import UpstreamClient
@@ -111,6 +112,8 @@ class AnthropicBackend:
         self.name = client.target.name
         self.address = client.target.address
         self._options = options or AnthropicOptions()
+        self._choices = ToolChoices(client)
+        """How its server takes a tool choice, once its listing told."""
 
     def infer(self, request: InferenceRequest) -> AsyncGenerator[Delta, None]:
         """The round's deltas; ended by the gateway at a blank stop sequence, which
@@ -121,7 +124,9 @@ class AnthropicBackend:
 
     async def _deltas(self, request: InferenceRequest) -> AsyncGenerator[Delta, None]:
         names = ToolNames()
-        body = self._client.target.filled(to_upstream(request, self._options, names))
+        body = to_upstream(request, self._options, names)
+        await self._choices.send(body)
+        body = self._client.target.filled(body)
         betas, waiting = self._betas(request), request.first_output
         async with self._client.post(
             "/messages", body, headers=betas, first_output=waiting
@@ -154,7 +159,9 @@ class AnthropicBackend:
         return {BETA: ",".join([*own, *(b for b in wanted if b not in own)])}
 
     async def count_tokens(self, request: InferenceRequest) -> int:
-        body = count_body(to_upstream(request, self._options, ToolNames()))
+        body = to_upstream(request, self._options, ToolNames())
+        await self._choices.send(body)
+        body = count_body(body)
         betas = self._betas(request)
         async with self._client.post("/messages/count_tokens", body, headers=betas) as reply:
             payload = self._parse(await reply.read())
@@ -192,8 +199,12 @@ class AnthropicBackend:
         return [entry["id"] for entry in await self._listing()]
 
     async def advertised_windows(self) -> AdvertisedWindows:
-        """Each model's ``max_input_tokens`` (:mod:`stateway.backends.model_windows`)."""
-        return await listed_windows(self._client, await self._listing())
+        """Each model's ``max_input_tokens`` (:mod:`stateway.backends.model_windows`), or
+        llama.cpp's slot window; the listing also tells how its server takes a tool
+        choice (:mod:`stateway.backends.anthropic_tool_choice`)."""
+        listing = await self._listing()
+        self._choices.learn(listing)
+        return await listed_windows(self._client, listing)
 
     async def _listing(self) -> list[dict[str, Any]]:
         """Every page of the listing: Anthropic answers 20 models unless asked for more

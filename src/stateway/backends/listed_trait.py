@@ -1,6 +1,7 @@
 """What a model server's listing (``GET /models``) tells of the server itself, beyond its
 models: whether it forces a named ``tool_choice`` as named
-(:mod:`stateway.backends.named_choice`).
+(:mod:`stateway.backends.named_choice`), whether it is llama.cpp's ``llama-server``
+(:mod:`stateway.backends.anthropic_tool_choice`).
 
 Learned once per backend: from the listing the window discovery reads, else asked by the
 first call that needs it (the calls meanwhile wait for that answer). A server refusing its

@@ -15,7 +15,9 @@ discover_context_window``; :mod:`stateway.core.routing.windows` asks and keeps i
   ``GET /props`` at the server's root (``default_generation_settings.n_ctx``, beside
   ``total_slots``), asked of a llama.cpp listing without it.
   llama.cpp reads a named ``tool_choice`` as ``auto``: a listing tells the servers that
-  do not (:func:`forces_named_choice`, :mod:`stateway.backends.named_choice`).
+  do not (:func:`forces_named_choice`, :mod:`stateway.backends.named_choice`), and
+  llama.cpp's own (:func:`serves_llama_cpp`), whose Messages endpoint keeps only a tool
+  choice's kind (:mod:`stateway.backends.anthropic_tool_choice`).
 - OpenAI's listing, and other servers', say nothing: no window. Ollama's and LM Studio's
   own APIs are not asked (Ollama's ``/api/show`` and LM Studio's ``/api/v0/models`` tell
   the most a model takes, not the context it is loaded with: Ollama's ``num_ctx``): such
@@ -96,6 +98,17 @@ def forces_named_choice(listing: Sequence[object]) -> bool:
     return any(
         isinstance(entry, dict)
         and ("max_model_len" in entry or entry.get("owned_by") in NAMED_CHOICE_OWNERS)
+        for entry in listing
+    )
+
+
+def serves_llama_cpp(listing: Sequence[object]) -> bool:
+    """Whether ``listing`` (a ``GET /models``'s ``data``) is that of llama.cpp's
+    ``llama-server``: an entry ``owned_by`` it (its router mode lists a model not loaded
+    without ``meta``) or with its ``meta.n_ctx_train``. Not a proxy in front of one, which
+    lists its models as its own (llama-swap)."""
+    return any(
+        _llama_cpp(entry) or (isinstance(entry, dict) and entry.get("owned_by") == "llamacpp")
         for entry in listing
     )
 
