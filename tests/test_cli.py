@@ -261,6 +261,51 @@ def test_insecure_no_auth_serves_a_public_address_with_a_warning_about_auth(
     assert "without auth" in warning.getMessage()
 
 
+def test_check_config_refuses_a_public_address_without_auth_as_serving_does(
+    tmp_path: Path,
+) -> None:
+    """check-config tells whether serving will start: a file's public host without auth
+    is refused by both, alike; with ``--insecure-no-auth`` check-config accepts it and says
+    who may call."""
+    path = tmp_path / "public.toml"
+    path.write_text("[server]\nhost = '0.0.0.0'\n")
+    database = f"sqlite:///{tmp_path}/x.db"
+    for command in (["check-config"], ["serve", "--port", "0"]):
+        refused = stateway(*command, "--config", str(path), "--database", database)
+        assert refused.returncode == 2, command
+        assert "refusing to serve 0.0.0.0 without auth" in refused.stderr
+        assert "Traceback" not in refused.stderr
+
+    allowed = stateway("check-config", "--config", str(path), "--insecure-no-auth")
+
+    assert allowed.returncode == 0, allowed.stderr
+    assert "(every caller is the default tenant; any address: --insecure-no-auth)" in (
+        allowed.stdout
+    )
+    assert "configuration is valid" in allowed.stdout
+
+
+@pytest.mark.parametrize(
+    ("protocol", "named"),
+    [
+        ("grpc", "pip install opentelemetry-exporter-otlp-proto-grpc"),
+        ("http/json", "OTEL_EXPORTER_OTLP_PROTOCOL 'http/json'"),
+    ],
+)
+def test_check_config_refuses_tracing_that_serving_refuses(
+    protocol: str, named: str, tmp_path: Path
+) -> None:
+    """Traces over a protocol whose exporter is not installed (gRPC's is in no extra) or
+    that no exporter speaks: refused by check-config as by serving, naming the remedy."""
+    env = {"STATEWAY_TRACING": "true", "OTEL_EXPORTER_OTLP_PROTOCOL": protocol}
+    database = f"sqlite:///{tmp_path}/x.db"
+    for command in (["check-config"], ["serve", "--port", "0"]):
+        refused = stateway(*command, "--database", database, env=env)
+        assert refused.returncode == 2, command
+        assert named in refused.stderr
+        assert "Traceback" not in refused.stderr
+
+
 def test_check_config_says_who_may_call(tmp_path: Path) -> None:
     path = tmp_path / "auth.toml"
     path.write_text(

@@ -61,13 +61,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"stateway: {exc}", file=sys.stderr)
         return 2
     if args.command == "check-config":
-        _describe(compiled.config, sys.stdout)
-        print("configuration is valid")
-        return 0
+        return _check(compiled.config, insecure_no_auth=args.insecure_no_auth)
     return _reported(
         compiled.config,
         lambda: _serve(compiled, flags, insecure_no_auth=args.insecure_no_auth),
     )
+
+
+def _check(config: Config, *, insecure_no_auth: bool) -> int:
+    """check-config's answer for a compiled configuration: what serving would still refuse
+    before opening anything (a public address without auth, tracing that cannot export)
+    is refused here alike, so that a configuration said valid is one that serves."""
+    from stateway.telemetry.tracing import check_tracing
+
+    try:
+        warning = check_exposure(config.server.host, config.auth.configured, insecure_no_auth)
+        check_tracing(config.tracing)
+    except (ExposureRefused, ConfigError) as exc:
+        print(f"stateway: {exc}", file=sys.stderr)
+        return 2
+    _describe(config, sys.stdout, beyond_loopback=warning is not None)
+    print("configuration is valid")
+    return 0
 
 
 def _migrate(config: Config) -> int:
@@ -281,14 +296,11 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", help="listen address (default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="listen port (default 8080; 0 picks a free one)")
     _upstream(serve)
-    serve.add_argument(
-        "--insecure-no-auth",
-        action="store_true",
-        help="serve a non-loopback address without auth (a trusted network only)",
-    )
+    _insecure_no_auth(serve, "serve")
     check = commands.add_parser("check-config", help="validate the configuration and exit")
     _common(check)
     _upstream(check)
+    _insecure_no_auth(check, "accept serving")
     migrate_cmd = commands.add_parser("migrate", help="upgrade the database schema")
     _common(migrate_cmd)
     key_commands.add_parser(commands)
@@ -300,6 +312,14 @@ def _parser() -> argparse.ArgumentParser:
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", help="TOML configuration file")
     parser.add_argument("--database", help="sqlite:///file.db or postgresql://user@host/db")
+
+
+def _insecure_no_auth(parser: argparse.ArgumentParser, verb: str) -> None:
+    parser.add_argument(
+        "--insecure-no-auth",
+        action="store_true",
+        help=f"{verb} a non-loopback address without auth (a trusted network only)",
+    )
 
 
 def _upstream(parser: argparse.ArgumentParser) -> None:

@@ -7,7 +7,7 @@ tracing off (or a span the sampler dropped) nothing is built for them."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -41,7 +41,7 @@ from stateway.surfaces.http.service import ServiceRoutes
 from stateway.telemetry import tracing
 from stateway.telemetry.metrics import PrometheusMetrics
 from stateway.telemetry.observability import Observability
-from stateway.telemetry.tracing import ALLOWED_ATTRIBUTES, Tracing, open_tracing
+from stateway.telemetry.tracing import ALLOWED_ATTRIBUTES, Tracing, check_tracing, open_tracing
 from stateway.telemetry_config import TracingConfig
 from tests.core.fakes import FakeSearch, MemoryStore, RoundsBackend
 from tests.core.tools.test_tool_loop import answer, call, tools_round
@@ -370,7 +370,7 @@ def test_enabled_tracing_exports_over_otlp_http() -> None:
 
 
 def test_enabled_tracing_without_the_sdk_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
-    def missing(version: str) -> TracerProvider:
+    def missing(version: str, environ: Mapping[str, str] | None = None) -> TracerProvider:
         raise ModuleNotFoundError("No module named 'opentelemetry.sdk'", name="opentelemetry.sdk")
 
     monkeypatch.setattr(tracing, "otlp_provider", missing)
@@ -393,7 +393,32 @@ def test_the_service_is_named_stateway_unless_the_environment_says(
     provider.shutdown()
 
 
-def test_grpc_without_its_exporter_is_refused_by_name(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
-    with pytest.raises(ConfigError, match="grpc"):
-        open_tracing(TracingConfig(enabled=True), "0", {})
+def test_grpc_without_its_exporter_is_refused_by_name() -> None:
+    """gRPC's exporter is in no extra (grpcio is large): the error names it, not the extra."""
+    grpc = {"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}
+    with pytest.raises(ConfigError, match="pip install opentelemetry-exporter-otlp-proto-grpc"):
+        open_tracing(TracingConfig(enabled=True), "0", grpc)
+    with pytest.raises(ConfigError, match="opentelemetry-exporter-otlp-proto-grpc"):
+        check_tracing(TracingConfig(enabled=True), grpc)
+
+
+@pytest.mark.parametrize(
+    "variable", ["OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"]
+)
+def test_a_protocol_no_exporter_speaks_is_refused_not_replaced(variable: str) -> None:
+    """A typo, or OTLP's ``http/json``, would otherwise export http/protobuf where the
+    collector expects something else: nothing arrives, and nothing says why."""
+    environ = {variable: "http/json"}
+    with pytest.raises(ConfigError, match=f"{variable} 'http/json'"):
+        check_tracing(TracingConfig(enabled=True), environ)
+    with pytest.raises(ConfigError, match="http/protobuf"):
+        open_tracing(TracingConfig(enabled=True), "0", environ)
+    check_tracing(TracingConfig(), environ)  # tracing off: the variable is not the gateway's
+
+
+def test_the_traces_protocol_variable_wins_over_the_general_one() -> None:
+    environ = {
+        "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf",
+        "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+    }
+    check_tracing(TracingConfig(enabled=True), environ)

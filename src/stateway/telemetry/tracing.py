@@ -64,6 +64,18 @@ ROUND: Final = "stateway.round"
 SERVICE_NAME: Final = "stateway"
 """``service.name`` unless ``OTEL_SERVICE_NAME`` or ``OTEL_RESOURCE_ATTRIBUTES`` say."""
 
+EXPORTERS: Final = {
+    "http/protobuf": "opentelemetry.exporter.otlp.proto.http.trace_exporter",
+    "grpc": "opentelemetry.exporter.otlp.proto.grpc.trace_exporter",
+}
+"""The module of each OTLP protocol's span exporter (OTLP's ``http/json`` has none)."""
+
+_PROTOCOL_VARIABLES: Final = (
+    "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+    "OTEL_EXPORTER_OTLP_PROTOCOL",
+)
+"""Where the protocol is named, the first set winning, as the OpenTelemetry SDK reads them."""
+
 
 class AllowedSpan:
     """An OpenTelemetry span as the core's :class:`~stateway.core.telemetry.Span`."""
@@ -175,27 +187,72 @@ def open_tracing(
     config: TracingConfig, version: str, environ: Mapping[str, str] | None = None
 ) -> Tracing | None:
     """Traces exported over OTLP when ``[tracing] enabled`` (and ``OTEL_SDK_DISABLED`` is
-    not true); None otherwise. Raises :class:`~stateway.config.ConfigError` when the
-    ``otel`` extra is not installed."""
+    not true); None otherwise. Raises :class:`~stateway.config.ConfigError` as
+    :func:`check_tracing` does."""
     env = os.environ if environ is None else environ
-    if not config.enabled or env.get("OTEL_SDK_DISABLED", "").lower() == "true":
+    if not _enabled(config, env):
         return None
+    check_tracing(config, env)
     try:
-        provider = otlp_provider(version)
+        provider = otlp_provider(version, env)
     except ImportError as exc:
-        raise ConfigError(
-            f"tracing.enabled needs the OpenTelemetry SDK and OTLP exporter ({exc.name} is "
-            "not installed): pip install 'stateway[otel]'"
-        ) from None
+        raise _not_installed(exc.name) from None
     return Tracing(provider.get_tracer("stateway", version), provider)
 
 
-def otlp_provider(version: str) -> TracerProvider:
+def check_tracing(config: TracingConfig, environ: Mapping[str, str] | None = None) -> None:
+    """Raise :class:`~stateway.config.ConfigError` where :func:`open_tracing` would, so
+    that ``stateway check-config`` refuses what serving refuses, exporting nothing: the
+    SDK or the protocol's exporter not installed, or a protocol no exporter speaks."""
+    env = os.environ if environ is None else environ
+    if not _enabled(config, env):
+        return
+    protocol, module = _exporter_module(env)
+    for name in ("opentelemetry.sdk.trace", module):
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:
+            if name == module and protocol == "grpc":  # left out of the extra: grpcio is large
+                raise ConfigError(
+                    "tracing.enabled over grpc needs its OTLP exporter, which the otel extra "
+                    "leaves out: pip install opentelemetry-exporter-otlp-proto-grpc, or "
+                    "export over http/protobuf"
+                ) from None
+            raise _not_installed(exc.name) from None
+
+
+def _enabled(config: TracingConfig, env: Mapping[str, str]) -> bool:
+    return config.enabled and env.get("OTEL_SDK_DISABLED", "").lower() != "true"
+
+
+def _not_installed(name: str | None) -> ConfigError:
+    return ConfigError(
+        f"tracing.enabled needs the OpenTelemetry SDK and OTLP exporter ({name} is "
+        "not installed): pip install 'stateway[otel]'"
+    )
+
+
+def _exporter_module(env: Mapping[str, str]) -> tuple[str, str]:
+    """The protocol the environment names (``http/protobuf`` by default) and its
+    exporter's module; :class:`~stateway.config.ConfigError` for one no exporter speaks
+    (a typo would otherwise export nowhere, silently)."""
+    variable = next((name for name in _PROTOCOL_VARIABLES if env.get(name)), None)
+    protocol = "http/protobuf" if variable is None else env[variable]
+    if protocol not in EXPORTERS:
+        raise ConfigError(
+            f"{variable} {protocol!r}: traces are exported over OTLP as http/protobuf "
+            "(the default) or grpc"
+        )
+    return protocol, EXPORTERS[protocol]
+
+
+def otlp_provider(version: str, environ: Mapping[str, str] | None = None) -> TracerProvider:
     """An SDK tracer provider exporting in batches over OTLP: the endpoint, headers,
     timeout, compression, sampler and resource come from the standard ``OTEL_*``
-    variables; ``OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL`` picks ``http/protobuf`` (the
-    default) or ``grpc`` (needs ``opentelemetry-exporter-otlp-proto-grpc``). Raises
-    ``ImportError`` naming what is missing."""
+    variables; ``OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL`` (of ``environ``, by default the
+    process's) picks ``http/protobuf`` (the default) or ``grpc`` (needs
+    ``opentelemetry-exporter-otlp-proto-grpc``). Raises ``ImportError`` naming what is
+    missing (:class:`~stateway.config.ConfigError` for a protocol no exporter speaks)."""
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
@@ -204,18 +261,7 @@ def otlp_provider(version: str) -> TracerProvider:
     if str(resource.attributes.get("service.name", "")).startswith("unknown_service"):
         resource = resource.merge(Resource({"service.name": SERVICE_NAME}))
     provider = TracerProvider(resource=resource)
-    provider.add_span_processor(BatchSpanProcessor(_exporter()))
+    _, module = _exporter_module(os.environ if environ is None else environ)
+    exporter: SpanExporter = importlib.import_module(module).OTLPSpanExporter()
+    provider.add_span_processor(BatchSpanProcessor(exporter))
     return provider
-
-
-def _exporter() -> SpanExporter:
-    protocol = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or os.environ.get(
-        "OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"
-    )
-    if protocol == "grpc":  # not in the extra (grpcio is large): installed by hand
-        grpc = importlib.import_module("opentelemetry.exporter.otlp.proto.grpc.trace_exporter")
-        exporter: SpanExporter = grpc.OTLPSpanExporter()
-        return exporter
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-
-    return OTLPSpanExporter()
