@@ -17,6 +17,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -120,6 +121,28 @@ class OfflineGateway:
 
     def log_size(self) -> int:
         return self.requests_log.stat().st_size
+
+    def answers_size(self) -> int:
+        answers = self._answers_log()
+        return answers.stat().st_size if answers.exists() else 0
+
+    def answers_since(self, offset: int, requests: list[dict[str, Any]]) -> list[str]:
+        """The bodies of the answers to ``requests`` (recorded after byte ``offset`` of the
+        answers log, which :meth:`answers_size` gave before they were sent), once the hop
+        has written one for each request answered: it writes one when done relaying it,
+        which may be after its client read it all and went on (bounded wait)."""
+        expected = sum(1 for request in requests if request["status"] is not None)
+        deadline = time.monotonic() + 30
+        while True:
+            with self._answers_log().open("rb") as log:
+                log.seek(offset)
+                answers = [json.loads(line) for line in log.read().splitlines()]
+            if len(answers) >= expected or time.monotonic() > deadline:
+                return answers
+            time.sleep(0.05)
+
+    def _answers_log(self) -> Path:
+        return Path(f"{self.requests_log}.answers")
 
     def await_window(self, window: int, model: str = "fake-model") -> None:
         """Wait (bounded) until the gateway lists ``window`` as ``model``'s, which it learns

@@ -7,8 +7,9 @@
 parsed as JSON or null, the status of the answer; the line is written when the answer's
 headers arrive, with ``status`` null if none came). Answers are relayed as
 they arrive (SSE included) and end by closing the connection, which is all a client needs;
-each answer relayed whole is appended to ``LOG.answers`` (its body as one JSON string a
-line), for the diagnosis of a failed test.
+each answered request's body as relayed (whole, or as far as its client read) is appended
+to ``LOG.answers`` (one JSON string a line) once relayed: after its client may have read it
+all and gone on, so a reader waits for it (``OfflineGateway.answers_since``).
 A WebSocket upgrade is recorded the same way (``status`` 101 once accepted), then its
 bytes are relayed both ways untouched until either side closes.
 
@@ -55,6 +56,7 @@ class _Hop(BaseHTTPRequestHandler):
         headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP}
         upstream = http.client.HTTPConnection(*self.target, timeout=120)
         status: int | None = None
+        got: list[bytes] = []
         try:
             upstream.request(self.command, self.path, body=body or None, headers=headers)
             answer = upstream.getresponse()
@@ -66,16 +68,16 @@ class _Hop(BaseHTTPRequestHandler):
                     self.send_header(key, value)
             self.send_header("connection", "close")
             self.end_headers()
-            got = []
             while chunk := answer.read1(65536):
                 got.append(chunk)
                 self.wfile.write(chunk)
                 self.wfile.flush()
-            with self.log_lock, open(self.log_path + ".answers", "a", encoding="utf-8") as log:
-                log.write(json.dumps(b"".join(got).decode("utf-8", "replace")) + "\n")
         finally:
             if status is None:
                 self._record(body, None)
+            else:  # as far as it was relayed
+                with self.log_lock, open(self.log_path + ".answers", "a", encoding="utf-8") as log:
+                    log.write(json.dumps(b"".join(got).decode("utf-8", "replace")) + "\n")
             upstream.close()
         self.close_connection = True
 

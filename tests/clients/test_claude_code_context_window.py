@@ -62,12 +62,9 @@ def _claude(
     # beside a prompt that leaves less room, and the gateway asks again for the room there
     # is (as Anthropic's models take it), so no setting of Claude Code's is needed
     env: dict[str, str] = {}
-    answers = Path(f"{gateway.requests_log}.answers")
-    offset = answers.stat().st_size if answers.exists() else 0
+    offset = gateway.answers_size()
     run = run_claude(binary, gateway, prompt, workdir, ("Bash",), env, args)
-    with answers.open("rb") as log:
-        log.seek(offset)
-        answered = [json.loads(line) for line in log.read().splitlines()]
+    answered = gateway.answers_since(offset, run.requests)
     return run, [message for body in answered if (message := _error(body)) is not None]
 
 

@@ -69,12 +69,9 @@ def _claude(
 ) -> tuple[ClaudeRun, list[str]]:
     """One ``claude -p`` run (Bash allowed, no setting of Claude Code's), and the bodies of
     the gateway's answers to it."""
-    answers = Path(f"{gateway.requests_log}.answers")
-    offset = answers.stat().st_size if answers.exists() else 0
+    offset = gateway.answers_size()
     run = run_claude(binary, gateway, prompt, workdir, ("Bash",), {}, args)
-    with answers.open("rb") as log:
-        log.seek(offset)
-        return run, [json.loads(line) for line in log.read().splitlines()]
+    return run, gateway.answers_since(offset, run.requests)
 
 
 def _stops(answers: list[str]) -> list[tuple[str, int]]:

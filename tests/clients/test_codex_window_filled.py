@@ -77,14 +77,11 @@ def _codex(
 ) -> tuple[CodexRun, list[dict[str, Any]]]:
     """One recorded ``codex exec`` run (or ``resume``), and the events of the gateway's
     streamed answers to it."""
-    answers = Path(f"{gateway.requests_log}.answers")
-    offset = answers.stat().st_size if answers.exists() else 0
+    offset = gateway.answers_size()
     run = run_codex(
         binary, gateway, prompt, MODEL, workdir, config=settings, keep=True, resume=resume
     )
-    with answers.open("rb") as log:
-        log.seek(offset)
-        bodies = [json.loads(line) for line in log.read().splitlines()]
+    bodies = gateway.answers_since(offset, run.requests)
     events = [
         json.loads(line[6:])
         for body in bodies
