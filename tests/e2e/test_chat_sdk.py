@@ -280,6 +280,25 @@ def test_a_stream_ending_before_its_answer_raises(client: OpenAI) -> None:
 
 
 @pytest.mark.parametrize("gateway", CHAT_UPSTREAMS, indirect=True)
+def test_a_stream_read_a_byte_at_a_time_ends_as_it_came(client: OpenAI) -> None:
+    """An upstream whose answer reaches the gateway a byte a read (``[[trickle]]``: its
+    ``[DONE]`` too, split over fourteen reads) is judged at its end as a whole one is:
+    relayed as it came, usage chunk and ``[DONE]`` last, no error line after them."""
+    reply = client.chat.completions.with_raw_response.create(
+        model=MODEL,
+        messages=[{"role": "user", "content": "hello [[trickle:1]]"}],
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    body = reply.http_response.read()
+    events = body.split(b"\n\n")
+    assert events[-2:] == [b"data: [DONE]", b""]
+    usage = orjson.loads(events[-3].removeprefix(b"data: "))
+    assert (usage["choices"], usage["usage"]["completion_tokens"] > 0) == ([], True)
+    assert b'"error"' not in body
+
+
+@pytest.mark.parametrize("gateway", CHAT_UPSTREAMS, indirect=True)
 def test_a_stream_done_before_any_output_raises(client: OpenAI) -> None:
     """vLLM's ``[DONE]`` alone (after an error it dropped before the first token): relayed
     as it came, an empty answer the client would take as the model's; it ends with the

@@ -11,17 +11,19 @@ The relay raises it after the events before it, the upstream's own line and what
 it left out, and the route ends the stream with it in the OpenAI shape (what the
 ``openai`` SDK raises).
 
-So too for a stream that ends as no answer, which a run fails on and a client reading the
-relayed bytes could not tell from one; each is told once per stream, at its end, from the
-last chunks the relay keeps anyway. A stream that ends without ``data: [DONE]`` and
-without a finish in its last chunks (:func:`unended`, :func:`unfinished`) was cut short (a proxy's
-timeout, a server dying between two events: the body ends cleanly), as is one that ends
-with no byte at all. At ``[DONE]`` (:func:`done_at`, left out when it ends a failure),
-:func:`unanswered` reads the last chunks' events only when there were few (two at most:
-vLLM's ``[DONE]`` alone, after an error it dropped before the first token; a role chunk
-and ``[DONE]``, no output: ``no_answer``) or when the last ``finish_reason`` says the
-server gave up on the answer (vLLM's and SGLang's ``abort``, vLLM's ``error``:
-:func:`gave_up_at_end`, a search from the end), as a run reads them
+So too for a stream that ends as no answer, which a run fails on and a client reading
+the relayed bytes could not tell from one; each is told once per stream, at its end,
+from the last chunks the relay keeps anyway, however its last bytes were split between
+reads (a read in which no event begins is kept with the one before it: :data:`KEPT`). A
+stream that ends without ``data: [DONE]`` and without a finish in its last chunks
+(:func:`unended`, :func:`unfinished`) was cut short (a proxy's timeout, a server dying
+between two events: the body ends cleanly), as is one that ends with no byte at all. At
+``[DONE]`` (:func:`done_at`, left out when it ends a failure), :func:`unanswered` reads
+the last chunks' events only when there were few (two at most: vLLM's ``[DONE]`` alone,
+after an error it dropped before the first token; a role chunk and ``[DONE]``, no
+output: ``no_answer``) or when the last ``finish_reason`` says the server gave up on the
+answer (vLLM's and SGLang's ``abort``, vLLM's ``error``: :func:`gave_up_at_end`, a
+search from the end), as a run reads them
 (:func:`~stateway.backends.chat_reply.from_upstream_chunk`).
 
 The relay's loop adds almost nothing to an ordinary chunk, one event that starts as an
@@ -32,9 +34,11 @@ tries its operand as an integer, raising and clearing a ``TypeError``, some 1,80
 instructions a search, counted with callgrind) and looked at for ``[DONE]`` at its end,
 and only one that holds ``error`` is read line by line (:func:`reported_error`; the key
 ``"error"`` cannot appear inside a chunk's strings, where its quotes are escaped, nor can
-``[DONE]`` start a line there). What is not seen so is relayed as it came: an error event
-split between two reads, or an ``error:`` line read together with the one ordinary event
-before it.
+``[DONE]`` start a line there); one with no ``data:`` at all (an event's end read apart,
+a comment) is kept with the read before it (:data:`KEPT`), its split ``data:`` counted
+(:func:`straddling`). What is not seen so is relayed as it came: an error event split
+between two reads, or an ``error:`` line read together with the one ordinary event before
+it.
 
 The status line has gone out with the first chunk, so an error before any output is the
 same error line after a 200 (a translated stream holds its status line for its first
@@ -113,8 +117,23 @@ DONE: Final = b"data: [DONE]\n\n"
 DONE_ENDS: Final = (DONE, b"data: [DONE]\r\n\r\n", b"data:[DONE]\n\n", b"data:[DONE]\r\n\r\n")
 """How a read holding a stream's ``data: [DONE]`` ends: it is the stream's last event.
 Four endings, each tried against every read that is not one ordinary event: a ``[DONE]``
-read apart from its blank line (or split between two reads) is not told there, but by
-the stream's end (:func:`unended`)."""
+split between reads (read apart from its blank line, or a byte at a time) is not told
+there, but by the stream's end (:func:`unended`)."""
+
+KEPT: Final = 4096
+"""Bytes of the last read kept (for the usage and the stream's end) that a read in which
+no event begins (an event's end read apart, a comment) is kept after, not in its place:
+however a stream's last bytes were split between reads, the two reads kept then hold its
+``[DONE]`` and the usage before it (an event of a few hundred bytes). A bound, so that a
+stream read a byte at a time copies no more than this a read."""
+
+
+def straddling(before: bytes, chunk: bytes) -> int:
+    """The ``data:`` lines that begin in ``before`` (what was relayed before ``chunk``: its
+    last four bytes are enough) and go on in ``chunk``: a split the count of ``data:`` in
+    each read missed."""
+    return (before[-4:] + chunk[:4]).count(b"data:")
+
 
 FINISH_REASON: Final = b'"finish_reason"'
 _VALUE: Final = len(FINISH_REASON) + 1
@@ -174,9 +193,9 @@ def unended(previous: bytes, last: bytes, events: int, backend: str) -> GatewayE
     """The error of a stream whose body ended with no ``[DONE]`` told, after the reads
     ``previous`` and ``last`` and ``events`` data lines: judged as at ``[DONE]``
     (:func:`unanswered`, from these two reads alone) when they end with one (a ``[DONE]``
-    read apart from its blank line, or split between them: the answer's finish, and its
-    usage after it, may have come reads before), else by its finish (:func:`unfinished`).
-    Once a stream, at its end."""
+    split between reads, however: those in which no event begins were kept with the read
+    before them, :data:`KEPT`; the answer's finish, and its usage after it, may have come
+    reads before), else by its finish (:func:`unfinished`). Once a stream, at its end."""
     tail = previous + last
     if tail.endswith(DONE_ENDS):
         return unanswered(b"", previous, last, events - 1, backend)

@@ -42,9 +42,11 @@ from stateway.backends.chat_usage import reported_usage
 from stateway.backends.relayed_stream import (
     DONE,
     DONE_ENDS,
+    KEPT,
     ORDINARY,
     done_at,
     reported_error,
+    straddling,
     unanswered,
     unended,
 )
@@ -162,19 +164,19 @@ class UpstreamRelay:
                         if self._scrub is not None:
                             chunk = _scrubbed(self._scrub, chunk)
                         events = chunk.count(b"data:")
-                        if (
-                            judged
-                            and (events != 1 or not chunk.startswith(ORDINARY))
-                            and (
+                        if judged and (events != 1 or not chunk.startswith(ORDINARY)):
+                            if (
                                 chunk == DONE
                                 or chunk.endswith(DONE_ENDS)
                                 or chunk.find(b"error") >= 0
-                            )
-                            and (ending := self._ending(chunk, events))
-                        ):
-                            if ending[0]:
-                                yield self._noted(ending[0])
-                            raise ending[1]
+                            ) and (ending := self._ending(chunk, events)):
+                                if ending[0]:
+                                    yield self._noted(ending[0])
+                                raise ending[1]
+                            if not events:  # no event begins in it: an event's end read apart
+                                self._joined(chunk)
+                                yield chunk
+                                continue
                         self._previous, self._last = self._last, chunk
                         self._events += events
                         yield chunk
@@ -214,15 +216,18 @@ class UpstreamRelay:
         last read) is told by one comparison; no read is read whole unless it holds
         ``error``, and the ``[DONE]`` line is looked for only to end a failure before it:
         an answer ended as every answer is costs a stream the fewest calls."""
-        if chunk != DONE and chunk.find(b"error") >= 0:
-            reported = reported_error(chunk, self._backend, self._scrub or str)
-            if reported is not None:
-                at, error = reported
-                return chunk[:at], error
-            if not chunk.endswith(DONE_ENDS):
-                return None
+        split = 0
+        if chunk != DONE:
+            if chunk.find(b"error") >= 0:
+                reported = reported_error(chunk, self._backend, self._scrub or str)
+                if reported is not None:
+                    at, error = reported
+                    return chunk[:at], error
+                if not chunk.endswith(DONE_ENDS):
+                    return None
+            split = straddling(self._previous[-4:] + self._last, chunk)  # counted in neither
         self._done = True  # the answer's end judged here (its [DONE] line found if it fails)
-        before = self._events + events - 1
+        before = self._events + events - 1 + split
         failed = unanswered(self._previous, self._last, chunk, before, self._backend)
         if failed is None:
             return None
@@ -231,6 +236,16 @@ class UpstreamRelay:
             self._done = False
             return None
         return chunk[:at], failed
+
+    def _joined(self, chunk: bytes) -> None:
+        """``chunk`` of a 200 stream, relayed, in which no event begins (an event's end read
+        apart, a comment): counted with the ``data:`` line it ends if one began before it,
+        and kept after the last read kept (its last :data:`~.relayed_stream.KEPT` bytes), not
+        in its place: the last two reads kept hold a ``[DONE]`` and the usage before it
+        however the stream's last bytes were split. Rare: an ordinary read is one event."""
+        last = self._last
+        self._events += straddling(self._previous[-4:] + last, chunk)
+        self._last = last[-KEPT:] + chunk
 
     def _answer(self, chunks: list[bytes]) -> bytes:
         """A 200 body that is no event stream (a whole answer), read to its end; raises
