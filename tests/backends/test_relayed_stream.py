@@ -421,6 +421,40 @@ async def test_a_stream_is_judged_the_same_however_its_last_bytes_are_split(
         assert relay.relay.usage() == Usage(input_tokens=3, output_tokens=1)
 
 
+FINISH_CRLF = finished("stop").replace(b"\n", b"\r\n")
+
+
+@pytest.mark.parametrize(
+    "ending",
+    [finished("stop")[:-end] for end in range(1, 6)] + [FINISH_CRLF[:-end] for end in range(2, 6)],
+    ids=lambda ending: repr(ending[-6:]),
+)
+@pytest.mark.parametrize("apart", [False, True])
+async def test_a_stream_cut_before_its_finish_events_blank_line_is_cut(
+    loopback: Loopback, ending: bytes, apart: bool
+) -> None:
+    """An event is dispatched at its blank line: cut before it, a finish was never given
+    (an event-stream reader drops an unended event, the SDK's and a run's alike), so the
+    stream was cut short, as a run judges it."""
+    chunks = [ROLE, OUTPUT, ending]
+    relayed, error = await relayed_until(await forwarded(loopback, *writes_of(chunks, apart)))
+    assert relayed == b"".join(chunks)
+    same(error, cut_short("up"))
+    same(error, await streamed_failure(loopback, relayed))
+
+
+@pytest.mark.parametrize("apart", [False, True])
+async def test_a_finish_whose_blank_line_ends_in_a_cr_is_a_finish(
+    loopback: Loopback, apart: bool
+) -> None:
+    """A line may end in a CR alone: ``\r\n\r`` ends an event too, for a run as for the
+    relay (the last CR is held until the stream's end)."""
+    chunks = [ROLE, OUTPUT, FINISH_CRLF[:-1]]
+    relay = await forwarded(loopback, *writes_of(chunks, apart))
+    assert await relayed_whole(relay) == b"".join(chunks)
+    await streamed_answer(loopback, b"".join(chunks))
+
+
 @pytest.mark.parametrize("apart", [False, True])
 async def test_an_answer_that_says_done_or_abort_in_its_text_is_relayed_as_it_came(
     loopback: Loopback, apart: bool

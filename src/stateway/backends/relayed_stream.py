@@ -205,9 +205,12 @@ def unended(previous: bytes, last: bytes, events: int, backend: str) -> GatewayE
 def unfinished(tail: bytes, backend: str) -> GatewayError | None:
     """The error of a stream that ended without ``[DONE]`` after ``tail`` (its last chunks):
     an answer the server gave up on, none when ``tail`` holds the answer's finish (a server
-    that sends no ``[DONE]``: its finish, perhaps its usage, come last), else a cut."""
+    that sends no ``[DONE]``: its finish, perhaps its usage, come last), else a cut. Only
+    events ended by a blank line are read: an event-stream reader (the client's, a run's)
+    drops the one the stream's end cut, even before its blank line alone."""
+    lines = tail.replace(b"\r\n", b"\n").replace(b"\r", b"\n")  # a CR alone ends a line too
     try:
-        deltas, _ = _deltas(tail)
+        deltas, _ = _deltas(lines[: lines.rfind(b"\n\n") + 1])
     except UpstreamError as error:
         return error
     return None if any(type(delta) is Finish for delta in deltas) else cut_short(backend)
