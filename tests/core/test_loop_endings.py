@@ -10,9 +10,11 @@ from stateway.core import events as ev
 from stateway.core.commands import CreateResponse, GenerationSettings
 from stateway.core.errors import UpstreamError, UpstreamRejected
 from stateway.core.inference import Delta, Finish, TextDelta, ToolCallDelta, UsageReport
+from stateway.core.limits import charged_tokens
 from stateway.core.principal import Principal
 from stateway.core.runs import Run
 from stateway.core.usage import Usage
+from stateway.protocols.responses.encode import encode_response
 from tests.core.fakes import MemoryStore, ScriptedBackend
 from tests.core.test_loop import gateway_for, user
 
@@ -116,9 +118,28 @@ async def test_a_failed_run_records_the_errors_code_and_status(
     run, store, _ = await finish_with([TextDelta("partial"), Finish("stop"), error])
 
     assert run.state.error == stored
-    assert run.state.usage is not None
     [record] = store.records.values()
     assert record.body["error"] == stored
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_run_failed_before_any_count_has_no_usage_rather_than_zeros(stream: bool) -> None:
+    """A Chat or Responses upstream counts at its answer's end: one cut after output
+    counted nothing, and its usage is unknown (null, as a response a dead process left is
+    marked failed with), not zero tokens; what it is charged is estimated
+    (:func:`~stateway.core.limits.charged_tokens`)."""
+    store = MemoryStore()
+    backend = ScriptedBackend([TextDelta("three words here"), UpstreamError("cut")])
+    command = CreateResponse(model="m", input=[user("hi")], stream=stream)
+    run = await gateway_for(backend, store).execute(Principal(), command)
+    await run.wait()
+
+    assert run.state.status == "failed"
+    assert run.state.usage is None
+    assert encode_response(run.state)["usage"] is None
+    [record] = store.records.values()
+    assert record.body["usage"] is None
+    assert charged_tokens(run.state) > 0
 
 
 async def test_a_run_whose_client_left_keeps_its_partial_output_marked_incomplete() -> None:

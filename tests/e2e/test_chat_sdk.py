@@ -279,6 +279,30 @@ def test_a_stream_ending_before_its_answer_raises(client: OpenAI) -> None:
     assert "closed the stream before finishing" in error.message
 
 
+def test_a_cut_stream_asked_for_its_usage_ends_with_the_error_and_no_usage(
+    client: OpenAI,
+) -> None:
+    """``include_usage`` asks for a usage chunk before ``[DONE]``; a stream cut part-way
+    has neither: it ends with the error line, as hosted OpenAI's may ("if the stream is
+    interrupted, you may not receive the final usage chunk"), never with a usage chunk of
+    zeros for an answer whose upstream counted nothing. Relayed or translated alike."""
+    reply = client.chat.completions.with_raw_response.create(
+        model=MODEL,
+        messages=[{"role": "user", "content": "[[words:20]] [[truncate:3]]"}],
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    events = [orjson.loads(e[6:]) for e in reply.http_response.read().split(b"\n\n") if e]
+    *chunks, last = events
+    assert "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks).split() == [
+        "w1",
+        "w2",
+        "w3",
+    ]
+    assert all(c["choices"] and c["usage"] is None for c in chunks)  # no usage chunk
+    assert last["error"]["code"] == "upstream_stream_cut"
+
+
 @pytest.mark.parametrize("gateway", CHAT_UPSTREAMS, indirect=True)
 def test_a_stream_read_a_byte_at_a_time_ends_as_it_came(client: OpenAI) -> None:
     """An upstream whose answer reaches the gateway a byte a read (``[[trickle]]``: its

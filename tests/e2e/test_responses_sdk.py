@@ -410,3 +410,20 @@ def test_codex_style_full_history_with_client_labels(client: OpenAI) -> None:
     again = client.responses.create(model=MODEL, input=history, store=True, tools=[WEATHER_TOOL])  # type: ignore[arg-type, list-item]
     labels = [item.id for item in client.responses.input_items.list(again.id, order="asc")]
     assert labels[:3] == ["msg_sys", "msg_1", "fc_1"]
+
+
+def test_a_response_cut_before_its_upstream_counted_has_no_usage(client: OpenAI) -> None:
+    """Its upstream counts tokens at the answer's end: cut after three words, nothing was
+    counted, and ``response.failed`` and the stored response say so with a null usage (as
+    for a response a dead process left), not with zeros beside the words it shows."""
+    events = list(
+        client.responses.create(model=MODEL, input="[[words:20]] [[truncate:3]]", stream=True)
+    )
+    failed = events[-1]
+    assert failed.type == "response.failed"
+    assert failed.response.error is not None
+    assert "closed the stream before finishing" in failed.response.error.message
+    texts = [e.delta for e in events if e.type == "response.output_text.delta"]
+    assert "".join(texts).split() == ["w1", "w2", "w3"]
+    assert failed.response.usage is None
+    assert client.responses.retrieve(failed.response.id).usage is None

@@ -292,7 +292,9 @@ class Loop:
                 error = InternalError()
             assembler.abandon()  # no item cut off is announced done
             tools.abandon()
-            state.usage = usage
+            # what upstreams counted for the rounds that ended; none (a Chat or Responses
+            # upstream counts at its answer's end): unknown, null as a dead process's
+            state.usage = usage if usage != Usage() else None
             state.fail(error)
             if not _shown(run, assembler.started):
                 run.error = error
