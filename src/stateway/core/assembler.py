@@ -16,6 +16,8 @@ one is open, the fragments of another index wait (a Chat upstream may interleave
 parallel calls' fragments by index), and that call is written whole once the open one
 closes: when the round ends or other output starts. Each call's item, and where it goes
 once closed (back to the client, or run by the gateway): :mod:`stateway.core.call_items`.
+A call of a tool the stages withheld is written unseen: open, but neither in the output
+nor announced, and answered once closed (:attr:`OutputAssembler.refused`).
 """
 
 from __future__ import annotations
@@ -85,6 +87,11 @@ class OutputAssembler:
     def gateway_calls(self) -> list[PendingCall]:
         """Calls the gateway runs before the next round."""
         return self._calls.gateway_calls
+
+    @property
+    def refused(self) -> int:
+        """Calls of withheld tools this round answered: the model is told in the next."""
+        return self._calls.refused
 
     def text(self, delta: str, logprobs: list[Item] | None = None) -> None:
         current = self._open
@@ -179,11 +186,14 @@ class OutputAssembler:
                     "The model server interleaved tool call fragments; cannot assemble them."
                 )
             current = self._start_tool_call(delta)
-        elif delta.name and current.item.get("name") == "":  # gateway items have no name
+        elif (  # gateway items have no name; one shown nameless is never named withheld
+            delta.name and current.item.get("name") == "" and not self._calls.withholds(delta.name)
+        ):
             current.item["name"] = delta.name
         if delta.arguments:
             current.chunks.append(delta.arguments)
-            self._calls.arguments(current.index, current.item, delta.arguments)
+            if not current.withheld:
+                self._calls.arguments(current.index, current.item, delta.arguments)
 
     def item(self, item: Item) -> None:
         """A whole output item passed through as it came (its ``id`` given if missing);
@@ -220,7 +230,7 @@ class OutputAssembler:
         far, not yet in the item itself): what a reader of a running response sees."""
         current = self._open
         output = list(self._output)
-        if current is None:
+        if current is None or current.withheld:
             return output
         item, text = current.item, "".join(current.chunks)
         if item["type"] == MESSAGE:
@@ -268,14 +278,20 @@ class OutputAssembler:
                 self._write_call(fragment)
 
     def _start(self, item: Item, tool_index: int | None = None) -> OpenItem:
-        if self._held:  # other output after the calls: the held ones are written first
+        opened = self._opening(item, tool_index)
+        self.started = True
+        self._output.append(item)
+        self._emit(ev.ItemAdded(opened.index, dict(item)))
+        return opened
+
+    def _opening(self, item: Item, tool_index: int | None) -> OpenItem:
+        """``item`` open, once what was open is closed (and the calls held, if any, written
+        first: other output follows them), at the end of the output."""
+        if self._held:
             self._release("completed")
         self._close("completed")
-        self.started = True
         opened = OpenItem(len(self._output), item, tool_index)
-        self._output.append(item)
         self._open = opened
-        self._emit(ev.ItemAdded(opened.index, dict(item)))
         return opened
 
     def _start_message(self, phase: str | None = None, *, text: bool = False) -> OpenItem:
@@ -315,6 +331,10 @@ class OutputAssembler:
         return opened
 
     def _start_tool_call(self, delta: ToolCallDelta) -> OpenItem:
+        if self._calls.withholds(delta.name):  # never the client's: not output, not shown
+            withheld = self._opening(self._calls.withheld(delta), delta.index)
+            withheld.upstream_id, withheld.withheld = delta.call_id, True
+            return withheld
         item, entry = self._calls.open(delta)
         opened = self._start(item, delta.index)
         opened.upstream_id = delta.call_id
@@ -332,8 +352,13 @@ class OutputAssembler:
             return
         self._open = None
         item = current.item
-        item_id = item["id"]
         text = "".join(current.chunks)
+        if current.tool_index is not None:  # a call
+            self._closed_tools.add(current.tool_index)
+        if current.withheld:  # answered unseen (when whole), never announced done
+            self._calls.refuse(current.index, item, status, text)
+            return
+        item_id = item["id"]
         match item["type"]:
             case "message":
                 item["content"] = self._close_message(current, text)
@@ -347,8 +372,6 @@ class OutputAssembler:
                 if self._reasoning is not None:
                     self._finish_reasoning(self._reasoning, current.index, item, text)
             case _:  # a call
-                if current.tool_index is not None:
-                    self._closed_tools.add(current.tool_index)
                 if not self._calls.close(current.index, item, current.entry, status, text):
                     return  # its item is done once it has run (or, cut short, abandoned)
         self._emit(ev.ItemDone(current.index, dict(item)))

@@ -15,6 +15,11 @@ after it (:meth:`CallItems.take_further`).
 Closed, a client's call goes back to the client (:attr:`CallItems.tool_calls`, approval
 requests among them); a gateway-owned one, completed, is run before the next round
 (:attr:`CallItems.gateway_calls`), and its item is done only once it has run.
+
+A call of a client's tool the stages withheld (:meth:`CallItems.withholds`, known by the
+name on its first fragment) is never the client's: its item is no output and has no
+events, and, completed, it is answered as not available (:meth:`CallItems.refuse`), for
+the model to read in the next round (:mod:`stateway.core.tools.withheld`).
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from stateway.core.tools.catalog import Catalog, Entry
 from stateway.core.tools.custom_tools import custom_input
 from stateway.core.tools.invocations import PendingCall
 from stateway.core.tools.session import ToolSession
+from stateway.core.tools.withheld import withheld_call
 
 Emit = Callable[[ev.Event], None]
 
@@ -72,6 +78,7 @@ class CallItems:
         "_tools",
         "_used_call_ids",
         "gateway_calls",
+        "refused",
         "tool_calls",
     )
 
@@ -90,10 +97,33 @@ class CallItems:
         self._further: list[Item] = []
         """Calls the last one closed held (an apply_patch call's several files), each
         added after it: :meth:`take_further`."""
+        self.refused = 0
+        """Calls of withheld tools answered (:meth:`refuse`): the model is told, in
+        another round."""
 
     def silence(self) -> None:
         """Announce nothing more (the round failed)."""
         self._emit = silent
+
+    def withholds(self, name: str | None) -> bool:
+        """Whether a call of the model-visible ``name`` is of a client's tool the stages
+        withheld (not of a gateway tool offered by that name): never the client's."""
+        if not name or self._tools is None or name not in self._tools.withheld.names:
+            return False
+        entry = self._catalog.entry(name)
+        return entry is None or not entry.gateway_owned
+
+    def withheld(self, delta: ToolCallDelta) -> Item:
+        """The unseen item a call of a withheld tool opens (:meth:`withholds`)."""
+        return withheld_call(self._unused(delta.call_id), delta.name or "")
+
+    def refuse(self, index: int, item: Item, status: str, text: str) -> None:
+        """Close the call of a withheld tool made before output ``index`` with its
+        arguments ``text``: answered, when whole (``completed``), as not available."""
+        if status == "completed" and self._tools is not None:
+            item["arguments"] = text
+            self._tools.withheld.answer(index, item)
+            self.refused += 1
 
     def open(self, delta: ToolCallDelta) -> tuple[Item, Entry | None]:
         """The item a call's first fragment opens, with the catalog entry of a

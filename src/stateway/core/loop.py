@@ -216,7 +216,8 @@ class Loop:
                 )
                 run.progress = assembler.output_so_far
                 exhausted = limit is not None and tools.calls_made >= limit
-                output = state.output  # empty in the first round
+                # empty in the first round; with the answers to its calls of withheld tools
+                output = tools.withheld.woven(state.output)
                 if output:  # the seals on its reasoning are the client's: the model gets
                     # what is under them
                     output = unsealed_output(output, self._sealer, state.tenant_id)
@@ -253,10 +254,11 @@ class Loop:
                         state.status, state.incomplete_reason = "incomplete", incomplete
                         break
                     pending = assembler.gateway_calls
-                    if not pending:  # an answer, or client calls: back to the client
-                        state.status = "completed"
+                    if not pending and not assembler.refused:  # an answer, or client calls
+                        state.status = "completed"  # back to the client
                         break
-                    await tools.run(pending, limit, parallel=settings.parallel_tool_calls)
+                    if pending:
+                        await tools.run(pending, limit, parallel=settings.parallel_tool_calls)
                     if assembler.tool_calls:  # a mixed round: the client's calls go back now
                         state.status = "completed"
                         break

@@ -23,6 +23,7 @@ class OpenItem:
         "text_part",
         "tool_index",
         "upstream_id",
+        "withheld",
     )
 
     def __init__(
@@ -50,6 +51,9 @@ class OpenItem:
         """A message's refusal so far, once it has a ``refusal`` part."""
         self.text_done: Item | None = None
         """A message's ``output_text`` part, done when a refusal followed it."""
+        self.withheld = False
+        """A call of a tool the stages withheld: not in the output, never announced
+        (:mod:`stateway.core.tools.withheld`); ``index`` is where it was made."""
 
 
 def new_call(current: OpenItem, delta: ToolCallDelta) -> bool:

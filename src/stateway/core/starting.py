@@ -50,6 +50,7 @@ from stateway.core.token_estimate import estimate_tokens
 from stateway.core.tools.choice import check_tool_choice, context_tools, names_tools
 from stateway.core.tools.session import counted_catalog, round_choice
 from stateway.core.tools.toolset import GatewayTools, Toolset
+from stateway.core.tools.withheld import withheld_names
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +116,8 @@ class RunStarter:
             shaped = await before_planning(route.stages, route.name, command, first_turn=first)
             hints = shaped.hints
         toolset = _toolset(loop.tools, route, command)
+        if route.stages:  # a call of a tool they withheld is answered here, never the client's
+            toolset.withheld = withheld_names(declared, command.settings.tools)
         if toolset.public != command.settings.tools:  # echoed and stored without secrets
             command.settings = replace(command.settings, tools=toolset.public)
         plan, prior = await self._plan(principal, command, router, route, toolset, conversation)

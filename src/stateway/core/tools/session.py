@@ -16,6 +16,8 @@ within them, and emits their items and lifecycle events into the run's stream
   defines, :func:`mcp.call_error`; the gateway's own refusals are
   ``mcp_protocol_error``s: ``INVALID_PARAMS`` for a tool the request does not offer,
   ``GATEWAY_REFUSED`` past ``max_tool_calls``).
+- Withheld tools (:mod:`.withheld`): the calls of the client's tools the stages withheld,
+  answered as not available, which the loop weaves into the model's next round.
 - Approvals (:mod:`.approvals`): a call of a tool that needs approval becomes an
   ``mcp_approval_request`` and goes back to the client; an approving
   ``mcp_approval_response`` in a later request runs the call
@@ -46,6 +48,7 @@ from stateway.core.tools.invocations import Invocations, PendingCall
 from stateway.core.tools.open_items import Emit, OpenItems
 from stateway.core.tools.ports import GATEWAY_REFUSED, INVALID_PARAMS, ToolError
 from stateway.core.tools.toolset import GatewayTools, Toolset
+from stateway.core.tools.withheld import WithheldCalls
 
 MAX_TOOL_CALLS = "The response reached its max_tool_calls limit; this call was not run."
 
@@ -109,6 +112,8 @@ class ToolSession:
         """Every web search result of this response, for citations."""
         self.calls_made = 0
         """Gateway calls run so far (``max_tool_calls`` counts these)."""
+        self.withheld = WithheldCalls(toolset.withheld)
+        """Calls of the client's tools the stages withheld, answered here."""
         self._opened: OpenItems | None = None
         self._discovery: Discovery | None = None
         self._invocations: Invocations | None = None

@@ -97,6 +97,9 @@ class Toolset:
     apply_patch tools."""
     tool_search: Item | None = None
     """The declared ``tool_search`` tool (client- or gateway-executed)."""
+    withheld: frozenset[str] = frozenset()
+    """The model-visible names of the client's tools the feature stages withheld: a call
+    of one is answered here, never the client's (:mod:`.withheld`)."""
 
     @property
     def gateway_owned(self) -> bool:
@@ -112,6 +115,7 @@ class Toolset:
             self.web_search or offered.web_search,
             self.native,
             self.tool_search,
+            self.withheld,
         )
 
     def native_choice(self, choice: str | dict[str, Any]) -> dict[str, Any] | None:

@@ -1,0 +1,184 @@
+"""Calls of tools the stages withheld: never output or announced, answered unseen, and
+the model's next round told the tool is not available."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stateway.core import events as ev
+from stateway.core.assembler import OutputAssembler
+from stateway.core.commands import CreateResponse, GenerationSettings
+from stateway.core.inference import TextDelta, ToolCallDelta
+from stateway.core.items import Item
+from stateway.core.principal import Principal
+from stateway.core.stages.chain import Stage, StageChain
+from stateway.core.stages.shipped import ToolFilter
+from stateway.core.tools.session import ToolSession
+from stateway.core.tools.toolset import GatewayTools, Toolset, WebSearchBinding
+from stateway.core.tools.withheld import NOT_AVAILABLE, WithheldCalls, withheld_names
+from tests.core.fakes import RoundsBackend
+from tests.core.routing_fakes import candidate, gateway, route, router
+from tests.core.tools.test_tool_loop import answer, call, tools_round, user
+
+
+def function(name: str) -> Item:
+    return {"type": "function", "name": name, "parameters": {"type": "object"}}
+
+
+KEEP, RM_RF = function("keep"), function("rm_rf")
+REFUSAL = NOT_AVAILABLE.format(name="rm_rf")
+
+
+def test_withheld_names_are_the_model_visible_names_no_offered_tool_has() -> None:
+    namespace = {"type": "namespace", "name": "fs", "tools": [function("wipe"), function("ls")]}
+    custom = {"type": "custom", "name": "exec"}
+    declared = [KEEP, RM_RF, namespace, custom, {"type": "web_search"}]
+    trimmed = {**namespace, "tools": [function("ls")]}
+    assert withheld_names(declared, [KEEP, trimmed]) == {"rm_rf", "fs__wipe", "exec"}
+    described = {**RM_RF, "description": "rewritten by a stage"}  # another dict, same name
+    assert withheld_names(declared, [KEEP, described, namespace, custom]) == frozenset()
+
+
+def test_answered_calls_are_woven_where_the_model_made_them() -> None:
+    calls = WithheldCalls(frozenset({"rm_rf"}))
+    first, second = ({"type": "message", "id": n} for n in ("m0", "m1"))
+    assert calls.woven([first]) == [first]
+    refused = {"type": "function_call", "call_id": "c1", "name": "rm_rf", "arguments": "{}"}
+    calls.answer(1, refused)
+    output = {"type": "function_call_output", "call_id": "c1", "output": REFUSAL}
+    assert calls.woven([first]) == [first, refused, output]
+    assert calls.woven([first, second]) == [first, refused, output, second]
+
+
+def assembler(**toolset: Any) -> tuple[OutputAssembler, ToolSession, list[Item], list[ev.Event]]:
+    output: list[Item] = []
+    events: list[ev.Event] = []
+    tools = Toolset([], [KEEP], withheld=frozenset({"rm_rf"}), **toolset)
+    session = ToolSession(GatewayTools(), tools, output, events.append)
+    return OutputAssembler(output, events.append, set(), tools=session), session, output, events
+
+
+def test_a_withheld_call_is_neither_output_nor_announced_and_is_answered() -> None:
+    assembled, session, output, events = assembler()
+    assembled.text("Cleaning up.")
+    assembled.tool_call(ToolCallDelta(0, "up_0", "rm_rf", '{"path"'))
+    assert assembled.output_so_far() == output  # nothing of it while it is written
+    assembled.tool_call(ToolCallDelta(0, None, None, ': "/"}'))
+    assembled.tool_call(ToolCallDelta(1, "up_1", "keep", "{}"))
+    assembled.finish()
+    assert [(item["type"], item.get("name")) for item in output] == [
+        ("message", None),
+        ("function_call", "keep"),
+    ]
+    assert [e.output_index for e in events if isinstance(e, ev.ItemAdded)] == [0, 1]
+    assert not any("rm_rf" in repr(event) for event in events)
+    assert assembled.refused == 1
+    assert assembled.tool_calls == [output[1]]
+    refused = {"type": "function_call", "call_id": "up_0", "name": "rm_rf"}
+    answered = {"type": "function_call_output", "call_id": "up_0", "output": REFUSAL}
+    assert session.withheld.woven(output) == [
+        output[0],
+        {**refused, "arguments": '{"path": "/"}'},
+        answered,
+        output[1],
+    ]
+
+
+def test_a_withheld_call_held_behind_another_is_answered_in_its_place() -> None:
+    """A Chat upstream interleaving two calls' fragments: the withheld one, held while the
+    client's is written, is written (unseen) after it."""
+    assembled, session, output, events = assembler()
+    assembled.tool_call(ToolCallDelta(0, "up_0", "keep", "{"))
+    assembled.tool_call(ToolCallDelta(1, "up_1", "rm_rf", "{"))
+    assembled.tool_call(ToolCallDelta(0, None, None, "}"))
+    assembled.tool_call(ToolCallDelta(1, None, None, "}"))
+    assembled.finish()
+    assert [item["name"] for item in output] == ["keep"]
+    assert assembled.refused == 1
+    assert [item.get("name") for item in session.withheld.woven(output)] == [
+        "keep",
+        "rm_rf",
+        None,
+    ]
+    assert not any("rm_rf" in repr(event) for event in events)
+
+
+def test_a_withheld_call_cut_short_is_not_answered() -> None:
+    assembled, session, output, _ = assembler()
+    assembled.tool_call(ToolCallDelta(0, "up_0", "rm_rf", '{"pa'))
+    assembled.finish("incomplete")
+    assert (output, assembled.refused, session.withheld.woven(output)) == ([], 0, [])
+
+
+def test_a_gateway_tool_offered_by_a_withheld_name_is_the_gateway_s() -> None:
+    """The client's ``web_search`` function withheld, the gateway's web search is offered by
+    that name: a call of it is the gateway's to run."""
+    search = WebSearchBinding({"type": "web_search"})
+    output: list[Item] = []
+    tools = Toolset([], [], web_search=search, withheld=frozenset({"web_search"}))
+    session = ToolSession(GatewayTools(), tools, output, [].append)
+    assembled = OutputAssembler(output, [].append, set(), tools=session)
+    assembled.tool_call(ToolCallDelta(0, "up_0", "web_search", '{"query": "x"}'))
+    assembled.finish()
+    assert [item["type"] for item in output] == ["web_search_call"]
+    assert (len(assembled.gateway_calls), assembled.refused) == (1, 0)
+
+
+def test_a_call_shown_nameless_is_never_given_a_withheld_name() -> None:
+    assembled, _, output, _ = assembler()
+    assembled.tool_call(ToolCallDelta(0, "up_0", None, "{"))
+    assembled.tool_call(ToolCallDelta(0, None, "rm_rf", "}"))
+    assembled.finish()
+    assert [(item["name"], item["arguments"]) for item in output] == [("", "{}")]
+
+
+async def run_guarded(rounds: list[list[Any]], **settings: Any) -> tuple[Any, RoundsBackend]:
+    backend = RoundsBackend(rounds)
+    backend.name = "a"
+    stages = StageChain([Stage("tool_filter", ToolFilter(deny=["rm_rf"]))])
+    guarded = route(candidate(backend), stages=stages)  # type: ignore[arg-type]
+    tools = GenerationSettings(tools=[KEEP, RM_RF], **settings)
+    command = CreateResponse("assistant", [user()], settings=tools)
+    run = await gateway(router(guarded)).execute(Principal(), command)
+    await run.wait()
+    return run, backend
+
+
+async def test_the_model_is_told_in_a_round_the_client_does_not_see() -> None:
+    refused = call("rm_rf", {"path": "/"})
+    run, backend = await run_guarded([[TextDelta("On it."), *tools_round(refused)], answer()])
+    state = run.state
+    assert state.status == "completed"
+    assert [(i["type"], i["content"][0]["text"]) for i in state.output] == [
+        ("message", "On it."),
+        ("message", "done"),
+    ]
+    assert not any("rm_rf" in repr(event) for event in run.events)
+    first, second = backend.requests
+    assert [t["name"] for t in first.tools] == ["keep"]
+    assert second.items[1:] == [
+        state.output[0],
+        {"type": "function_call", "call_id": "up_0", "name": "rm_rf", "arguments": '{"path":"/"}'},
+        {"type": "function_call_output", "call_id": "up_0", "output": REFUSAL},
+    ]
+    assert state.usage.output_tokens == 3  # both rounds
+
+
+async def test_a_round_with_the_client_s_calls_goes_back_without_the_withheld_one() -> None:
+    round_ = tools_round(call("rm_rf", {}), call("keep", {}, index=1))
+    run, backend = await run_guarded([round_, answer()])
+    assert run.state.status == "completed"
+    assert [item["name"] for item in run.state.output] == ["keep"]
+    assert len(backend.requests) == 1
+
+
+async def test_a_model_that_insists_ends_at_its_rounds_with_nothing_shown() -> None:
+    run, backend = await run_guarded([tools_round(call("rm_rf", {}))])
+    state = run.state
+    assert (state.status, state.incomplete_reason, state.output) == (
+        "incomplete",
+        "max_rounds",
+        [],
+    )
+    assert len(backend.requests) == 8
+    assert len(backend.requests[-1].items) == 1 + 2 * 7  # each call answered in turn

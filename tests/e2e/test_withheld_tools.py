@@ -1,0 +1,169 @@
+"""A function tool a route's ``tool_filter`` stage withholds, called by the model anyway
+(a server without grammar-constrained calls writes any name it saw), through the real
+process over each upstream API shape: no frontend's client ever gets that call (it would
+run it); the model is told the tool is not available, in a round the client does not see,
+and answers."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from anthropic import Anthropic
+from openai import OpenAI
+
+from tests.e2e.configured import RunningGateway
+from tests.e2e.routing import fake_requests, routed_gateway
+
+ARGS = {"path": "/"}
+REFUSED = "Tool said: Error: the tool 'rm_rf' is not available; this call was not run."
+
+
+def _config(upstream: str) -> str:
+    text = ""
+    for api in ("chat", "responses", "anthropic"):
+        text += f'[[backends]]\nname = "{api}"\nurl = "{upstream}"\napi = "{api}"\n'
+    for api in ("chat", "responses", "anthropic"):
+        text += (
+            f'[[routes]]\nname = "guarded-{api}"\n'
+            f'[[routes.candidates]]\nbackend = "{api}"\nmodel = "m-{api}"\n'
+            '[[routes.stages]]\nname = "tool_filter"\noptions = { deny = ["rm_rf"] }\n'
+        )
+    return text
+
+
+@pytest.fixture(scope="module")
+def guarded(
+    fake_upstream: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RunningGateway]:
+    with routed_gateway(tmp_path_factory.mktemp("withheld"), _config(fake_upstream)) as gateway:
+        yield gateway
+
+
+@pytest.fixture(params=["chat", "responses", "anthropic"])
+def route(request: pytest.FixtureRequest) -> str:
+    """The guarded route over an upstream of this API shape."""
+    return f"guarded-{request.param}"
+
+
+@pytest.fixture
+def sdk(guarded: RunningGateway) -> Iterator[OpenAI]:
+    with OpenAI(base_url=guarded.url + "/v1", api_key="x", max_retries=0) as client:
+        yield client
+
+
+@pytest.fixture
+def claude(guarded: RunningGateway) -> Iterator[Anthropic]:
+    with Anthropic(base_url=guarded.url, api_key="x", max_retries=0) as client:
+        yield client
+
+
+def _function(name: str) -> dict[str, Any]:
+    return {"type": "function", "name": name, "parameters": {"type": "object", "properties": {}}}
+
+
+def _prompt(mark: str, *names: str) -> str:
+    calls = "".join(f"[[tool:{name}:{json.dumps(ARGS)}]]" for name in names)
+    return f"{mark} clean up {calls}"
+
+
+def _refusal_round(upstream: str, mark: str) -> dict[str, Any]:
+    """The second request the model got: the one answering its call of ``rm_rf``."""
+    first, second = fake_requests(upstream, mark)
+    assert "rm_rf" not in json.dumps(first["body"].get("tools"))  # never offered
+    return second
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_responses_client_never_gets_a_withheld_call(
+    sdk: OpenAI, route: str, stream: bool, fake_upstream: str
+) -> None:
+    mark = uuid.uuid4().hex[:12]
+    tools: Any = [_function("keep"), _function("rm_rf")]
+    if stream:
+        with sdk.responses.stream(model=route, input=_prompt(mark, "rm_rf"), tools=tools) as events:
+            seen = list(events)
+            answer = events.get_final_response()
+        items = [e.item.type for e in seen if e.type.startswith("response.output_item.")]
+        assert items == ["message", "message"]  # added, done
+        assert not any(e.type.startswith("response.function_call") for e in seen)
+    else:
+        answer = sdk.responses.create(model=route, input=_prompt(mark, "rm_rf"), tools=tools)
+    assert answer.status == "completed"
+    assert [item.type for item in answer.output] == ["message"]
+    assert answer.output_text == REFUSED
+    assert sdk.responses.retrieve(answer.id).output_text == REFUSED  # stored as answered
+    assert "rm_rf" in json.dumps(_refusal_round(fake_upstream, mark)["body"])
+
+
+def test_a_responses_client_gets_its_other_calls_of_the_round(
+    sdk: OpenAI, route: str, fake_upstream: str
+) -> None:
+    mark = uuid.uuid4().hex[:12]
+    tools: Any = [_function("keep"), _function("rm_rf")]
+    answer = sdk.responses.create(model=route, input=_prompt(mark, "rm_rf", "keep"), tools=tools)
+    assert [(item.type, getattr(item, "name", None)) for item in answer.output] == [
+        ("function_call", "keep")
+    ]
+    assert len(fake_requests(fake_upstream, mark)) == 1  # the client answers the rest
+
+
+def _chat_tool(name: str) -> dict[str, Any]:
+    return {"type": "function", "function": {"name": name, "parameters": {"type": "object"}}}
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_chat_client_never_gets_a_withheld_call(
+    sdk: OpenAI, route: str, stream: bool, fake_upstream: str
+) -> None:
+    mark = uuid.uuid4().hex[:12]
+    request: dict[str, Any] = {
+        "model": route,
+        "messages": [{"role": "user", "content": _prompt(mark, "rm_rf")}],
+        "tools": [_chat_tool("keep"), _chat_tool("rm_rf")],
+    }
+    if stream:
+        chunks = list(sdk.chat.completions.create(**request, stream=True))
+        assert not any(c.choices[0].delta.tool_calls for c in chunks if c.choices)
+        text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        finish = [c.choices[0].finish_reason for c in chunks if c.choices][-1]
+    else:
+        completion = sdk.chat.completions.create(**request)
+        assert completion.choices[0].message.tool_calls is None
+        text = completion.choices[0].message.content or ""
+        finish = completion.choices[0].finish_reason
+    assert (text, finish) == (REFUSED, "stop")
+    assert "rm_rf" in json.dumps(_refusal_round(fake_upstream, mark)["body"])
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_messages_client_never_gets_a_withheld_call(
+    claude: Anthropic, route: str, stream: bool, fake_upstream: str
+) -> None:
+    mark = uuid.uuid4().hex[:12]
+    schema: dict[str, Any] = {"type": "object", "properties": {}}
+    request: dict[str, Any] = {
+        "model": route,
+        "max_tokens": 1024,
+        "messages": [{"role": "user", "content": _prompt(mark, "rm_rf")}],
+        "tools": [
+            {"name": "keep", "input_schema": schema},
+            {"name": "rm_rf", "input_schema": schema},
+        ],
+    }
+    if stream:
+        with claude.messages.stream(**request) as events:
+            seen = list(events)
+            message = events.get_final_message()
+        blocks = [e.content_block.type for e in seen if e.type == "content_block_start"]
+        assert blocks == ["text"]
+        assert not any(e.type == "input_json" for e in seen)
+    else:
+        message = claude.messages.create(**request)
+    assert [block.type for block in message.content] == ["text"]
+    assert message.content[0].text == REFUSED  # type: ignore[union-attr]
+    assert message.stop_reason == "end_turn"
+    assert "rm_rf" in json.dumps(_refusal_round(fake_upstream, mark)["body"])
