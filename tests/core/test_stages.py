@@ -14,7 +14,7 @@ from stateway.core.inference import Finish, TextDelta
 from stateway.core.loop import Loop
 from stateway.core.principal import Principal
 from stateway.core.runs import RunRegistry
-from stateway.core.stages.chain import Stage, StageChain, StageFailed
+from stateway.core.stages.chain import Stage, StageChain, StageFailed, before_planning
 from stateway.core.stages.context import POINTS, StageContext
 from stateway.core.stages.shipped import ParamClamp, ToolFilter
 from stateway.core.tools.toolset import ConfiguredServer, GatewayTools, ToolPolicy
@@ -138,6 +138,31 @@ async def test_shipped_stages_filter_tools_and_clamp_tokens() -> None:
     assert [t.get("name", t["type"]) for t in context.tools] == ["keep", "web_search"]
     with pytest.raises(ValueError, match="positive"):
         ParamClamp(max_output_tokens=0)
+
+
+async def test_the_tool_filter_sees_earlier_turns_tools_but_they_stay_out_of_the_command() -> None:
+    """Shown after the declared tools, the tools the context's items offer go on being
+    offered from those items: one the stages leave as it was is no declaration of the
+    request's; one they change is (their version of it)."""
+
+    def named(name: str) -> dict[str, Any]:
+        return {"type": "function", "name": name}
+
+    class Rewrite:
+        def tool_catalog_filter(self, context: StageContext) -> None:
+            context.tools = [
+                {**tool, "description": "x"} if tool["name"] == "changed" else tool
+                for tool in context.tools
+                if tool["name"] != "gone"
+            ]
+
+    keep = named("keep")
+    command = CreateResponse("r", [USER], settings=GenerationSettings(tools=[keep]))
+    earlier = [named("more"), named("changed"), named("gone")]
+    chain = StageChain([Stage("rewrite", Rewrite())])
+    shaped = await before_planning(chain, "r", command, first_turn=False, earlier=earlier)
+    assert [tool["name"] for tool in shaped.tools] == ["keep", "more", "changed"]
+    assert command.settings.tools == [keep, {**named("changed"), "description": "x"}]
 
 
 async def test_route_hints_put_a_backend_first_in_its_tier() -> None:

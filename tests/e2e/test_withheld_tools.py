@@ -1,8 +1,9 @@
-"""A function tool a route's ``tool_filter`` stage withholds, called by the model anyway
-(a server without grammar-constrained calls writes any name it saw), through the real
-process over each upstream API shape: no frontend's client ever gets that call (it would
-run it); the model is told the tool is not available, in a round the client does not see,
-and answers."""
+"""A function tool a route's ``tool_filter`` stage withholds (declared, or offered by the
+items of earlier turns: ``additional_tools``, a tool search's output), called by the model
+anyway (a server without grammar-constrained calls writes any name it saw), through the
+real process over each upstream API shape: no frontend's client ever gets that call (it
+would run it); the model is told the tool is not available, in a round the client does
+not see, and answers."""
 
 from __future__ import annotations
 
@@ -167,3 +168,73 @@ def test_a_messages_client_never_gets_a_withheld_call(
     assert message.content[0].text == REFUSED  # type: ignore[union-attr]
     assert message.stop_reason == "end_turn"
     assert "rm_rf" in json.dumps(_refusal_round(fake_upstream, mark)["body"])
+
+
+def _offered_in(request: dict[str, Any]) -> str:
+    """The tools an upstream request offered, as JSON (each wire's shape)."""
+    return json.dumps(request["body"].get("tools"))
+
+
+def test_a_tool_an_earlier_turn_s_additional_tools_offer_is_withheld_too(
+    sdk: OpenAI, route: str, fake_upstream: str
+) -> None:
+    """The stages see the tools earlier turns' ``additional_tools`` items offer: withheld
+    there, ``rm_rf`` is neither offered in a later turn nor its call the client's."""
+    mark = uuid.uuid4().hex[:12]
+    extra: Any = {"type": "additional_tools", "role": "developer", "tools": [_function("rm_rf")]}
+    tools: Any = [_function("keep")]
+    first = sdk.responses.create(
+        model=route, input=[extra, {"role": "user", "content": f"{mark} hi"}], tools=tools
+    )
+    assert first.status == "completed"
+    [asked] = fake_requests(fake_upstream, mark)  # nor offered in the turn that brings it
+    assert "rm_rf" not in _offered_in(asked)
+    assert [tool.name for tool in first.tools] == ["keep"]  # type: ignore[union-attr]
+    later = uuid.uuid4().hex[:12]
+    answer = sdk.responses.create(
+        model=route, previous_response_id=first.id, input=_prompt(later, "rm_rf"), tools=tools
+    )
+    assert [item.type for item in answer.output] == ["message"]
+    assert answer.output_text == REFUSED
+    asked, refused = fake_requests(fake_upstream, later)
+    assert "rm_rf" not in _offered_in(asked)
+    assert "keep" in _offered_in(asked)
+    assert "rm_rf" in json.dumps(refused["body"])
+
+
+def test_a_tool_a_client_s_tool_search_loads_is_withheld_too(
+    sdk: OpenAI, route: str, fake_upstream: str
+) -> None:
+    """A client's tool search (as Codex runs its own) answering with a withheld tool loads
+    nothing the stages withheld: in the request that brings its answer or any later one."""
+    tools: Any = [_function("keep"), {"type": "tool_search", "execution": "client"}]
+    search = f'{uuid.uuid4().hex[:12]} [[tool:tool_search:{{"query":"files"}}]]'
+    first = sdk.responses.create(model=route, input=search, tools=tools)
+    [searched] = first.output
+    assert searched.type == "tool_search_call"
+    mark = uuid.uuid4().hex[:12]
+    loaded = {
+        "type": "tool_search_output",
+        "call_id": searched.call_id,
+        "execution": "client",
+        "tools": [_function("rm_rf"), {**_function("lookup"), "description": mark}],
+    }
+    second = sdk.responses.create(
+        model=route, previous_response_id=first.id, input=[loaded], tools=tools
+    )
+    assert second.status == "completed"  # nor is the model told the search loaded it
+    assert second.output_text == "Tool said: Loaded tools: lookup. They can be called now."
+    [asked] = fake_requests(fake_upstream, mark)
+    assert "rm_rf" not in _offered_in(asked)
+    assert "lookup" in _offered_in(asked)  # what the stage left of the search is loaded
+    [kept] = sdk.responses.input_items.list(second.id).data  # stored as sent
+    assert [tool.name for tool in kept.tools] == ["rm_rf", "lookup"]  # type: ignore[union-attr]
+    later = uuid.uuid4().hex[:12]
+    third = sdk.responses.create(
+        model=route, previous_response_id=second.id, input=_prompt(later, "rm_rf"), tools=tools
+    )
+    assert [item.type for item in third.output] == ["message"]
+    assert third.output_text == REFUSED
+    asked, _ = fake_requests(fake_upstream, later)
+    assert "rm_rf" not in _offered_in(asked)
+    assert "lookup" in _offered_in(asked)

@@ -47,10 +47,11 @@ from stateway.core.stages.chain import before_planning
 from stateway.core.telemetry import NoTelemetry, RunReport, Telemetry
 from stateway.core.threads import check_continued, thread_items
 from stateway.core.token_estimate import estimate_tokens
+from stateway.core.tools.catalog import context_added
 from stateway.core.tools.choice import check_tool_choice, context_tools, names_tools
 from stateway.core.tools.session import counted_catalog, round_choice
 from stateway.core.tools.toolset import GatewayTools, Toolset
-from stateway.core.tools.withheld import withheld_names
+from stateway.core.tools.withheld import unoffered, withheld_names
 
 log = logging.getLogger(__name__)
 
@@ -108,21 +109,32 @@ class RunStarter:
             conversation = await conversations.context(principal.tenant_id, command.conversation_id)
             if command.thread is not None:
                 check_continued(command.thread, conversation)
+        items = None if conversation is None else conversation.items
+        prior = await load_prior(self._store, principal.tenant_id, command, items)
         hints: list[str] = []
         if route.stages:
             first = command.previous_response_id is None and (
                 conversation is None or conversation.next_position == 0
             )
-            shaped = await before_planning(route.stages, route.name, command, first_turn=first)
+            # shown every tool the model would be offered: those of earlier turns' items too
+            earlier = context_added(declared, prior.items + command.input)
+            shaped = await before_planning(
+                route.stages, route.name, command, first_turn=first, earlier=earlier
+            )
             hints = shaped.hints
+            withheld = withheld_names(declared + earlier, shaped.tools)
         toolset = _toolset(loop.tools, route, command)
-        if route.stages:  # a call of a tool they withheld is answered here, never the client's
-            toolset.withheld = withheld_names(declared, command.settings.tools)
+        if route.stages:  # offered by no item; a call of one is answered here, never the client's
+            toolset.withheld = withheld
         if toolset.public != command.settings.tools:  # echoed and stored without secrets
             command.settings = replace(command.settings, tools=toolset.public)
-        plan, prior = await self._plan(principal, command, router, route, toolset, conversation)
+        plan, prior = await self._plan(
+            principal, command, router, route, toolset, prior, conversation
+        )
         context = checked = checked_context(prior, command.input)
         _check_continued_choice(command, choice, declared, context)
+        if toolset.withheld:  # the model's view: no item offers what the stages withheld
+            context = unoffered(context, toolset.withheld)
         pending = self._pending
         if command.generate and all(c.backend.full(pending) for c in plan.capable):
             raise Overloaded(_FULL.format(model=command.model))
@@ -213,15 +225,14 @@ class RunStarter:
         router: Router,
         route: Route,
         toolset: Toolset,
+        prior: Prior,
         conversation: ConversationItems | None = None,
         *,
         counting: bool = False,
     ) -> tuple[Plan, Prior]:
         """The run's routing plan over the candidates able to serve it (``toolset``
         routed to the first; ``counting``: for a count of its input, which no context
-        window refuses), and its prior items."""
-        items = None if conversation is None else conversation.items
-        prior = await load_prior(self._store, principal.tenant_id, command, items)
+        window refuses), and its ``prior`` items (a thread's, as it continues)."""
         thread = command.thread
         if thread is not None:  # its system first, then its items since its last compaction
             items = (thread.system or []) + thread_items(prior.items, command.input)
@@ -301,8 +312,10 @@ class RunStarter:
         if command.conversation_id is not None:
             conversations = self._conversations("conversation")
             conversation = await conversations.context(principal.tenant_id, command.conversation_id)
+        items = None if conversation is None else conversation.items
+        prior = await load_prior(self._store, principal.tenant_id, command, items)
         plan, prior = await self._plan(
-            principal, command, router, route, toolset, conversation, counting=True
+            principal, command, router, route, toolset, prior, conversation, counting=True
         )
         context = checked_context(prior, command.input)
         settings = command.settings

@@ -4,7 +4,7 @@ from typing import Any
 import pytest
 
 from stateway.core.tools import mcp, tool_search, web_search
-from stateway.core.tools.catalog import Catalog, model_tools, with_context_tools
+from stateway.core.tools.catalog import Catalog, context_added, model_tools, with_context_tools
 from stateway.core.tools.custom_tools import custom_input
 from stateway.core.tools.history import model_items
 from stateway.core.tools.mcp_binding import Approval, McpBinding
@@ -106,6 +106,20 @@ def test_an_earlier_turns_additional_tools_count_unless_declared_again() -> None
     assert with_context_tools([FUNCTION], [extra]) == [FUNCTION, NAMESPACE]
     assert with_context_tools([NAMESPACE], [extra]) == [NAMESPACE]
     assert with_context_tools([FUNCTION], []) == [FUNCTION]
+
+
+def test_the_tools_a_context_adds_are_those_no_declared_tool_offers() -> None:
+    """What the feature stages are shown beside the declared tools: a search's output of a
+    declared deferred tool adds nothing, one of another tool adds it, loaded."""
+    deferred = {**named("weather"), "defer_loading": True}
+    declared = [FUNCTION, deferred, {"type": "mcp", "server_label": "docs"}]
+    extra = extra_tools(FUNCTION, NAMESPACE)
+    found = {
+        "type": "tool_search_output",
+        "tools": [deferred, {**named("more"), "defer_loading": True}],
+    }
+    assert context_added(declared, [extra, found]) == [NAMESPACE, named("more")]
+    assert context_added(declared, []) == []
 
 
 def extra_tools(*tools: dict[str, Any]) -> dict[str, Any]:

@@ -12,11 +12,12 @@ from stateway.core.inference import TextDelta, ToolCallDelta
 from stateway.core.items import Item
 from stateway.core.principal import Principal
 from stateway.core.stages.chain import Stage, StageChain
+from stateway.core.stages.context import StageContext
 from stateway.core.stages.shipped import ToolFilter
 from stateway.core.tools.session import ToolSession
 from stateway.core.tools.toolset import GatewayTools, Toolset, WebSearchBinding
-from stateway.core.tools.withheld import NOT_AVAILABLE, WithheldCalls, withheld_names
-from tests.core.fakes import RoundsBackend
+from stateway.core.tools.withheld import NOT_AVAILABLE, WithheldCalls, unoffered, withheld_names
+from tests.core.fakes import MemoryStore, RoundsBackend
 from tests.core.routing_fakes import candidate, gateway, route, router
 from tests.core.tools.test_tool_loop import answer, call, tools_round, user
 
@@ -182,3 +183,62 @@ async def test_a_model_that_insists_ends_at_its_rounds_with_nothing_shown() -> N
     )
     assert len(backend.requests) == 8
     assert len(backend.requests[-1].items) == 1 + 2 * 7  # each call answered in turn
+
+
+def test_the_context_offers_no_withheld_tool_and_no_search_says_it_loaded_one() -> None:
+    namespace = {"type": "namespace", "name": "fs", "tools": [function("wipe"), function("ls")]}
+    extra = {"type": "additional_tools", "role": "developer", "tools": [RM_RF, KEEP]}
+    found = {"type": "tool_search_output", "call_id": "s1", "tools": [namespace, RM_RF]}
+    context = [user(), extra, found]
+    view = unoffered(context, frozenset({"rm_rf", "fs__wipe"}))
+    assert view[0] is context[0]
+    assert view[1] == {**extra, "tools": [KEEP]}
+    assert view[2] == {**found, "tools": [{**namespace, "tools": [function("ls")]}]}
+    assert found["tools"] == [namespace, RM_RF]  # what is stored stays as it came
+    assert unoffered([found], frozenset({"rm_rf", "fs__wipe", "fs__ls"}))[0]["tools"] == []
+
+
+async def test_the_stages_see_the_tools_of_earlier_turns_and_withhold_them_there_too() -> None:
+    """An earlier turn's ``additional_tools`` offered ``rm_rf``: the stages are shown it
+    beside the declared tools, and once withheld it is offered in no later turn, its
+    call answered unseen; what they leave of those tools is offered, never echoed."""
+    shown: list[list[str]] = []
+
+    class Seeing:
+        def tool_catalog_filter(self, context: StageContext) -> None:
+            shown.append([tool["name"] for tool in context.tools])
+
+    backend = RoundsBackend([answer(), tools_round(call("rm_rf", {})), answer()])
+    backend.name = "a"
+    stages = StageChain([Stage("see", Seeing()), Stage("deny", ToolFilter(deny=["rm_rf"]))])
+    guarded = route(candidate(backend), stages=stages)  # type: ignore[arg-type]
+    guarded_gateway = gateway(router(guarded), MemoryStore())
+    extra = {"type": "additional_tools", "role": "developer", "tools": [RM_RF, function("more")]}
+    first = await guarded_gateway.execute(
+        Principal(),
+        CreateResponse("assistant", [extra, user()], settings=GenerationSettings(tools=[KEEP])),
+    )
+    await first.wait()
+    second = await guarded_gateway.execute(
+        Principal(),
+        CreateResponse(
+            "assistant",
+            [user("again")],
+            settings=GenerationSettings(tools=[KEEP]),
+            previous_response_id=first.id,
+        ),
+    )
+    await second.wait()
+    assert shown == [["keep", "rm_rf", "more"]] * 2
+    offered = [[tool["name"] for tool in request.tools] for request in backend.requests]
+    assert offered == [["keep", "more"]] * 3
+    state = second.state
+    assert [tool["name"] for tool in state.settings.tools] == ["keep"]  # the echo: its own
+    assert [(item["type"], item["content"][0]["text"]) for item in state.output] == [
+        ("message", "done")
+    ]
+    assert backend.requests[2].items[-1] == {
+        "type": "function_call_output",
+        "call_id": "up_0",
+        "output": REFUSAL,
+    }

@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from stateway.core.commands import CreateResponse
 from stateway.core.errors import GatewayError
+from stateway.core.items import Item
 from stateway.core.stages.context import MUTATING, StageContext
 
 log = logging.getLogger(__name__)
@@ -114,16 +115,29 @@ def _restore(command: CreateResponse, context: StageContext, saved: tuple[Any, .
 
 
 async def before_planning(
-    chain: StageChain, route: str, command: CreateResponse, *, first_turn: bool
+    chain: StageChain,
+    route: str,
+    command: CreateResponse,
+    *,
+    first_turn: bool,
+    earlier: list[Item] | None = None,
 ) -> StageContext:
-    """Run the request-side points on ``command`` (mutated in place; the filtered tools
-    become its tools); the context, whose ``hints`` the plan takes."""
-    context = StageContext("submit_request", route, command, tools=list(command.settings.tools))
+    """Run the request-side points on ``command`` (mutated in place); the context, whose
+    ``hints`` the plan takes and whose ``tools`` are all the stages left. The stages are
+    shown the declared tools, then the ``earlier`` ones, those the context's items offer
+    (:func:`~stateway.core.tools.catalog.context_added`). The tools they leave become the
+    command's, but for the earlier ones left as they were: no declaration of this
+    request's (to echo or store), the context's items go on offering them."""
+    earlier = earlier or []
+    shown = [*command.settings.tools, *earlier]
+    context = StageContext("submit_request", route, command, tools=list(shown))
     points = ["session_open"] if first_turn else []
     points += ["submit_request", "tool_catalog_filter", "request_shaping", "route_hinting"]
     for point in points:
         context.point = point
         await chain.run(context)
-    if context.tools != command.settings.tools:
-        command.settings = replace(command.settings, tools=context.tools)
+    if context.tools != shown:
+        passed = {id(tool) for tool in earlier}
+        tools = [tool for tool in context.tools if id(tool) not in passed]
+        command.settings = replace(command.settings, tools=tools)
     return context

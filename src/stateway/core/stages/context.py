@@ -5,7 +5,8 @@ positional argument: the :class:`StageContext`. Points run in this order:
 
 ``session_open``        the first turn of a chain or conversation (labels, metadata)
 ``submit_request``      every request, before anything else
-``tool_catalog_filter`` which tools the model may see (edit ``context.tools``)
+``tool_catalog_filter`` which tools the model may see (edit ``context.tools``: every tool
+                        it would be offered, however it came)
 ``request_shaping``     whole-call transforms (``context.command``: instructions,
                         settings such as ``max_output_tokens``)
 ``route_hinting``       advisory candidate preferences (add backend names to
@@ -47,7 +48,9 @@ class StageContext:
     command: CreateResponse | None = None
     """The request (``None`` at ``response_part`` and ``completion_gate``)."""
     tools: list[Item] = field(default_factory=list)
-    """``tool_catalog_filter``: the declared tools; what is left is offered."""
+    """``tool_catalog_filter``: the declared tools, then those the context's items offer
+    beyond them (earlier turns' ``additional_tools``, the tools a search loaded: its
+    ``tool_search_output``); what is left is offered, the rest withheld."""
     hints: list[str] = field(default_factory=list)
     """``route_hinting``: backend names to try first within their tier."""
     item: Item | None = None

@@ -37,7 +37,8 @@ Tool search (:mod:`stateway.core.tools.tool_search`): when a request declares a
 so marked) are *deferred*: known to the catalog, not offered, until a search loads them.
 Without a ``tool_search`` tool the flag means nothing and they are offered as usual. The
 tools of ``tool_search_output`` items in the context (earlier searches, or the client's
-answer to its own search) are offered from then on (:func:`with_context_tools`). A call of
+answer to its own search) are offered from then on (:func:`with_context_tools`; a route's
+feature stages are shown them beside the declared tools, :func:`context_added`). A call of
 a deferred function of no namespace comes back with the ``namespace`` of its own name, as
 hosted gives it (:meth:`Catalog.public_call`).
 """
@@ -63,6 +64,8 @@ ADDITIONAL_TOOLS: Final = "additional_tools"
 """An input item (role ``developer``) whose ``tools`` join the request's declared tools.
 It stays in the stored context as sent and never reaches a model as a message."""
 _OFFERED: Final = frozenset({"function", CUSTOM, NAMESPACE})
+CLIENT_TYPES: Final = _OFFERED | client_hosted.TOOL_TYPES
+"""Client-owned tool types the gateway models (offered to any upstream as functions)."""
 TOOL_SEARCH: Final = "tool_search"
 DEFER: Final = "defer_loading"
 
@@ -91,6 +94,24 @@ def with_context_tools(tools: list[Item], context: list[Item]) -> list[Item]:
         if item.get("type") == TOOL_SEARCH_OUTPUT:
             out.extend(loaded(item.get("tools") or ()))
     return out
+
+
+def context_added(declared: list[Item], context: list[Item]) -> list[Item]:
+    """The tools :func:`with_context_tools` adds to the client's among ``declared`` for
+    ``context``, but for those a declared tool already offers by each of their names (a
+    search's output of a declared deferred tool): what the feature stages are shown
+    beside the declared tools (:func:`stateway.core.stages.chain.before_planning`)."""
+    client = [tool for tool in declared if tool.get("type") in CLIENT_TYPES]
+    names = visible_names(client)
+    added = with_context_tools(client, context)[len(client) :]
+    return [tool for tool in added if not visible_names([tool]) <= names]
+
+
+def visible_names(tools: list[Item]) -> frozenset[str]:
+    """The model-visible names of the client's tools among ``tools`` (each member of a
+    namespace), as a catalog of them offers them all."""
+    client = [tool for tool in tools if tool.get("type") in CLIENT_TYPES]
+    return frozenset(function["name"] for function in Catalog(client).model_tools())
 
 
 def loaded(tools: Iterable[Any]) -> list[Item]:

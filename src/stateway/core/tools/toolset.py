@@ -37,7 +37,7 @@ from stateway.core.errors import InvalidRequest, NoSearchProvider
 from stateway.core.items import Item
 from stateway.core.ports import Backend
 from stateway.core.tools import client_hosted
-from stateway.core.tools.catalog import CUSTOM, NAMESPACE, TOOL_SEARCH, WEB_SEARCH_TYPES
+from stateway.core.tools.catalog import CLIENT_TYPES, TOOL_SEARCH, WEB_SEARCH_TYPES
 from stateway.core.tools.mcp_binding import (
     SECRET_KEYS,
     McpBinding,
@@ -49,8 +49,6 @@ from stateway.core.tools.mcp_binding import (
 from stateway.core.tools.ports import McpClient, McpServer, SearchProvider
 
 MCP: Final = "mcp"
-CLIENT_TYPES: Final = frozenset({"function", CUSTOM, NAMESPACE}) | client_hosted.TOOL_TYPES
-"""Client-owned tool types the gateway models (offered to any upstream as functions)."""
 
 
 @dataclass(frozen=True, slots=True)

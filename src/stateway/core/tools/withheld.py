@@ -1,10 +1,17 @@
-"""Calls of the client's tools that the feature stages withheld from the model.
+"""The client's tools that the feature stages withheld from the model, and calls of them.
 
-A ``tool_catalog_filter`` stage (the shipped ``tool_filter``) takes a declared tool out of
-what the model is offered, yet the model may call it anyway: it saw the tool in earlier
-turns, or its server does not hold calls to the tools offered (vLLM's tool parsers pass on
-whatever name the model wrote). The client declared that tool, so it would run the call:
-such a call never reaches it. The output assembler opens no item for it and emits none of
+A ``tool_catalog_filter`` stage (the shipped ``tool_filter``) takes a tool out of what the
+model is offered: a declared one, or one the context's items offer (an earlier turn's
+``additional_tools``, a tool search's ``tool_search_output``), which the stages are
+shown beside the declared (:func:`stateway.core.stages.chain.before_planning`). Such an
+item goes on offering what the stages left: the model is sent the context
+:func:`unoffered`, without the withheld tools in those items (nor named as loaded by a
+search), while what is stored keeps them as sent.
+
+Yet the model may call a withheld tool anyway: it saw the tool in earlier turns, or its
+server does not hold calls to the tools offered (vLLM's tool parsers pass on whatever
+name the model wrote). The client has that tool, so it would run the call: such a call
+never reaches it. The output assembler opens no item for it and emits none of
 its events (a call's name comes with its first fragment, before anything of it could be
 shown), and the model is answered instead, as the gateway answers a call of an MCP tool
 it does not offer: an error output saying the tool is not available, in a round of its
@@ -18,26 +25,52 @@ go back to it at once, as in a mixed round of gateway and client calls.
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 
-from stateway.core.items import FUNCTION_CALL, FUNCTION_CALL_OUTPUT, Item
-from stateway.core.tools.catalog import Catalog
-from stateway.core.tools.toolset import CLIENT_TYPES
+from stateway.core.items import FUNCTION_CALL, FUNCTION_CALL_OUTPUT, TOOL_SEARCH_OUTPUT, Item
+from stateway.core.tools.catalog import ADDITIONAL_TOOLS, NAMESPACE, visible_names
 
 NOT_AVAILABLE: Final = "Error: the tool '{name}' is not available; this call was not run."
 """What the model is told of its call of a withheld tool (an error result, as an MCP tool's
 failure reads: :func:`stateway.core.tools.result_text.mcp_output`)."""
+_OFFERING: Final = (ADDITIONAL_TOOLS, TOOL_SEARCH_OUTPUT)
+"""The context's items that offer tools."""
 
 
-def withheld_names(declared: list[Item], offered: list[Item]) -> frozenset[str]:
-    """The model-visible names of the client's tools ``declared`` that no tool left
-    ``offered`` has: those the stages withheld."""
-    return _names(declared) - _names(offered)
+def withheld_names(shown: list[Item], left: list[Item]) -> frozenset[str]:
+    """The model-visible names of the client's tools ``shown`` to the stages that no tool
+    they ``left`` has: those they withheld."""
+    return visible_names(shown) - visible_names(left)
 
 
-def _names(tools: list[Item]) -> frozenset[str]:
-    client = [tool for tool in tools if tool.get("type") in CLIENT_TYPES]
-    return frozenset(function["name"] for function in Catalog(client).model_tools())
+def unoffered(context: list[Item], names: frozenset[str]) -> list[Item]:
+    """``context`` as the model is sent it: the tools named ``names`` taken out of what its
+    ``additional_tools`` and ``tool_search_output`` items offer (each such item a copy;
+    a namespace keeps its other members), so that no withheld tool is offered from them
+    and no search tells the model it loaded one. What is stored is left as it came."""
+    return [_unoffering(item, names) if item.get("type") in _OFFERING else item for item in context]
+
+
+def _unoffering(item: Item, names: frozenset[str]) -> Item:
+    tools = item.get("tools")
+    if not isinstance(tools, list):
+        return item
+    kept: list[Any] = []
+    for tool in tools:
+        if isinstance(tool, dict) and tool.get("type") == NAMESPACE and tool.get("tools"):
+            members = tool["tools"]
+            left = [m for m in members if not _withheld({**tool, "tools": [m]}, names)]
+            if left:
+                kept.append(tool if len(left) == len(members) else {**tool, "tools": left})
+        elif not _withheld(tool, names):
+            kept.append(tool)
+    return {**item, "tools": kept}
+
+
+def _withheld(tool: Any, names: frozenset[str]) -> bool:
+    """Whether ``tool`` is a client's tool whose every model-visible name is withheld."""
+    own = visible_names([tool]) if isinstance(tool, dict) else frozenset()
+    return bool(own) and own <= names
 
 
 class WithheldCalls:
