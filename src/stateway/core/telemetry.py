@@ -118,7 +118,8 @@ class Telemetry(Protocol):
 
     def tool_called(self, tool: str, outcome: ToolOutcome) -> None:
         """A gateway tool call ended: ``tool`` is its kind (``mcp``, ``mcp_list_tools``,
-        ``web_search``, ``tool_search``)."""
+        ``web_search``, ``tool_search``; ``withheld``: a call of a tool the stages withheld,
+        answered as not available)."""
         ...
 
     def run_ended(self, report: RunReport) -> None: ...

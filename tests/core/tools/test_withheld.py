@@ -3,7 +3,10 @@ the model's next round told the tool is not available."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
+
+import pytest
 
 from stateway.core import events as ev
 from stateway.core.assembler import OutputAssembler
@@ -16,9 +19,16 @@ from stateway.core.stages.context import StageContext
 from stateway.core.stages.shipped import ToolFilter
 from stateway.core.tools.session import ToolSession
 from stateway.core.tools.toolset import GatewayTools, Toolset, WebSearchBinding
-from stateway.core.tools.withheld import NOT_AVAILABLE, WithheldCalls, unoffered, withheld_names
+from stateway.core.tools.withheld import (
+    NOT_AVAILABLE,
+    WITHHELD,
+    WithheldCalls,
+    unoffered,
+    withheld_names,
+)
 from tests.core.fakes import MemoryStore, RoundsBackend
 from tests.core.routing_fakes import candidate, gateway, route, router
+from tests.core.test_telemetry import Recording
 from tests.core.tools.test_tool_loop import answer, call, tools_round, user
 
 
@@ -49,6 +59,19 @@ def test_answered_calls_are_woven_where_the_model_made_them() -> None:
     output = {"type": "function_call_output", "call_id": "c1", "output": REFUSAL}
     assert calls.woven([first]) == [first, refused, output]
     assert calls.woven([first, second]) == [first, refused, output, second]
+
+
+def test_the_operator_is_told_of_each_withheld_call(caplog: pytest.LogCaptureFixture) -> None:
+    telemetry = Recording()
+    calls = WithheldCalls(frozenset({"rm_rf"}), telemetry)
+    refused = {"type": "function_call", "call_id": "c1", "name": "rm_rf", "arguments": "{}"}
+    with caplog.at_level(logging.WARNING, logger="stateway.core.tools.withheld"):
+        calls.answer(0, refused)
+        calls.answer(0, {**refused, "call_id": "c2"})
+    assert telemetry.tools == [(WITHHELD, "error"), (WITHHELD, "error")]
+    assert [record.getMessage() for record in caplog.records] == [
+        "the model called 'rm_rf', a tool the route's stages withheld: not run"
+    ] * 2
 
 
 def assembler(**toolset: Any) -> tuple[OutputAssembler, ToolSession, list[Item], list[ev.Event]]:

@@ -112,7 +112,7 @@ class ToolSession:
         """Every web search result of this response, for citations."""
         self.calls_made = 0
         """Gateway calls run so far (``max_tool_calls`` counts these)."""
-        self.withheld = WithheldCalls(toolset.withheld)
+        self.withheld = WithheldCalls(toolset.withheld, telemetry)
         """Calls of the client's tools the stages withheld, answered here."""
         self._opened: OpenItems | None = None
         self._discovery: Discovery | None = None

@@ -25,10 +25,17 @@ go back to it at once, as in a mixed round of gateway and client calls.
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Final
 
 from stateway.core.items import FUNCTION_CALL, FUNCTION_CALL_OUTPUT, TOOL_SEARCH_OUTPUT, Item
+from stateway.core.telemetry import Telemetry
 from stateway.core.tools.catalog import ADDITIONAL_TOOLS, NAMESPACE, visible_names
+
+log = logging.getLogger(__name__)
+
+WITHHELD: Final = "withheld"
+"""The ``tool`` of such a call in ``stateway_tool_calls_total`` (its outcome ``error``)."""
 
 NOT_AVAILABLE: Final = "Error: the tool '{name}' is not available; this call was not run."
 """What the model is told of its call of a withheld tool (an error result, as an MCP tool's
@@ -76,18 +83,27 @@ def _withheld(tool: Any, names: frozenset[str]) -> bool:
 class WithheldCalls:
     """One response's calls of withheld tools, each answered where the model made it."""
 
-    __slots__ = ("_answered", "names")
+    __slots__ = ("_answered", "_telemetry", "names")
 
-    def __init__(self, names: frozenset[str] = frozenset()) -> None:
+    def __init__(
+        self, names: frozenset[str] = frozenset(), telemetry: Telemetry | None = None
+    ) -> None:
         self.names = names
         """The model-visible names of the tools withheld from this response."""
+        self._telemetry = telemetry
         self._answered: list[tuple[int, Item, Item]] = []
         """Each refused call and its answer, with the output position it was made at."""
 
     def answer(self, position: int, call: Item) -> None:
         """Answer ``call`` (a ``function_call`` as the model made it, before the output
-        item at ``position``): the tool is not available."""
-        output = NOT_AVAILABLE.format(name=call["name"])
+        item at ``position``): the tool is not available. The operator is told (a warning
+        naming the tool, a count in ``stateway_tool_calls_total``): a deny list the model
+        runs into is worth knowing of."""
+        name = call["name"]
+        log.warning("the model called %r, a tool the route's stages withheld: not run", name)
+        if self._telemetry is not None:
+            self._telemetry.tool_called(WITHHELD, "error")
+        output = NOT_AVAILABLE.format(name=name)
         answer = {"type": FUNCTION_CALL_OUTPUT, "call_id": call["call_id"], "output": output}
         self._answered.append((position, call, answer))
 
