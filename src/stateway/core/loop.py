@@ -281,7 +281,7 @@ class Loop:
             tools.abandon()
             if interrupted:  # the items it was writing discarded
                 state.output[:] = [i for i in state.output if i.get("status") != "incomplete"]
-            state.usage = usage
+            state.usage = _counted(usage)
             _end_cancelled(run)
             await self._finish(run, row)
             raise
@@ -294,9 +294,7 @@ class Loop:
                 error = InternalError()
             assembler.abandon()  # no item cut off is announced done
             tools.abandon()
-            # what upstreams counted for the rounds that ended; none (a Chat or Responses
-            # upstream counts at its answer's end): unknown, null as a dead process's
-            state.usage = usage if usage != Usage() else None
+            state.usage = _counted(usage)
             state.fail(error)
             if not _shown(run, assembler.started):
                 run.error = error
@@ -416,3 +414,10 @@ def _detached(error: E) -> E:
         current.__traceback__ = None
         current = current.__cause__ or current.__context__
     return error
+
+
+def _counted(usage: Usage) -> Usage | None:
+    """The usage of a run that ended early (failed, cancelled): what upstreams counted for
+    the rounds that ended; None when they counted nothing (a Chat or Responses upstream
+    counts at its answer's end): unknown, as a dead process's response's."""
+    return usage if usage != Usage() else None
