@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 import pytest
 
 from stateway.core.commands import CreateResponse, GenerationSettings
@@ -163,6 +164,25 @@ async def test_the_tool_filter_sees_earlier_turns_tools_but_they_stay_out_of_the
     shaped = await before_planning(chain, "r", command, first_turn=False, earlier=earlier)
     assert [tool["name"] for tool in shaped.tools] == ["keep", "more", "changed"]
     assert command.settings.tools == [keep, {**named("changed"), "description": "x"}]
+
+
+async def test_an_earlier_turns_tool_a_stage_copies_unchanged_stays_out_of_the_command() -> None:
+    """A stage may hand back copies of the tools it leaves (a policy service answering
+    them as JSON, a deep copy): an earlier turn's tool it did not change is still no
+    declaration of the request's, to echo and store."""
+
+    class PolicyService:
+        def tool_catalog_filter(self, context: StageContext) -> None:
+            kept = [tool for tool in context.tools if tool["name"] != "gone"]
+            context.tools = orjson.loads(orjson.dumps(kept))
+
+    keep = {"type": "function", "name": "keep"}
+    command = CreateResponse("r", [USER], settings=GenerationSettings(tools=[keep]))
+    earlier = [{"type": "function", "name": "more"}, {"type": "function", "name": "gone"}]
+    chain = StageChain([Stage("policy", PolicyService())])
+    shaped = await before_planning(chain, "r", command, first_turn=False, earlier=earlier)
+    assert [tool["name"] for tool in shaped.tools] == ["keep", "more"]
+    assert command.settings.tools == [keep]
 
 
 async def test_route_hints_put_a_backend_first_in_its_tier() -> None:

@@ -126,8 +126,9 @@ async def before_planning(
     ``hints`` the plan takes and whose ``tools`` are all the stages left. The stages are
     shown the declared tools, then the ``earlier`` ones, those the context's items offer
     (:func:`~stateway.core.tools.catalog.context_added`). The tools they leave become the
-    command's, but for the earlier ones left as they were: no declaration of this
-    request's (to echo or store), the context's items go on offering them."""
+    command's, but for the earlier ones left as they were (equal, though a stage may
+    hand back copies): no declaration of this request's (to echo or store), the context's
+    items go on offering them."""
     earlier = earlier or []
     shown = [*command.settings.tools, *earlier]
     context = StageContext("submit_request", route, command, tools=list(shown))
@@ -137,7 +138,6 @@ async def before_planning(
         context.point = point
         await chain.run(context)
     if context.tools != shown:
-        passed = {id(tool) for tool in earlier}
-        tools = [tool for tool in context.tools if id(tool) not in passed]
+        tools = [tool for tool in context.tools if tool not in earlier]
         command.settings = replace(command.settings, tools=tools)
     return context
