@@ -426,8 +426,8 @@ FINISH_CRLF = finished("stop").replace(b"\n", b"\r\n")
 
 @pytest.mark.parametrize(
     "ending",
-    [finished("stop")[:-end] for end in range(1, 6)] + [FINISH_CRLF[:-end] for end in range(2, 6)],
-    ids=lambda ending: repr(ending[-6:]),
+    [pytest.param(finished("stop")[:-end], id=f"lf-less-{end}") for end in range(1, 6)]
+    + [pytest.param(FINISH_CRLF[:-end], id=f"crlf-less-{end}") for end in range(2, 6)],
 )
 @pytest.mark.parametrize("apart", [False, True])
 async def test_a_stream_cut_before_its_finish_events_blank_line_is_cut(
