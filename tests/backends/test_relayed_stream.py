@@ -495,3 +495,28 @@ async def test_done_in_a_comment_ends_nothing(loopback: Loopback) -> None:
     relayed, error = await relayed_until(await forwarded(loopback, *chunks))
     assert relayed == b"".join(chunks)
     assert error.code == "upstream_stream_cut"
+
+
+GAVE_UP = finished("abort")
+
+
+def finish_split(ending: bytes) -> list[Any]:
+    """An answer given up on, its finish event cut between two reads at every byte (the
+    usage with the second), then ``ending``: ``[DONE]`` alone, or a read that holds it
+    and more (the usage's last byte)."""
+    usage = USAGE if ending == DONE else USAGE[:-1]
+    return [
+        pytest.param([ROLE, OUTPUT, GAVE_UP[:at], GAVE_UP[at:] + usage, ending], id=str(at))
+        for at in range(1, len(GAVE_UP) + 1)
+    ]
+
+
+@pytest.mark.parametrize("writes", finish_split(DONE) + finish_split(b"\n" + DONE))
+async def test_a_finish_split_between_reads_is_read_whole(
+    loopback: Loopback, writes: list[bytes]
+) -> None:
+    """However the reads before ``[DONE]`` cut its finish (its key, its value, at either
+    end), the answer was given up on: the error a run gets, ``[DONE]`` left out."""
+    relayed, error = await relayed_until(await forwarded(loopback, *writes))
+    assert relayed == b"".join(writes).removesuffix(DONE)
+    same(error, await streamed_failure(loopback, b"".join(writes)))

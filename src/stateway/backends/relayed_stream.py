@@ -154,17 +154,17 @@ def done_at(chunk: bytes) -> int:
     return start if chunk[start:at] in (b"data: ", b"data:") else -1
 
 
-def gave_up_at_end(*reads: bytes) -> bool:
-    """Whether the last ``finish_reason`` in ``reads`` (a stream's last reads, the last
-    first) says the server gave up on the answer. Searched from the end,
-    where an answer finishes (after it only its usage and ``[DONE]``): the search reads
-    little of a long answer; slices look at the value (a method call costs more)."""
-    for data in reads:
-        at = data.rfind(FINISH_REASON)
-        if at >= 0:
-            value = data[at + _VALUE : at + _VALUE + 8]
-            return value[:7] in GAVE_UP_VALUES or value[1:] in GAVE_UP_VALUES
-    return False
+def gave_up_at_end(tail: bytes) -> bool:
+    """Whether the last ``finish_reason`` in ``tail`` (a stream's last reads, joined: a
+    read may end inside its key or value) says the server gave up on the answer. Searched
+    from the end, where an answer finishes (after it only its usage and ``[DONE]``): the
+    search reads little of a long answer; slices look at the value (a method call costs
+    more)."""
+    at = tail.rfind(FINISH_REASON)
+    if at < 0:
+        return False
+    value = tail[at + _VALUE : at + _VALUE + 8]
+    return value[:7] in GAVE_UP_VALUES or value[1:] in GAVE_UP_VALUES
 
 
 def unanswered(
@@ -176,14 +176,11 @@ def unanswered(
     them read here); else None. Read only when there were few events, or the last finish
     reason says the server gave up (:func:`gave_up_at_end`): otherwise an answer ended as
     every answer does."""
-    if events > FEW and not (
-        gave_up_at_end(previous + last)  # one search: a call costs more than a copy
-        if chunk == DONE
-        else gave_up_at_end(chunk, last, previous)
-    ):
+    tail = previous + last + chunk  # one search, one parse: a call costs more than a copy
+    if events > FEW and not gave_up_at_end(tail):
         return None
     try:
-        deltas, read = _deltas(previous + last + chunk)  # [DONE] is no JSON: not read
+        deltas, read = _deltas(tail)  # [DONE] is no JSON: not read
     except UpstreamError as error:  # a finish reason saying the server gave up
         return error
     return no_answer(backend) if not deltas and read == events else None
