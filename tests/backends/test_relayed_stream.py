@@ -161,6 +161,11 @@ def same(relayed: GatewayError, translated: GatewayError) -> None:
 
 OPENING = b": ping\n\n" + ROLE
 """A stream's opening with no output: a comment and a role chunk."""
+PROMPT_FILTERS = (
+    b'data: {"choices":[],"created":0,"id":"","model":"","object":"",'
+    b'"prompt_filter_results":[{"prompt_index":0,"content_filter_results":{}}]}\n\n'
+)
+"""How Azure OpenAI opens a stream, before its role chunk: no output."""
 
 
 @pytest.mark.parametrize("event", ERROR_EVENTS)
@@ -301,6 +306,7 @@ async def test_a_stream_a_run_takes_as_answered_is_relayed_whole(
         pytest.param(b"", id="done-alone"),
         pytest.param(ROLE, id="role"),
         pytest.param(OPENING, id="comment-role"),
+        pytest.param(PROMPT_FILTERS + ROLE, id="prompt-filters-role"),
     ],
 )
 @pytest.mark.parametrize("done", [DONE, b"data:[DONE]\r\n\r\n"])
@@ -310,7 +316,8 @@ async def test_a_stream_done_before_any_output_has_no_answer(
     loopback: Loopback, opening: bytes, done: bytes, apart: bool, first_token_timeout: Any
 ) -> None:
     """vLLM's ``[DONE]`` alone, after an error it dropped before the first token (or after
-    its role chunk): relayed, an empty answer a client would take as the model's. Its
+    its role chunk, or Azure's prompt filter results and a role chunk: every event before
+    ``[DONE]`` read): relayed, an empty answer a client would take as the model's. Its
     opening is relayed, then the relay raises what a run gets (``no_answer``); with
     ``first_token_timeout`` too, whose first chunk is read apart."""
     chunks = [opening, done] if opening else [done]
@@ -415,7 +422,8 @@ async def test_a_stream_is_judged_the_same_however_its_last_bytes_are_split(
         assert await relayed_whole(relay) == body
     else:
         relayed, error = await relayed_until(relay)
-        assert relayed in (body, body.removesuffix(DONE))  # told at [DONE], it is left out
+        told = writes[-1].endswith(DONE)  # by the read of its [DONE], which is left out
+        assert relayed == (body.removesuffix(DONE) if told else body)
         same(error, failure)
     if name != "no-answer":
         assert relay.relay.usage() == Usage(input_tokens=3, output_tokens=1)
@@ -486,6 +494,14 @@ async def test_a_finish_reason_written_with_spaces_is_read_too(
     relayed, error = await relayed_until(await forwarded(loopback, *writes_of(chunks, apart)))
     assert relayed == b"".join(chunks).removesuffix(DONE)
     same(error, await streamed_failure(loopback, b"".join(chunks)))
+
+
+async def test_a_read_after_done_undoes_nothing(loopback: Loopback) -> None:
+    """A comment read after the read of ``[DONE]`` (a proxy's last keepalive): the stream
+    was told done, and is not judged again at its end as if cut."""
+    chunks = [ROLE, OUTPUT, DONE, b": bye\n\n"]
+    assert await relayed_whole(await forwarded(loopback, *chunks)) == b"".join(chunks)
+    await streamed_answer(loopback, b"".join(chunks))
 
 
 async def test_done_in_a_comment_ends_nothing(loopback: Loopback) -> None:
