@@ -520,9 +520,9 @@ def finish_split(ending: bytes) -> list[Any]:
     """An answer given up on, its finish event cut between two reads at every byte (the
     usage with the second), then ``ending``: ``[DONE]`` alone, or a read that holds it
     and more (the usage's last byte)."""
-    usage = USAGE if ending == DONE else USAGE[:-1]
+    usage, name = (USAGE, "done") if ending == DONE else (USAGE[:-1], "with-done")
     return [
-        pytest.param([ROLE, OUTPUT, GAVE_UP[:at], GAVE_UP[at:] + usage, ending], id=str(at))
+        pytest.param([ROLE, OUTPUT, GAVE_UP[:at], GAVE_UP[at:] + usage, ending], id=f"{name}-{at}")
         for at in range(1, len(GAVE_UP) + 1)
     ]
 
@@ -536,3 +536,29 @@ async def test_a_finish_split_between_reads_is_read_whole(
     relayed, error = await relayed_until(await forwarded(loopback, *writes))
     assert relayed == b"".join(writes).removesuffix(DONE)
     same(error, await streamed_failure(loopback, b"".join(writes)))
+
+
+def vllm(delta: str, reason: str | None = None) -> bytes:
+    """A chunk as vLLM writes it: every one with its ``finish_reason``, null but the last."""
+    choice = {"index": 0, "delta": orjson.loads(delta), "logprobs": None, "finish_reason": reason}
+    chunk = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "choices": [choice]}
+    return b"data: " + orjson.dumps(chunk) + b"\n\n"
+
+
+@pytest.mark.parametrize("apart", [False, True])
+async def test_an_answer_given_up_on_is_told_by_its_last_finish_reason(
+    loopback: Loopback, apart: bool
+) -> None:
+    """vLLM's chunks each say ``"finish_reason": null`` before the last says ``abort``; and
+    an answer's text may say ``[DONE]`` in the read of the stream's own: the last of each
+    is the one read, the stream's ``[DONE]`` left out."""
+    chunks = [
+        vllm('{"role": "assistant", "content": ""}'),
+        vllm('{"content": "data: [DONE]"}'),
+        vllm("{}", "abort"),
+        USAGE,
+        DONE,
+    ]
+    relayed, error = await relayed_until(await forwarded(loopback, *writes_of(chunks, apart)))
+    assert relayed == b"".join(chunks).removesuffix(DONE)
+    same(error, await streamed_failure(loopback, b"".join(chunks)))
