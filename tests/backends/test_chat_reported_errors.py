@@ -131,6 +131,12 @@ async def test_a_forwarded_request_answered_with_a_json_error_is_that_error(
         await anext(relay.chunks())
     await relay.aclose()
     assert (caught.value.status, caught.value.code) == (status, code)
+    relay = await backend.forward_chat(body)
+    assert relay.whole
+    with pytest.raises(GatewayError) as read_whole:  # read in one piece: the same error
+        await relay.body()
+    await relay.aclose()
+    assert (read_whole.value.status, read_whole.value.code) == (status, code)
     assert caught.value.message.startswith("Model server 'up' answered with an error: ")
 
     app = app_over(backend)

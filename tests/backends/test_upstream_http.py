@@ -306,6 +306,37 @@ async def test_an_unscrubbed_relay_keeps_the_length_and_reads_the_usage_at_its_e
     await relay.aclose()
 
 
+async def test_a_whole_answer_is_read_in_one_piece_and_its_connection_given_back(
+    loopback: Loopback,
+) -> None:
+    """A 200 that is no event stream is judged whole before any of it is relayed, so
+    :meth:`body` reads it so, in one piece (what :meth:`chunks` yields, in one call), and
+    gives its connection back to the pool at once; an event stream is not whole."""
+    plain = b'{"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 4}}'
+    events = b'data: {"choices": [{"delta": {"content": "a"}}]}\n\ndata: [DONE]\n\n'
+
+    async def answer(request: web.Request) -> web.Response:
+        if request.query.get("stream"):
+            return web.Response(body=events, content_type="text/event-stream")
+        return web.Response(body=plain, content_type="application/json")
+
+    client = upstream(loopback, await loopback.serve(answer))
+    relay = await client.relay("/chat/completions", b"{}")
+    assert relay.whole
+    assert await relay.body() == plain
+    assert relay.usage() == Usage(input_tokens=3, output_tokens=4)
+    assert relay.failure() is None
+    await relay.aclose()
+    again = await client.relay("/chat/completions", b"{}")
+    assert await again.body() == plain
+    await again.aclose()
+    streamed = await client.relay("/chat/completions?stream=1", b"{}")
+    assert not streamed.whole
+    assert b"".join([c async for c in streamed.chunks()]) == events
+    await streamed.aclose()
+    await client.aclose()
+
+
 async def test_an_event_stream_is_relayed_without_the_upstreams_length(
     loopback: Loopback,
 ) -> None:

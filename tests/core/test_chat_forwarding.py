@@ -51,6 +51,7 @@ ANSWER: list[Delta] = [TextDelta("done"), UsageReport(Usage(5, 1)), Finish("stop
 class Relayed:
     status = 200
     headers: Mapping[str, str] = {}
+    whole = False
 
     async def chunks(self) -> AsyncIterator[bytes]:
         yield b"{}"
@@ -245,6 +246,7 @@ class Unending:
 
     status = 200
     headers: Mapping[str, str] = {"content-type": "text/event-stream"}
+    whole = False
 
     def __init__(self) -> None:
         self.closed = asyncio.get_running_loop().create_future()
@@ -337,6 +339,7 @@ class Answer:
     there), and the error its status means (``failure``)."""
 
     headers: Mapping[str, str] = {"content-type": "text/event-stream"}
+    whole = False
 
     def __init__(
         self,

@@ -232,6 +232,7 @@ async def test_a_compactions_tokens_are_taken_too() -> None:
 class ReportingRelay:
     status = 200
     headers: dict[str, str] = {}
+    whole = False
 
     async def chunks(self) -> AsyncIterator[bytes]:
         yield b'{"usage": {"prompt_tokens": 700, "completion_tokens": 500}}'

@@ -225,6 +225,7 @@ async def test_a_refused_call_and_a_tool_search_are_told_by_what_they_called() -
 class UsageRelay:
     status = 200
     headers: Mapping[str, str] = {}
+    whole = False
 
     def __init__(self, cut: bool = False) -> None:
         self._cut = cut

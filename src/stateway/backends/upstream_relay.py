@@ -85,9 +85,9 @@ class UpstreamRelay:
         "_response",
         "_scrub",
         "_streams",
-        "_whole",
         "headers",
         "status",
+        "whole",
     )
 
     def __init__(
@@ -105,18 +105,19 @@ class UpstreamRelay:
         self.status = response.status
         upstream = response.headers
         headers = {name: upstream[name] for name in PASSED_HEADERS if name in upstream}
+        self._streams = streams = is_event_stream(headers)
         if (
             scrub is None
             and "content-length" in upstream
             and "content-encoding" not in upstream
-            and not is_event_stream(headers)
+            and not streams
         ):
             headers["content-length"] = upstream["content-length"]
         self.headers = headers
         """Lower-case names."""
-        self._streams = is_event_stream(headers)
-        self._whole = response.status == 200 and not self._streams
-        """A whole answer (:meth:`_answer`): read to its end before it is relayed."""
+        self.whole = response.status == 200 and not streams
+        """A whole answer (:meth:`_answer`): read to its end before it is relayed
+        (:meth:`body`)."""
         self._response = response
         self._release: Callable[[], None] | None = release
         """Gives the connection slot back (once)."""
@@ -136,62 +137,84 @@ class UpstreamRelay:
         self._headers_at = 0.0 if first_token_timeout is None else asyncio.get_running_loop().time()
         """When the headers came (the loop's clock), with ``first_token_timeout``."""
 
-    async def chunks(self) -> AsyncIterator[bytes]:
+    async def body(self) -> bytes:
+        """A whole answer (:attr:`whole`), read to its end in one piece: one call where
+        :meth:`chunks` would be a generator's, and the connection back in the pool before
+        a byte of it is relayed."""
         with self._failures():
             try:
                 self._reply.check_declared()  # before a byte of it is relayed
                 first = b"" if self._first_token_timeout is None else await self._first()
-                if self._whole:
-                    chunks = [first] if first else []
-                    async for chunk in self._reply:
-                        chunks.append(chunk)
-                    if chunks:
-                        yield self._relayed(self._answer(chunks))
-                else:
-                    judged = self.status == 200  # an answer's stream (:mod:`.relayed_stream`)
-                    head = self._scrubbed(first)
-                    if head:  # read apart (first_token_timeout): judged as any other
-                        if (
-                            judged
-                            and _telling(head)
-                            and (ending := self._ending(head, head.count(b"data:")))
-                        ):
-                            if ending[0]:
-                                yield self._noted(ending[0])
-                            raise ending[1]
-                        yield self._noted(head)
-                    async for chunk in self._reply:
-                        if self._scrub is not None:
-                            chunk = _scrubbed(self._scrub, chunk)
-                        events = chunk.count(b"data:")
-                        if judged and (events != 1 or not chunk.startswith(ORDINARY)):
-                            if (
-                                chunk == DONE
-                                or chunk.endswith(DONE_ENDS)
-                                or chunk.find(b"error") >= 0
-                            ) and (ending := self._ending(chunk, events)):
-                                if ending[0]:
-                                    yield self._noted(ending[0])
-                                raise ending[1]
-                            if not events:  # no event begins in it: an event's end read apart
-                                self._joined(chunk)
-                                yield chunk
-                                continue
-                        self._previous, self._last = self._last, chunk
-                        self._events += events
-                        yield chunk
-                    if judged and not self._done:  # no [DONE] told: finished, else cut
-                        failed = unended(self._previous, self._last, self._events, self._backend)
-                        if failed is not None:
-                            raise failed
+                chunks = await self._reply.rest()
             except (aiohttp.ClientError, OSError) as exc:
                 if not self._closed:
                     raise  # the server's failure, told by the client's translation
-                log.debug("a read of model server %s's closed relay failed: %r", self._backend, exc)
-                raise UpstreamError(
-                    f"The relay of model server '{self._backend}' was closed by the gateway."
-                ) from exc
+                raise self._closed_read(exc) from exc
+            if first:
+                chunks.insert(0, first)
+            body = self._relayed(self._answer(chunks)) if chunks else b""
         self._response.release()  # read to the end: the connection goes back to the pool
+        return body
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        if self.whole:
+            body = await self.body()
+            if body:
+                yield body
+            return
+        with self._failures():
+            try:
+                self._reply.check_declared()  # before a byte of it is relayed
+                first = b"" if self._first_token_timeout is None else await self._first()
+                judged = self.status == 200  # an answer's stream (:mod:`.relayed_stream`)
+                head = self._scrubbed(first)
+                if head:  # read apart (first_token_timeout): judged as any other
+                    if (
+                        judged
+                        and _telling(head)
+                        and (ending := self._ending(head, head.count(b"data:")))
+                    ):
+                        if ending[0]:
+                            yield self._noted(ending[0])
+                        raise ending[1]
+                    yield self._noted(head)
+                async for chunk in self._reply:
+                    if self._scrub is not None:
+                        chunk = _scrubbed(self._scrub, chunk)
+                    events = chunk.count(b"data:")
+                    if judged and (events != 1 or not chunk.startswith(ORDINARY)):
+                        if (
+                            chunk == DONE
+                            or chunk.endswith(DONE_ENDS)
+                            or chunk.find(b"error") >= 0
+                        ) and (ending := self._ending(chunk, events)):
+                            if ending[0]:
+                                yield self._noted(ending[0])
+                            raise ending[1]
+                        if not events:  # no event begins in it: an event's end read apart
+                            self._joined(chunk)
+                            yield chunk
+                            continue
+                    self._previous, self._last = self._last, chunk
+                    self._events += events
+                    yield chunk
+                if judged and not self._done:  # no [DONE] told: finished, else cut
+                    failed = unended(self._previous, self._last, self._events, self._backend)
+                    if failed is not None:
+                        raise failed
+            except (aiohttp.ClientError, OSError) as exc:
+                if not self._closed:
+                    raise  # the server's failure, told by the client's translation
+                raise self._closed_read(exc) from exc
+        self._response.release()  # read to the end: the connection goes back to the pool
+
+    def _closed_read(self, exc: aiohttp.ClientError | OSError) -> UpstreamError:
+        """A read that failed because the gateway closed the relay (:meth:`aclose`): not
+        the server's failure, logged at debug only."""
+        log.debug("a read of model server %s's closed relay failed: %r", self._backend, exc)
+        return UpstreamError(
+            f"The relay of model server '{self._backend}' was closed by the gateway."
+        )
 
     async def _first(self) -> bytes:
         """The body's first chunk (empty: there is none), within ``first_token_timeout``

@@ -1,10 +1,10 @@
 """The body of one upstream reply, read incrementally and never past its byte budget.
 
 Backends read a reply as events (:meth:`UpstreamReply.events`, for event streams), as
-chunks (``async for chunk in reply``) or whole (:meth:`UpstreamReply.read`, for JSON). A
-reply whose type is JSON (:attr:`UpstreamReply.whole`) is read whole even where a stream
-was asked for: some servers and proxies answer a streamed request with a 200 whose body is
-an error alone.
+chunks (``async for chunk in reply``) or whole (:meth:`UpstreamReply.read`, for JSON;
+:meth:`UpstreamReply.rest`: what is left of it). A reply whose type is JSON
+(:attr:`UpstreamReply.whole`) is read whole even where a stream was asked for: some
+servers and proxies answer a streamed request with a 200 whose body is an error alone.
 Either way every byte is counted as it arrives, and the reply that outgrows
 ``max_response_bytes`` fails with :class:`~stateway.core.errors.UpstreamResponseTooLarge`
 before more of it is buffered; a declared ``Content-Length`` over the budget fails before
@@ -82,8 +82,18 @@ class UpstreamReply:
     async def read(self) -> bytes:
         """The whole body."""
         self.check_declared()
-        chunks = [chunk async for chunk in self]
+        chunks = await self.rest()
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+    async def rest(self) -> list[bytes]:
+        """The chunks of the body not read yet, read to its end (in one loop: no call per
+        chunk)."""
+        chunks: list[bytes] = []
+        content = self._response.content
+        while chunk := await content.readany():
+            self._count(len(chunk))
+            chunks.append(chunk)
+        return chunks
 
     async def prefix(self, size: int) -> bytes:
         """At most the first ``size`` bytes of the body (an error body, say)."""

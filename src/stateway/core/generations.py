@@ -173,11 +173,13 @@ class HeldRelay:
         "_waiting",
         "headers",
         "status",
+        "whole",
     )
 
     status: int
     headers: Mapping[str, str]
-    """Both set by :meth:`open`."""
+    whole: bool
+    """All three set by :meth:`open`."""
 
     def __init__(
         self,
@@ -223,6 +225,7 @@ class HeldRelay:
         self._relay = relay
         self.status = relay.status
         self.headers = relay.headers
+        self.whole = relay.whole
         if self._ending is not None:  # ended as its answer came: its chunks fail
             await relay.aclose()
         return self
@@ -236,6 +239,20 @@ class HeldRelay:
             await self._relay.aclose()  # the read under way, or the next one, fails
         elif self._waiting is not None:
             self._waiting.cancel()
+
+    async def body(self) -> bytes:
+        relay = self._relay
+        assert relay is not None, "relayed once opened"
+        try:
+            body = await relay.body()
+        except GatewayError as error:
+            if self._ending is not None:  # its read failed because it was ended
+                raise self._ending from error
+            self._outcome = "failed"  # nothing of it was relayed
+            self._error = error
+            raise
+        self._outcome = "ok" if self.status < 400 else "failed"
+        return body
 
     async def chunks(self) -> AsyncIterator[bytes]:
         relay = self._relay

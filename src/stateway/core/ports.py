@@ -71,6 +71,14 @@ class Relay(Protocol):
 
     status: int
     headers: Mapping[str, str]
+    whole: bool
+    """Whether its body is judged whole before any of it is relayed (a 200 answer that is
+    no event stream): :meth:`body` reads it so, in one piece."""
+
+    async def body(self) -> bytes:
+        """A whole answer's body (:attr:`whole`), read to its end: what :meth:`chunks`
+        would yield, in one piece, raising as it would (before any of it)."""
+        ...
 
     def chunks(self) -> AsyncIterator[bytes]:
         """The body, chunk by chunk. Raises :class:`~stateway.core.errors.UpstreamError`

@@ -55,11 +55,21 @@ OK: list[Delta | GatewayError] = [TextDelta("ok"), UsageReport(Usage(3, 1)), Fin
 
 
 class FakeRelay:
+    """A relay of ``chunks`` (an error among them raised in its place); ``whole``: read
+    in one piece (:meth:`body`), as a real relay reads a 200 that is no event stream."""
+
     def __init__(
-        self, status: int, headers: dict[str, str], chunks: list[bytes], gate: asyncio.Event | None
+        self,
+        status: int,
+        headers: dict[str, str],
+        chunks: list[bytes],
+        gate: asyncio.Event | None,
+        *,
+        whole: bool = False,
     ) -> None:
         self.status = status
         self.headers = headers
+        self.whole = whole
         self._chunks = chunks
         self._gate = gate
         self.closed = asyncio.Event()
@@ -71,6 +81,10 @@ class FakeRelay:
             yield chunk
         if self._gate is not None:
             await self._gate.wait()
+
+    async def body(self) -> bytes:
+        assert self.whole, "only a whole answer is read in one piece"
+        return b"".join([chunk async for chunk in self.chunks()])
 
     def usage(self) -> None:
         return None
@@ -276,6 +290,39 @@ async def test_the_fast_path_forwards_the_body_untouched_and_relays_bytes() -> N
     assert (reply.status, reply.body) == (200, b"".join(canned))
     assert reply.headers["content-type"] == "application/json"
     assert reply.headers["content-length"] == "27"
+    assert relay.closed.is_set()
+
+
+async def test_a_whole_relayed_answer_goes_out_in_one_body_message() -> None:
+    """A whole answer (read in one piece before any of it is relayed) is the status line
+    and one body message: no empty message to end it."""
+    headers = {"content-type": "application/json", "content-length": "27"}
+    relay = FakeRelay(200, headers, [b'{"id": "x",', b' "weird":  [1 ,2]}'], None, whole=True)
+    sent: list[Message] = []
+    reply = await post(build(ForwardingBackend(relay)), body(), watch=sent.append)
+    assert (reply.status, reply.body) == (200, b'{"id": "x", "weird":  [1 ,2]}')
+    assert [m["type"] for m in sent] == ["http.response.start", "http.response.body"]
+    assert sent[1]["more_body"] is False
+    assert relay.closed.is_set()
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        UpstreamTimeout("The model server 'x' sent nothing for 2 s (read_timeout)."),
+        ServerShuttingDown(),
+    ],
+)
+async def test_a_whole_answer_failing_before_its_end_is_an_openai_error(
+    failure: GatewayError,
+) -> None:
+    """Read whole before any of it goes out, a whole answer that fails part-way is
+    answered as the error, whatever of it had come."""
+    headers = {"content-type": "application/json", "content-length": "390"}
+    relay = FakeRelay(200, headers, [b'{"id":', failure], None, whole=True)  # type: ignore[list-item]
+    reply = await post(build(ForwardingBackend(relay)), body())
+    error = assert_openai_error(reply, failure.status)
+    assert error["code"] == failure.code
     assert relay.closed.is_set()
 
 

@@ -5,7 +5,9 @@ status line and the headers a client needs go out at once, then each body chunk 
 arrives. The relay is closed however the answer ends, which closes an unfinished upstream
 request: the route cancels the answer when its client leaves (its ``DisconnectWatch``
 notices even while the upstream is silent). Any other body's status line waits for its
-first chunk (:meth:`RelayResponse.held`): an upstream failing before it (silent past its
+first chunk, and a whole answer's (a 200 that is no event stream:
+:attr:`~stateway.core.ports.Relay.whole`) for all of it, which then follows in one
+message (:meth:`RelayResponse.held`): an upstream failing before that (silent past its
 read timeout, its connection reset after the headers) is answered as an error, not as a
 status whose body never comes. When the upstream fails part-way, an event stream ends
 with one OpenAI-shaped ``data: {"error": ...}`` line (what the ``openai`` SDK raises), on
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import AsyncIterator
 
 from starlette.types import Receive, Scope, Send
 
@@ -39,29 +42,45 @@ log = logging.getLogger(__name__)
 class RelayResponse:
     """A plain ASGI app answering with ``relay``."""
 
-    __slots__ = ("_chunks", "_first", "_last", "_relay")
+    __slots__ = ("_body", "_chunks", "_first", "_last", "_relay", "_streams")
 
     def __init__(self, relay: Relay) -> None:
         self._relay = relay
-        self._chunks = relay.chunks()
+        self._streams = is_event_stream(relay.headers)
+        self._chunks: AsyncIterator[bytes] | None = None
+        """The body's chunks, once asked for (a whole answer's are never asked for)."""
+        self._body: bytes | None = None
+        """A whole answer's body (:attr:`Relay.whole`), read by :meth:`held`: it goes out
+        in one message after the status line."""
         self._first: bytes | None = None
-        """The body's first chunk, read by :meth:`held` before the status line."""
+        """Any other body's first chunk, read by :meth:`held` before the status line."""
         self._last = b"\n\n"
         """The last chunk relayed: whether an error line needs a line break before it."""
 
     async def held(self) -> RelayResponse:
-        """This answer, its first body chunk read first unless it is an event stream
-        (whose status line goes out at once: its first event may be long in coming). Raises
-        the upstream's :class:`GatewayError` if it fails before that chunk (the relay
-        closed), for the route to answer in its own shape."""
-        if _streams(self._relay):
+        """This answer, its body read first (a whole answer's all of it, any other's its
+        first chunk) unless it is an event stream (whose status line goes out at once: its
+        first event may be long in coming). Raises the upstream's :class:`GatewayError`
+        if it fails before that (the relay closed), for the route to answer in its own
+        shape."""
+        if self._streams:
             return self
+        relay = self._relay
         try:
-            self._first = await anext(self._chunks, None)
+            if relay.whole:
+                self._body = await relay.body()
+            else:
+                self._first = await anext(self._chunked(), None)
         except BaseException:
-            await self._relay.aclose()
+            await relay.aclose()
             raise
         return self
+
+    def _chunked(self) -> AsyncIterator[bytes]:
+        chunks = self._chunks
+        if chunks is None:
+            chunks = self._chunks = self._relay.chunks()
+        return chunks
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
@@ -75,22 +94,25 @@ class RelayResponse:
         relay = self._relay
         headers = [(name.encode(), value.encode()) for name, value in relay.headers.items()]
         await send({"type": "http.response.start", "status": relay.status, "headers": headers})
+        if self._body is not None:
+            await send({"type": "http.response.body", "body": self._body, "more_body": False})
+            return
         if self._first is not None:
             await send({"type": "http.response.body", "body": self._first, "more_body": True})
         try:
-            if RevocationWatch.applies(scope) and _streams(relay):  # a key's or token's
+            if self._streams and RevocationWatch.applies(scope):  # a key's or token's
                 revoked = await self._relay_revocable(scope, send)
                 if revoked is not None:
                     raise revoked
             else:
-                async for chunk in self._chunks:
+                async for chunk in self._chunked():
                     self._last = chunk
                     await send({"type": "http.response.body", "body": chunk, "more_body": True})
         except GatewayError as error:
             expected = isinstance(error, ServerShuttingDown | CredentialRevoked)
             level = logging.INFO if expected else logging.WARNING
             log.log(level, "relayed answer failed part-way: %s", error.message)
-            if not _streams(relay):
+            if not self._streams:
                 leave_unfinished()
                 return  # left unfinished: the server closes the connection
             frame = encode_error_chunk(error)
@@ -115,7 +137,7 @@ class RelayResponse:
             async with guard:
                 watch = RevocationWatch.start(scope, revoke)
                 try:
-                    async for chunk in self._chunks:
+                    async for chunk in self._chunked():
                         self._last = chunk
                         await send({"type": "http.response.body", "body": chunk, "more_body": True})
                 finally:
@@ -126,7 +148,3 @@ class RelayResponse:
                 raise
             return revoked[0]
         return None
-
-
-def _streams(relay: Relay) -> bool:
-    return is_event_stream(relay.headers)
