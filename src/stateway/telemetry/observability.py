@@ -2,15 +2,14 @@
 :class:`~stateway.core.telemetry.Telemetry` and the HTTP surface's
 :class:`~stateway.surfaces.http.observed.RequestObserver`.
 
-Metrics are always kept; spans only when tracing is on (otherwise every span is a shared
-no-op object, returned before anything about the span is read or built, so the core's
-``with`` blocks cost next to nothing).
+Metrics are always kept; spans only when tracing is on (otherwise every span of the core
+is a shared no-op object, returned before anything about the span is read or built, so
+the core's ``with`` blocks cost next to nothing, and a request opens none).
 """
 
 from __future__ import annotations
 
 from contextlib import AbstractContextManager
-from typing import Final
 
 from stateway.core.inference import InferenceRequest
 from stateway.core.ports import Backend
@@ -59,9 +58,11 @@ class Observability:
 
     # -- the HTTP surface's RequestObserver ------------------------------------------
 
-    def request_span(self, method: str, request_id: str) -> AbstractContextManager[RequestSpan]:
+    def request_span(
+        self, method: str, request_id: str
+    ) -> AbstractContextManager[RequestSpan] | None:
         if self.tracing is None:
-            return NO_REQUEST_SPAN
+            return None
         return self.tracing.request_span(method, request_id)
 
     def request_ended(self, route: str, status: int, seconds: float) -> None:
@@ -77,17 +78,3 @@ class Observability:
         """Flush and stop the trace exporter."""
         if self.tracing is not None:
             self.tracing.shutdown()
-
-
-class NoRequestSpan:
-    def __enter__(self) -> NoRequestSpan:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-    def finish(self, route: str, status: int) -> None:
-        pass
-
-
-NO_REQUEST_SPAN: Final = NoRequestSpan()

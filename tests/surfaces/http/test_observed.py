@@ -107,6 +107,29 @@ CREATE = orjson.dumps({"model": "m", "input": "hi"})
 STREAM = orjson.dumps({"model": "m", "input": "hi", "stream": True})
 
 
+class Untraced(Observer):
+    """An observer with tracing off: it opens no span for a request."""
+
+    def request_span(self, method: str, request_id: str) -> None:  # type: ignore[override]
+        return None
+
+
+async def test_without_a_span_every_request_still_gets_its_id_and_its_report() -> None:
+    observer = Untraced()
+    app = build(observer)
+    replies = [
+        await call(app, "GET", "/health", content_type=None),
+        await call(app, "POST", "/v1/responses", CREATE),
+        await call(app, "GET", "/nowhere", content_type=None),
+    ]
+    ids = [r.headers["x-request-id"] for r in replies]
+    assert all(REQUEST_ID_SHAPE.fullmatch(i) for i in ids)
+    assert len(set(ids)) == 3
+    assert replies[0].json() == {"request_id": ids[0]}
+    assert observer.ended == [("/health", 200), ("/v1/responses", 200), ("unmatched", 404)]
+    assert observer.spans == []
+
+
 async def test_every_answer_carries_its_own_request_id() -> None:
     observer = Observer()
     app = build(observer)

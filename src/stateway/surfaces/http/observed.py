@@ -20,9 +20,9 @@ each HTTP request and WebSocket session it:
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
+from os import urandom
 from time import perf_counter
 from typing import Any, Final, Protocol
 
@@ -44,8 +44,11 @@ class RequestSpan(Protocol):
 
 
 class RequestObserver(Protocol):
-    def request_span(self, method: str, request_id: str) -> AbstractContextManager[RequestSpan]:
-        """The span of one request (a no-op when tracing is off)."""
+    def request_span(
+        self, method: str, request_id: str
+    ) -> AbstractContextManager[RequestSpan] | None:
+        """The span of one request; None when tracing is off (no span is opened, nor a
+        no-op one entered and left)."""
         ...
 
     def request_ended(self, route: str, status: int, seconds: float) -> None: ...
@@ -56,7 +59,9 @@ class RequestObserver(Protocol):
 
 
 def new_request_id() -> str:
-    return "req_" + secrets.token_hex(16)
+    """``req_`` and 32 hex digits from the system's random source (``secrets.token_hex``'s
+    source, read without its three Python calls)."""
+    return "req_" + urandom(16).hex()
 
 
 class ObservedApp:
@@ -91,18 +96,25 @@ class ObservedApp:
 
         token = REQUEST_ID.set(request_id)
         started = perf_counter()
-        method = scope.get("method", "WEBSOCKET")
+        route: str | None = None
         try:
-            with observer.request_span(method, request_id) as span:
-                try:
-                    await self._app(scope, receive, observed)
-                finally:
-                    span.finish(_route(scope), status)
+            span = observer.request_span(scope.get("method", "WEBSOCKET"), request_id)
+            if span is None:  # tracing off
+                await self._app(scope, receive, observed)
+            else:
+                with span as opened:
+                    try:
+                        await self._app(scope, receive, observed)
+                    finally:
+                        route = _route(scope)
+                        opened.finish(route, status)
         finally:
             REQUEST_ID.reset(token)
             if accepted:
                 observer.websocket_closed()
-            observer.request_ended(_route(scope), status, perf_counter() - started)
+            if route is None:
+                route = _route(scope)
+            observer.request_ended(route, status, perf_counter() - started)
 
 
 def _with_header(message: Message, header: tuple[bytes, bytes]) -> Message:
