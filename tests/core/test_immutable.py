@@ -10,12 +10,16 @@ import pytest
 
 from stateway.backends.sse import ServerSentEvent
 from stateway.core import events, inference
+from stateway.core.commands import ForwardChat
 from stateway.core.compaction.clearing import Cleared
 from stateway.core.compaction.service import Prepared
 from stateway.core.context import Prior
 from stateway.core.immutable import immutable
+from stateway.core.principal import Principal
 from stateway.core.telemetry import RunReport
 from stateway.core.tools.model_names import GatewayNames
+from stateway.protocols.chat.decode import ChatCall
+from stateway.surfaces.auth.authenticator import Identity
 
 PER_REQUEST = [
     *typing.get_args(events.Event),
@@ -26,8 +30,13 @@ PER_REQUEST = [
     Cleared,
     Prepared,
     GatewayNames,
+    ChatCall,
+    ForwardChat,
+    Principal,
+    Identity,
 ]
-"""Made for every request, event or delta."""
+"""Made for every request, event or delta (a principal and its identity: for every
+request with a credential, where auth is configured)."""
 
 
 @pytest.mark.parametrize("cls", PER_REQUEST, ids=lambda cls: cls.__qualname__)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import orjson
 
 from stateway.core.conversations.commands import ConversationCommand
+from stateway.core.immutable import immutable
 from stateway.core.items import Item
 from stateway.core.tools.changes import ToolChange
 
@@ -225,7 +226,7 @@ class CreateResponse:
     detached whatever this says."""
 
 
-@dataclass(slots=True, frozen=True)
+@immutable
 class ForwardChat:
     """A Chat Completions request. When its route's backend speaks Chat Completions and
     offers no gateway tools, and the request asks for none, ``body`` goes upstream

@@ -7,8 +7,9 @@ every read and write is scoped by its tenant.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import StrEnum
+
+from stateway.core.immutable import immutable
 
 DEFAULT_TENANT = "default"
 
@@ -22,7 +23,7 @@ class Credential(StrEnum):
     TOKEN = "oidc"
 
 
-@dataclass(slots=True, frozen=True)
+@immutable
 class Principal:
     """Who is asking, as a surface authenticated it (``surfaces/auth``): without auth
     configured, every caller is the default tenant."""

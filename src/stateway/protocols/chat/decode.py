@@ -41,6 +41,7 @@ import pydantic
 from stateway.core import logprobs
 from stateway.core.commands import CreateResponse, GenerationSettings
 from stateway.core.errors import InvalidRequest
+from stateway.core.immutable import immutable
 from stateway.core.items import Item
 from stateway.protocols.chat.messages import decode_messages
 from stateway.protocols.chat.request import (
@@ -66,7 +67,7 @@ WEB_SEARCH_OPTIONS: Final = "web_search_options"
 """The field asking for a web search: the gateway's, so such a request is never forwarded."""
 
 
-@dataclass(slots=True, frozen=True)
+@immutable
 class ChatCall:
     """A request as the fast path sees it."""
 

@@ -15,13 +15,14 @@ from __future__ import annotations
 import hmac
 import time
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import partial
 from typing import TYPE_CHECKING, Final
 
 from starlette.types import Scope
 
 from stateway.core.errors import CredentialRevoked, Forbidden, Unauthorized
+from stateway.core.immutable import immutable
 from stateway.core.principal import Credential, Principal
 from stateway.identity.key_cache import KeyCache
 from stateway.identity.keys import ApiKey, key_digest, looks_like_key
@@ -44,7 +45,7 @@ IDENTITY: Final = "stateway.identity"
 """The ASGI scope key under which the HTTP middleware leaves a request's identity."""
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Identity:
     principal: Principal | None
     """Who the requests act for; None for the admin credential when auth is configured
