@@ -30,6 +30,9 @@ STREAM_END = (
         (STREAM_END, Usage(3, 8)),
         (b'{"usage" : {"prompt_tokens": 1, "completion_tokens": 2}}', Usage(1, 2)),
         (b'{"usage":{"prompt_tokens":1,"completion_tokens":2},"x":{"y":{}}}', Usage(1, 2)),
+        (b'{"usage":{"a":{"b":{"c":{}}},"prompt_tokens":1,"d":{}},"e":{}}', Usage(1)),  # deep
+        (b'{"usage":{"prompt_tokens":7.0,"prompt_tokens_details":null}}', Usage(7)),
+        (b'{"usage":{"completion_tokens":null,"completion_tokens_details":{}}}', Usage()),
     ],
 )
 def test_the_last_usage_object_is_read(tail: bytes, usage: Usage) -> None:
@@ -46,6 +49,10 @@ def test_the_last_usage_object_is_read(tail: bytes, usage: Usage) -> None:
         b'{"usage":{"prompt_tokens_details":{"cached_tokens":1}',  # cut off, nested
         b'{"usage":{"prompt_tokens":1 ] }',  # not JSON
         b'{"usage":{"prompt_tokens":"many"}}',  # not a count
+        b'{"usage":{"prompt_tokens":-1}}',
+        b'{"usage":{"completion_tokens":true}}',
+        b'{"usage":{"prompt_tokens_details":{"cached_tokens":1.5}}}',
+        b'{"usage":{"completion_tokens_details":[]}}',
         b'{"usage"',
         b'{"error":{"message":"bad"}}',
     ],

@@ -152,8 +152,9 @@ class UpstreamRelay:
                 raise self._closed_read(exc) from exc
             if first:
                 chunks.insert(0, first)
-            body = self._relayed(self._answer(chunks)) if chunks else b""
+            body = self._scrubbed(self._answer(chunks)) if chunks else b""
         self._response.release()  # read to the end: the connection goes back to the pool
+        self._last = body  # where its usage is (its output is estimated by bytes, not events)
         return body
 
     async def chunks(self) -> AsyncIterator[bytes]:
@@ -298,10 +299,6 @@ class UpstreamRelay:
             raise gave_up(reason)
         return body
 
-    def _relayed(self, chunk: bytes) -> bytes:
-        """``chunk`` as relayed (scrubbed), and noted."""
-        return self._noted(self._scrubbed(chunk))
-
     def _scrubbed(self, chunk: bytes) -> bytes:
         return chunk if self._scrub is None else _scrubbed(self._scrub, chunk)
 
@@ -313,7 +310,8 @@ class UpstreamRelay:
         return chunk
 
     def usage(self) -> Usage | None:
-        return reported_usage(self._previous + self._last)
+        previous = self._previous
+        return reported_usage(previous + self._last if previous else self._last)
 
     def output_estimate(self) -> int:
         return self._events if self._streams else self._reply.received // 4
