@@ -5,6 +5,7 @@ another method, and errors in their protocol's shape (Anthropic's for Messages).
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import pytest
@@ -48,6 +49,20 @@ class Recording(Gateway):
 
     async def execute(self, principal: Principal, command: Any) -> Any:
         self.principals.append(principal)
+        return await super().execute(principal, command)
+
+
+class Framed(Recording):
+    """Records, for each command, the functions its request runs in (outermost last)."""
+
+    frames: list[list[str]]
+
+    async def execute(self, principal: Principal, command: Any) -> Any:
+        frame, names = sys._getframe(), []
+        while frame is not None:
+            names.append(frame.f_code.co_qualname)
+            frame = frame.f_back  # type: ignore[assignment]
+        self.frames.append(names)
         return await super().execute(principal, command)
 
 
@@ -141,6 +156,33 @@ async def test_a_host_not_served_is_refused_before_the_route(path: str) -> None:
     reply = await call(app, "POST", path, BODIES[path], headers=[(b"host", b"evil.example")])
     assert_openai_error(reply, 421, "host_not_allowed")
     assert gateway.principals == []  # type: ignore[attr-defined]
+
+
+@every
+async def test_a_request_passing_at_once_runs_in_no_middleware_of_its_own(path: str) -> None:
+    """A request whose Host is served and whose identity needs nothing read (no auth
+    configured) goes from the express dispatch to its route: the Host check and the
+    authentication run as calls, not as two more coroutines that every suspension of the
+    request resumes. One whose credential must be looked up goes through them."""
+    app, gateway, _ = build(Framed, hosts=frozenset({"localhost"}))
+    gateway.frames = []  # type: ignore[attr-defined]
+    reply = await call(app, "POST", path, BODIES[path], headers=[(b"host", b"localhost")])
+    assert reply.status == 200
+    [names] = gateway.frames  # type: ignore[attr-defined]
+    assert "Express.__call__" in names
+    assert "HostGuard.__call__" not in names
+    assert "Authentication.__call__" not in names
+
+    store = Store()
+    key, _ = await keyed(store, tenant="acme")
+    authenticator = Authenticator(keys=KeyCache(store, 2.0, clock=Clock()))
+    app, gateway, _ = build(Framed, authenticator=authenticator, hosts=frozenset({"localhost"}))
+    gateway.frames = []  # type: ignore[attr-defined]
+    headers = [(b"host", b"localhost"), (b"authorization", f"Bearer {key}".encode())]
+    assert (await call(app, "POST", path, BODIES[path], headers=headers)).status == 200
+    [names] = gateway.frames  # type: ignore[attr-defined]
+    assert "Authentication.__call__" in names
+    assert [p.tenant_id for p in gateway.principals] == ["acme"]  # type: ignore[attr-defined]
 
 
 @both

@@ -96,6 +96,9 @@ class Authenticator:
         self._admin = Identity(
             None if self.required else Principal(subject="admin"), admin=True, authenticated=True
         )
+        self.ignores_credentials = not self.required and admin_key is None
+        """Whether every request is the default tenant whatever it sends (no auth
+        configured, no admin credential): there is no credential to read."""
 
     @property
     def required(self) -> bool:
@@ -106,7 +109,7 @@ class Authenticator:
         """The identity a request's headers prove. Raises :class:`Unauthorized` (a
         missing or bad credential), ``IdentityUnavailable`` or ``StorageError`` (the
         credential could not be checked)."""
-        if not self.required and self._admin_key is None:
+        if self.ignores_credentials:
             return ANONYMOUS  # no credential to read: whatever is sent is ignored
         try:
             credential = credential_of(headers)

@@ -32,6 +32,16 @@ class Authentication:
         self.app = app
         self.authenticator = authenticator
 
+    def passes(self, scope: Scope) -> bool:
+        """Whether the request is identified at once, nothing read or awaited (an open
+        path; or no auth configured and no admin credential: every caller is the default
+        tenant), its identity then left in its scope; else only :meth:`__call__`
+        identifies it (what an express route asks, :mod:`.express`)."""
+        if self.authenticator.ignores_credentials or scope["path"] in OPEN_PATHS:
+            scope[IDENTITY] = ANONYMOUS
+            return True
+        return False
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
