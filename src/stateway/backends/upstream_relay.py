@@ -185,9 +185,7 @@ class UpstreamRelay:
                     events = chunk.count(b"data:")
                     if judged and (events != 1 or not chunk.startswith(ORDINARY)):
                         if (
-                            chunk == DONE
-                            or chunk.endswith(DONE_ENDS)
-                            or chunk.find(b"error") >= 0
+                            chunk == DONE or chunk.endswith(DONE_ENDS) or chunk.find(b"error") >= 0
                         ) and (ending := self._ending(chunk, events)):
                             if ending[0]:
                                 yield self._noted(ending[0])
