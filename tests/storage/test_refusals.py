@@ -17,12 +17,12 @@ import pytest
 
 from stateway.core.conversations.ports import Conversation
 from stateway.core.errors import StorageError
-from stateway.core.items import Item
 from stateway.core.ports import ResponseRecord
 from stateway.storage.sql import SqlConversationStore, SqlResponseStore, open_store
 from stateway.storage.sql.leases import SqlOwnerLeases
 from stateway.storage.sql.retention import SqlResponsePurger
 from tests.storage.conftest import ReadOnly
+from tests.storage.test_conversations import message
 from tests.storage.test_unwritable_database import (
     BIG,
     ballasted,
@@ -54,17 +54,6 @@ def response(
         input_items=[message(text)],
         output_items=[],
     )
-
-
-def message(text: str, item_id: str | None = None) -> Item:
-    item: Item = {
-        "type": "message",
-        "role": "user",
-        "content": [{"type": "input_text", "text": text}],
-    }
-    if item_id is not None:
-        item["id"] = item_id
-    return item
 
 
 @dataclass
