@@ -162,15 +162,18 @@ async def test_a_server_without_a_listing_is_sent_required(loopback: Loopback, s
 async def test_while_the_listing_cannot_be_read_the_choice_is_forced_as_required(
     loopback: Loopback, status: int
 ) -> None:
-    """Forced whatever the server; asked again by the next call naming a function."""
+    """Forced whatever the server; not asked again by the next call naming a function,
+    which goes on as the first did (asked again after a back-off: test_listed_trait)."""
     server = Server(status)
     chat = await backend(server, loopback)
     body = await sent(chat, server)
     assert (body["tool_choice"], offered(body)) == ("required", ["get_time"])
     assert not chat.takes_named_choice
-    server.listing = VLLM  # up now
+    server.listing = VLLM  # up now, but not asked yet
+    assert (await sent(chat, server))["tool_choice"] == "required"
+    assert server.listed == 1
+    await chat.advertised_windows()  # the window discovery's listing tells it meanwhile
     assert (await sent(chat, server))["tool_choice"]["function"] == {"name": "get_time"}
-    assert server.listed == 2
     assert chat.takes_named_choice
 
 

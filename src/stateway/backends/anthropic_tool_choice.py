@@ -16,8 +16,8 @@ Which server it is, its model listing tells
 else asked by the first call whose choice is one of those two. Every other server gets
 the choice as it came, every tool offered: Anthropic, whose prompt cache begins with the
 tools, vLLM, a server refusing its listing, one not yet known (its listing unanswered:
-asked again by the next such call), and one the gateway cannot tell, such as a proxy in
-front of llama-server that lists its models as its own (llama-swap).
+asked again once a back-off has passed), and one the gateway cannot tell, such as a
+proxy in front of llama-server that lists its models as its own (llama-swap).
 """
 
 from __future__ import annotations

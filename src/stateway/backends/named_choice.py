@@ -19,9 +19,9 @@ a named choice (vLLM, SGLang, hosted OpenAI) gets it named; any other, llama.cpp
 unknown (a proxy such as llama-swap in front of llama-server lists its models as its own;
 Ollama, LM Studio), or one refusing its listing, gets ``required`` over that function:
 forced whatever the server, at the price of a prefix cache miss where one would have
-served. While none is known (the server unreachable or still loading, a 5xx, a 429, the
-gateway's credentials refused) a named choice goes as ``required`` too, and the next call
-naming a function asks again.
+served. While none is known (the server unreachable, hanging or still loading, a 5xx, a
+429, the gateway's credentials refused) a named choice goes as ``required`` too, and the
+listing is asked again once a back-off has passed.
 """
 
 from __future__ import annotations
