@@ -28,6 +28,7 @@ from stateway.core.principal import Credential, Principal
 from stateway.core.response import ResponseState
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import Run, RunRegistry
+from stateway.core.token_estimate import item_tokens
 from stateway.core.usage import Usage
 from tests.core.compaction.test_service import SEALER, SUMMARY
 from tests.core.fakes import MemoryStore, ScriptedBackend
@@ -572,6 +573,19 @@ def test_a_run_is_charged_its_usage_and_the_prompts_its_upstream_did_not_count()
     state.usage = Usage(input_tokens=30, output_tokens=12)
     state.uncounted_input = 5
     assert charged_tokens(state) == 47
+
+
+def test_a_run_whose_output_no_upstream_counted_is_charged_it_estimated() -> None:
+    """A round cut after its upstream counted the prompt (an Anthropic ``message_start``):
+    the usage has its input tokens alone, and the output it wrote is charged estimated,
+    else leaving just before the end would make the answer free."""
+    state = ResponseState.start("resp_1", "acme", 0.0, create())
+    state.output.append({"type": "message", "role": "assistant", "content": "x" * 400})
+    state.usage = Usage(input_tokens=30)
+    assert charged_tokens(state) == 30 + item_tokens(state.output[0])
+    state.usage = None
+    state.uncounted_input = 30
+    assert charged_tokens(state) == 30 + item_tokens(state.output[0])
 
 
 class Recording:

@@ -13,6 +13,7 @@ from stateway.core.inference import Delta, Finish, TextDelta, ToolCallDelta, Usa
 from stateway.core.limits import charged_tokens
 from stateway.core.principal import Principal
 from stateway.core.runs import Run
+from stateway.core.token_estimate import item_tokens
 from stateway.core.usage import Usage
 from stateway.protocols.responses.encode import encode_response
 from tests.core.fakes import MemoryStore, ScriptedBackend
@@ -142,10 +143,40 @@ async def test_a_run_failed_before_any_count_has_no_usage_rather_than_zeros(stre
     assert charged_tokens(run.state) > 0
 
 
+PROMPT_COUNTED = Usage(input_tokens=900, output_tokens=1, cached_tokens=600, cache_write_tokens=200)
+"""An upstream's count sent ahead of the answer (an Anthropic ``message_start``), or a
+running count (vLLM's ``continuous_usage_stats``): its output tokens a part of the
+answer's."""
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("ahead", [True, False], ids=["ahead", "running"])
+async def test_a_run_failed_after_its_upstream_counted_the_prompt_reports_that_count(
+    stream: bool, ahead: bool
+) -> None:
+    """The upstream read the prompt and counted it: the response's usage has its input
+    tokens (with the cache's reads and writes), though the answer's count never came; its
+    output tokens, which that count had only begun, are left out (charged estimated)."""
+    store = MemoryStore()
+    text = TextDelta("three words here")
+    counted = [UsageReport(PROMPT_COUNTED), text] if ahead else [text, UsageReport(PROMPT_COUNTED)]
+    backend = ScriptedBackend([*counted, UpstreamError("cut")])
+    command = CreateResponse(model="m", input=[user("hi")], stream=stream)
+    run = await gateway_for(backend, store).execute(Principal(), command)
+    await run.wait()
+
+    assert run.state.status == "failed"
+    reported = Usage(input_tokens=900, cached_tokens=600, cache_write_tokens=200)
+    assert run.state.usage == reported
+    [record] = store.records.values()
+    assert record.body["usage"]["input_tokens"] == 900
+    assert encode_response(run.state)["usage"]["input_tokens"] == 900
+    assert run.state.uncounted_input == 0  # counted in the usage: not charged twice
+    assert charged_tokens(run.state) == 900 + sum(item_tokens(i) for i in run.state.output)
+
+
 async def test_a_run_whose_client_left_keeps_its_partial_output_marked_incomplete() -> None:
-    backend = ScriptedBackend(
-        [TextDelta("partial"), UsageReport(Usage(2, 1))], gate=asyncio.Event()
-    )
+    backend = ScriptedBackend([TextDelta("partial")], gate=asyncio.Event())
     store = MemoryStore()
     run = await gateway_for(backend, store).execute(
         Principal(), CreateResponse(model="m", input=[user("hi")], stream=True)
@@ -162,6 +193,26 @@ async def test_a_run_whose_client_left_keeps_its_partial_output_marked_incomplet
     [record] = store.records.values()
     assert record.output_items[0]["status"] == "incomplete"
     assert record.body["usage"] is None
+
+
+async def test_a_run_whose_client_left_after_a_count_reports_that_count() -> None:
+    backend = ScriptedBackend(
+        [UsageReport(PROMPT_COUNTED), TextDelta("partial")], gate=asyncio.Event()
+    )
+    store = MemoryStore()
+    run = await gateway_for(backend, store).execute(
+        Principal(), CreateResponse(model="m", input=[user("hi")], stream=True)
+    )
+    async for _, event in run.subscribe():
+        if isinstance(event, ev.TextDelta):
+            break
+    run.cancel()
+    await run.wait()
+
+    assert run.state.incomplete_reason == "client_disconnected"
+    assert run.state.usage == Usage(input_tokens=900, cached_tokens=600, cache_write_tokens=200)
+    [record] = store.records.values()
+    assert record.body["usage"]["input_tokens"] == 900
 
 
 @pytest.mark.parametrize(

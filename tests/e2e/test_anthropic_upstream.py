@@ -7,6 +7,7 @@ import base64
 from pathlib import Path
 from typing import Any
 
+import pytest
 from anthropic import Anthropic
 from openai import OpenAI
 
@@ -476,3 +477,28 @@ def test_a_responses_chain_sends_anthropics_citations_back(
         assert [(b["text"], b["citations"][0]["type"]) for b in cited] == [
             (CITED_TEXT, "char_location")
         ]
+
+
+@pytest.mark.parametrize("failure", ["[[fail:2]]", "[[cut:2]]"], ids=["error-event", "cut"])
+def test_a_response_failed_after_anthropic_counted_its_prompt_reports_that_count(
+    fake_upstream: str, tmp_path: Path, failure: str
+) -> None:
+    """``message_start`` counts the prompt, which Anthropic bills whatever follows: a
+    response failed part-way (an ``error`` event, the connection dropped) reports those
+    input tokens, streamed and stored; the answer's output, never counted, is not."""
+    prompt = f"[[words:8]] {failure} [[only:failing-model]] counted-then-failed"
+    with (
+        configured_gateway(tmp_path, {"url": fake_upstream, "api": "anthropic"}) as gateway,
+        OpenAI(base_url=gateway.url + "/v1", api_key="k", max_retries=0) as sdk,
+    ):
+        whole = sdk.responses.create(model=MODEL, input=prompt)  # the same prompt, answered
+        assert whole.usage is not None
+        events = list(sdk.responses.create(model="failing-model", input=prompt, stream=True))
+        failed = events[-1]
+        assert failed.type == "response.failed"
+        assert failed.response.usage is not None
+        counted = (failed.response.usage.input_tokens, failed.response.usage.output_tokens)
+        assert counted == (whole.usage.input_tokens, 0)
+        stored = sdk.responses.retrieve(failed.response.id).usage
+        assert stored is not None
+        assert stored.input_tokens == whole.usage.input_tokens

@@ -43,6 +43,7 @@ from stateway.core.errors import RateLimited
 from stateway.core.principal import Principal
 from stateway.core.response import ResponseState
 from stateway.core.token_estimate import item_tokens
+from stateway.core.usage import Usage
 
 CLOSING_WAIT: Final = 10.0
 """Seconds closing waits for the charges and give-backs under way (each Redis call is
@@ -179,16 +180,16 @@ class RateLimits:
 
 
 def charged_tokens(state: ResponseState) -> int:
-    """The tokens a run is charged: its usage's; or, when no upstream counted them (a
-    client that left mid-stream, a cut answer: Chat and Anthropic upstreams count at the
-    end), its output's, estimated, so that leaving just before the end does not make an
-    answer free; and, either way, the prompts of rounds cut short after their output
-    began (:attr:`~stateway.core.response.ResponseState.uncounted_input`), which the
-    model read whole. A run that produced nothing and counted nothing is charged
-    nothing."""
-    if state.usage is not None and state.usage.total_tokens:
-        return state.usage.total_tokens + state.uncounted_input
-    return sum(item_tokens(item) for item in state.output) + state.uncounted_input
+    """The tokens a run is charged: its usage's input and output tokens; its output's,
+    estimated, when no upstream counted any (a client that left mid-stream, a cut
+    answer: upstreams count an answer's output at its end), so that leaving just before
+    the end does not make an answer free; and the prompts of rounds cut short after
+    their output began that no upstream counted
+    (:attr:`~stateway.core.response.ResponseState.uncounted_input`), which the model read
+    whole. A run that produced nothing and counted nothing is charged nothing."""
+    usage = state.usage or Usage()
+    output = usage.output_tokens or sum(item_tokens(item) for item in state.output)
+    return usage.input_tokens + output + state.uncounted_input
 
 
 def _key(kind: str, principal: Principal) -> str:

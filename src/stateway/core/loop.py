@@ -417,7 +417,7 @@ def _detached(error: E) -> E:
 
 
 def _counted(usage: Usage) -> Usage | None:
-    """The usage of a run that ended early (failed, cancelled): what upstreams counted for
-    the rounds that ended; None when they counted nothing (a Chat or Responses upstream
-    counts at its answer's end): unknown, as a dead process's response's."""
+    """The usage of a run that ended early (failed, cancelled): what upstreams counted
+    (:func:`~.rounds.one_round`); None when they counted nothing (a Chat or Responses
+    upstream counts at its answer's end): unknown, as a dead process's response's."""
     return usage if usage != Usage() else None

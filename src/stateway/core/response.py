@@ -66,10 +66,10 @@ class ResponseState:
     started from, when it cleared anything (:mod:`stateway.core.compaction.clearing`:
     Messages' ``context_management.applied_edits``); not stored."""
     uncounted_input: int = 0
-    """The prompt tokens of rounds cut short after their output began, before the
-    upstream counted them (the client left, the answer was cut): the upstream's own count
-    sent ahead (an Anthropic upstream's ``message_start``), else estimated. Charged with
-    the run (:func:`~stateway.core.limits.charged_tokens`); not stored."""
+    """The prompt tokens of rounds cut short after their output began (the client left,
+    the answer was cut) that their upstream had not counted, estimated: a count it sent
+    before the cut (an Anthropic upstream's ``message_start``) is in ``usage``. Charged
+    with the run (:func:`~stateway.core.limits.charged_tokens`); not stored."""
     background: bool = False
     thread_system: list[Item] | None = None
     """A Messages thread's turn: the system items that led its context, which the next

@@ -78,9 +78,11 @@ async def one_round(
     fit: Callable[[Candidate], list[Item]] | None = None,
 ) -> str:
     """Run one round; its finish reason. Raises the last candidate's error when none
-    could answer, or the error that ended an answer part-way. ``fit``: the items each
-    candidate is sent, when they are not all ``request``'s (candidates of different
-    context windows, the context truncated to each)."""
+    could answer, or the error that ended an answer part-way. Adds its upstream's count to
+    ``usage``: of an answer ended part-way (or left by its client), the prompt's, when
+    counted before the end (:func:`_count_cut`). ``fit``: the items each candidate is
+    sent, when they are not all ``request``'s (candidates of different context windows,
+    the context truncated to each)."""
     error: GatewayError | None = None
     for candidate in plan.begin_round():
         request.model = candidate.model
@@ -233,12 +235,30 @@ async def _infer(
                 told = None if reported is unreported else reported
                 span.answered(reason, told, request.answered)
     except BaseException:
-        if plan.output_started:  # the upstream read the prompt; its count never came
-            counted = reported.input_tokens
-            run.state.uncounted_input += counted or estimate_tokens(request)
+        if plan.output_started:  # the upstream read the prompt; the answer's count never came
+            _count_cut(run, request, reported, usage)
         raise
     usage.add(reported)
     return reason, reported
+
+
+def _count_cut(run: Run, request: InferenceRequest, reported: Usage, usage: Usage) -> None:
+    """Count the prompt of a round cut short after its output began (failed, or left by
+    its client): in ``usage`` as its upstream counted it, when it did (an Anthropic
+    ``message_start``, a running count), cache reads and writes too; else estimated, and
+    charged beside the usage (:attr:`~stateway.core.response.ResponseState.uncounted_input`).
+    The output tokens of such a count are only the answer's first: they are left out, the
+    output charged estimated (:func:`~stateway.core.limits.charged_tokens`)."""
+    if not reported.input_tokens:
+        run.state.uncounted_input += estimate_tokens(request)
+        return
+    usage.add(
+        Usage(
+            input_tokens=reported.input_tokens,
+            cached_tokens=reported.cached_tokens,
+            cache_write_tokens=reported.cache_write_tokens,
+        )
+    )
 
 
 async def _output_begins(
