@@ -354,3 +354,27 @@ def test_an_answer_the_server_gave_up_on_raises(client: OpenAI, reason: str, str
     text, error = read_until_raised(chunks)
     assert text.split() == ["w1", "w2", "w3"]
     assert f"'{reason}'" in error.message
+
+
+def test_reasoning_then_a_call_adds_up_to_the_completion(
+    client: OpenAI, fake_upstream: str
+) -> None:
+    """An open model thinks, then calls a tool: the stream the SDK adds up is the
+    completion, ``content`` null beside the call, though the stream's first chunk came with
+    the reasoning, before the call was known. (Relayed on the fast path, the server's own
+    chunks decide: vLLM, as the fake, opens every stream with ``content: ""``.)"""
+    messages: Any = [{"role": "user", "content": "go [[reason:look it up]] [[tool:lookup:{}]]"}]
+    whole = client.chat.completions.create(model=MODEL, messages=messages, tools=TOOLS)
+    clear(fake_upstream)
+    chunks = client.chat.completions.create(
+        model=MODEL, messages=messages, tools=TOOLS, stream=True
+    )
+    streamed = _final(chunks)
+    [sent] = upstream_requests(fake_upstream)
+    shown = [(c.choices[0].message, c.choices[0].finish_reason) for c in (whole, streamed)]
+    for message, reason in shown:
+        assert (message.model_extra or {})["reasoning_content"] == "look it up"
+        assert [call.function.name for call in message.tool_calls or ()] == ["lookup"]  # type: ignore[union-attr]
+        assert reason == "tool_calls"
+    if sent["path"].endswith("/responses"):  # translated
+        assert whole.choices[0].message.content is streamed.choices[0].message.content is None

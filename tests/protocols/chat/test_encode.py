@@ -521,3 +521,29 @@ def test_the_completion_says_the_tier_it_was_served_at_as_hosted(
     done = state([message("hi")])
     done.settings.service_tier = asked
     assert encode_completion(done)["service_tier"] == served
+
+
+def test_reasoning_before_a_call_or_a_refusal_streams_no_content() -> None:
+    """An open model thinks, then calls a tool (or declines): the completion's ``content``
+    is ``null``, and so is what the SDK adds up of the stream, whose role chunk came with
+    the reasoning, before the call was known."""
+    refused = {**message(""), "content": [{"type": "refusal", "refusal": "no"}]}
+    cases: list[tuple[list[Item], ev.Event]] = [
+        ([REASONING, call("c1")], ev.ItemAdded(1, {**call("c1"), "arguments": ""})),
+        ([REASONING, refused], ev.RefusalDelta(1, 0, "msg_1", "no")),
+    ]
+    for output, shown in cases:
+        done = state(output)
+        whole = encode_completion(done)["choices"][0]["message"]
+        events: list[ev.Event] = [
+            ev.ResponseCreated(done),
+            ev.ReasoningDelta(0, 0, "rs_1", "hm"),
+            shown,
+            ev.ResponseFinished(done),
+        ]
+        accumulated: ChatCompletionStreamState[None] = ChatCompletionStreamState()
+        for chunk in play(events, False)[:-1]:
+            accumulated.handle_chunk(ChatCompletionChunk.model_validate(chunk))
+        streamed = accumulated.get_final_completion().choices[0].message
+        assert whole["content"] is streamed.content is None, output
+        assert (streamed.model_extra or {})["reasoning_content"] == "hm"

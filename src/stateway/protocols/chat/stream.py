@@ -1,11 +1,14 @@
 """Canonical stream events -> ``chat.completion.chunk`` SSE frames, as OpenAI sends them.
 
 Before the first chunk of the answer, one with ``delta.role``, opening it as OpenAI does:
-``"content": ""`` and ``"refusal": null`` before text (or reasoning, or nothing), and
+``"content": ""`` and ``"refusal": null`` before text (or nothing), and
 ``"content": null`` before a refusal (with ``"refusal": ""``) or a tool call, so that the
 SDK's accumulated message has ``content: null`` where the completion would (and, when the
 request asked for ``logprobs``, ``"logprobs": {"content": [], "refusal": null}``, as
-hosted opens them, so that a stream without text adds up to the completion's empty list);
+hosted opens them, so that a stream without text adds up to the completion's empty list).
+Before reasoning, which hosted never streams, it opens with ``"content": null`` too: what
+follows is not known yet (text then sets ``content``; an answer of nothing but reasoning
+gets its ``"content": ""`` in the last chunk, beside its finish reason);
 then one chunk per text delta
 (``content``, with its tokens as ``logprobs`` when the request asked for them), refusal
 delta (``refusal``),
@@ -75,6 +78,7 @@ class ChatStream:
         "_tail",
         "_text_at",
         "_tokens",
+        "_untold",
     )
 
     def __init__(self, include_usage: bool) -> None:
@@ -95,15 +99,23 @@ class ChatStream:
         """Whether the request asked for ``logprobs``: each text chunk then has them."""
         self._opened = False
         """Whether the chunk with ``delta.role`` was sent."""
+        self._untold = False
+        """Whether the answer opened on reasoning with ``"content": null`` and no text,
+        refusal or call followed yet: it ends with ``"content": ""`` if none does."""
 
     def encode(self, event: ev.Event) -> bytes:
         """The frames of one canonical event (often none), after the opening chunk when
         they are the answer's first (but for a failure's error line: nothing was
         answered)."""
         frames = self._encode(event)
-        if not frames or self._opened or _failed(event):
+        if not frames or _failed(event):
+            return frames
+        if self._opened:
+            if self._untold and not isinstance(event, ev.ReasoningDelta | ev.ResponseFinished):
+                self._untold = False  # text, a refusal or a call: the content is told
             return frames
         self._opened = True
+        self._untold = isinstance(event, ev.ReasoningDelta)
         return self._delta(_opening(event), _NO_TOKENS if self._tokens else None) + frames
 
     def _encode(self, event: ev.Event) -> bytes:
@@ -174,7 +186,8 @@ class ChatStream:
         reason = orjson.dumps(finish_reason(state))
         usage_null = b',"usage":null' if self._include_usage else b""
         cited = message_annotations(state.output)
-        delta = orjson.dumps({"annotations": cited}) if cited else b"{}"
+        told: dict[str, Any] = {"content": ""} if self._untold else {}
+        delta = orjson.dumps({**told, "annotations": cited} if cited else told)
         out = self._open + delta + b',"logprobs":null,"finish_reason":' + reason + b"}]"
         out += usage_null + b"}\n\n"
         if self._include_usage:
@@ -191,8 +204,8 @@ def _opening(first: ev.Event) -> dict[str, Any]:
     """The ``delta`` of the chunk with the role, given the answer's first event shown."""
     if isinstance(first, ev.RefusalDelta):
         return _OPENING_REFUSAL
-    if isinstance(first, ev.ItemAdded):  # a client's function call
-        return _OPENING_CALL
+    if isinstance(first, ev.ItemAdded | ev.ReasoningDelta):  # a client's call; reasoning,
+        return _OPENING_CALL  # before a text, a refusal or a call (or nothing)
     return _OPENING
 
 
