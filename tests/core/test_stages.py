@@ -7,7 +7,7 @@ from typing import Any
 import orjson
 import pytest
 
-from stateway.core.commands import CreateResponse, GenerationSettings
+from stateway.core.commands import CountTokens, CreateResponse, GenerationSettings
 from stateway.core.conversations.commands import CreateConversation
 from stateway.core.errors import InvalidRequest
 from stateway.core.gateway import Gateway
@@ -263,3 +263,32 @@ async def test_each_round_hands_on_its_own_items_and_the_gate_sees_the_whole_res
     assert run.state.status == "completed"
     assert parts == [("assistant", "mcp_call"), ("assistant", "message")]
     assert gated == [("assistant", "completed", ["mcp_list_tools", "mcp_call", "message"])]
+
+
+class Instructing:
+    """Adds its own instructions at ``request_shaping``, as a policy prompt would."""
+
+    def request_shaping(self, context: StageContext) -> None:
+        assert context.command is not None
+        context.command.instructions = "Never delete anything."
+
+
+async def test_a_count_counts_what_the_stages_leave_as_a_run_is_sent_it() -> None:
+    """``input_tokens`` / ``count_tokens``: the tools a stage withholds are not counted (an
+    earlier turn's ``additional_tools`` item offering one, neither), and what it adds is."""
+    backend = Named("a", OK)
+    backend.carries_unknown_types = True  # speaks Responses: takes the additional_tools item
+    chain = StageChain(
+        [Stage("tool_filter", ToolFilter(deny=["rm_rf"])), Stage("prompt", Instructing())]
+    )
+    routing = router(route(candidate(backend), stages=chain))
+    keep = {"type": "function", "name": "keep", "parameters": {"type": "object"}}
+    rm_rf = {"type": "function", "name": "rm_rf", "parameters": {"type": "object"}}
+    extra = {"type": "additional_tools", "role": "developer", "tools": [rm_rf]}
+    settings = GenerationSettings(tools=[keep, rm_rf])
+    count = CountTokens(CreateResponse("assistant", [extra, USER], store=False, settings=settings))
+    await gateway(routing).execute(Principal(), count)
+    [request] = backend.counted
+    assert [tool["name"] for tool in request.tools] == ["keep"]
+    assert "rm_rf" not in str(request.items)
+    assert request.instructions == "Never delete anything."

@@ -43,15 +43,14 @@ from stateway.core.results import TokenCount
 from stateway.core.routing import Needs, Plan, Route, Router
 from stateway.core.routing.affinity import chain_names
 from stateway.core.runs import CancelReason, Run, RunRegistry
-from stateway.core.stages.chain import before_planning
+from stateway.core.stages.shaped import shaped
 from stateway.core.telemetry import NoTelemetry, RunReport, Telemetry
 from stateway.core.threads import check_continued, thread_items
 from stateway.core.token_estimate import estimate_tokens
-from stateway.core.tools.catalog import context_added
 from stateway.core.tools.choice import check_tool_choice, context_tools, names_tools
 from stateway.core.tools.session import counted_catalog, round_choice
 from stateway.core.tools.toolset import GatewayTools, Toolset
-from stateway.core.tools.withheld import unoffered, withheld_names
+from stateway.core.tools.withheld import unoffered
 
 log = logging.getLogger(__name__)
 
@@ -111,21 +110,10 @@ class RunStarter:
                 check_continued(command.thread, conversation)
         items = None if conversation is None else conversation.items
         prior = await load_prior(self._store, principal.tenant_id, command, items)
-        hints: list[str] = []
-        if route.stages:
-            first = command.previous_response_id is None and (
-                conversation is None or conversation.next_position == 0
-            )
-            # shown every tool the model would be offered: those of earlier turns' items too
-            earlier = context_added(declared, prior.items + command.input)
-            shaped = await before_planning(
-                route.stages, route.name, command, first_turn=first, earlier=earlier
-            )
-            hints = shaped.hints
-            withheld = withheld_names(declared + earlier, shaped.tools)
+        staged = await shaped(route, command, prior.items, conversation)
         toolset = _toolset(loop.tools, route, command)
-        if route.stages:  # offered by no item; a call of one is answered here, never the client's
-            toolset.withheld = withheld
+        # offered by no item; a call of one is answered here, never the client's
+        toolset.withheld = staged.withheld
         if toolset.public != command.settings.tools:  # echoed and stored without secrets
             command.settings = replace(command.settings, tools=toolset.public)
         plan, prior = await self._plan(
@@ -138,7 +126,7 @@ class RunStarter:
         pending = self._pending
         if command.generate and all(c.backend.full(pending) for c in plan.capable):
             raise Overloaded(_FULL.format(model=command.model))
-        plan.hints = frozenset(hints)
+        plan.hints = staged.hints
         if command.generate:  # a prewarm asks no model, for a summary either
             prepared = self._compaction.prepare(principal.tenant_id, command, plan.capable, context)
         else:  # but stores its input: a seal that does not open is refused as a run's
@@ -307,19 +295,25 @@ class RunStarter:
         can, else estimated; checked as a run would be, but nothing runs or is stored."""
         router = generation.router
         route = router.resolve(command.model)
-        toolset = _toolset(generation.loop.tools, route, command)
+        choice, declared = command.settings.tool_choice, command.settings.tools  # as sent
         conversation = None
         if command.conversation_id is not None:
             conversations = self._conversations("conversation")
             conversation = await conversations.context(principal.tenant_id, command.conversation_id)
         items = None if conversation is None else conversation.items
         prior = await load_prior(self._store, principal.tenant_id, command, items)
+        staged = await shaped(route, command, prior.items, conversation)  # as a run is
+        toolset = _toolset(generation.loop.tools, route, command)
+        toolset.withheld = staged.withheld
         plan, prior = await self._plan(
             principal, command, router, route, toolset, prior, conversation, counting=True
         )
+        plan.hints = staged.hints
         context = checked_context(prior, command.input)
+        _check_continued_choice(command, choice, declared, context)
+        if toolset.withheld:
+            context = unoffered(context, toolset.withheld)
         settings = command.settings
-        _check_continued_choice(command, settings.tool_choice, settings.tools, context)
         candidate = plan.order()[0]
         window = candidate.context_window  # the context it would be sent
         cleared = self._compaction.fitted(principal.tenant_id, command, window, context)
