@@ -238,3 +238,103 @@ def test_a_tool_a_client_s_tool_search_loads_is_withheld_too(
     asked, _ = fake_requests(fake_upstream, later)
     assert "rm_rf" not in _offered_in(asked)
     assert "lookup" in _offered_in(asked)
+
+
+NATIVE_CALLS: dict[str, dict[str, Any]] = {
+    "shell": {"type": "shell_call", "call_id": "call_sh", "action": {"commands": ["rm -rf /"]}},
+    "local_shell": {
+        "type": "local_shell_call",
+        "call_id": "call_lsh",
+        "action": {"type": "exec", "command": ["rm", "-rf", "/"]},
+    },
+    "apply_patch": {
+        "type": "apply_patch_call",
+        "call_id": "call_ap",
+        "operation": {"type": "delete_file", "path": "main.py"},
+    },
+    "computer": {"type": "computer_call", "call_id": "call_cu", "action": {"type": "click"}},
+    "rm_rf": {"type": "custom_tool_call", "call_id": "call_ct", "name": "rm_rf", "input": "/"},
+}
+"""A Responses upstream's whole call items, each of a tool the request has but the stages
+withheld (``rm_rf``) or does not have at all (the others): the client would run each."""
+
+
+def _native(mark: str, tool: str) -> str:
+    return f"{mark} clean up [[item:{json.dumps({**NATIVE_CALLS[tool], 'status': 'completed'})}]]"
+
+
+def _not_available(tool: str) -> str:
+    return f"Tool said: Error: the tool '{tool}' is not available; this call was not run."
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("tool", sorted(NATIVE_CALLS))
+def test_a_responses_upstream_s_call_of_a_tool_not_offered_never_reaches_the_client(
+    sdk: OpenAI, tool: str, stream: bool, fake_upstream: str
+) -> None:
+    mark = uuid.uuid4().hex[:12]
+    tools: Any = [_function("keep"), _function("rm_rf")]
+    request: dict[str, Any] = {"model": "guarded-responses", "input": _native(mark, tool)}
+    if stream:
+        with sdk.responses.stream(**request, tools=tools) as events:
+            seen = list(events)
+            answer = events.get_final_response()
+        items = [e.item.type for e in seen if e.type.startswith("response.output_item.")]
+        assert items == ["message", "message"]  # added, done
+    else:
+        answer = sdk.responses.create(**request, tools=tools)
+    assert [item.type for item in answer.output] == ["message"]
+    assert answer.output_text == _not_available(tool)
+    first, second = fake_requests(fake_upstream, mark)
+    assert "rm_rf" not in _offered_in(first)
+    assert NATIVE_CALLS[tool]["call_id"] in json.dumps(second["body"]["input"])
+
+
+def test_a_chat_or_messages_client_never_gets_a_native_call_of_a_tool_not_offered(
+    sdk: OpenAI, claude: Anthropic
+) -> None:
+    mark = uuid.uuid4().hex[:12]
+    completion = sdk.chat.completions.create(
+        model="guarded-responses",
+        messages=[{"role": "user", "content": _native(mark, "shell")}],
+        tools=[_chat_tool("keep")],
+    )
+    assert completion.choices[0].message.tool_calls is None
+    assert completion.choices[0].message.content == _not_available("shell")
+    message = claude.messages.create(
+        model="guarded-responses",
+        max_tokens=1024,
+        messages=[{"role": "user", "content": _native(mark, "apply_patch")}],
+    )
+    assert [block.type for block in message.content] == ["text"]
+    assert message.content[0].text == _not_available("apply_patch")  # type: ignore[union-attr]
+
+
+def test_a_native_call_of_a_tool_offered_reaches_the_client(sdk: OpenAI) -> None:
+    shell: Any = {"type": "shell", "environment": {"type": "local"}}
+    answer = sdk.responses.create(
+        model="guarded-responses", input=_native(uuid.uuid4().hex[:12], "shell"), tools=[shell]
+    )
+    assert [item.type for item in answer.output] == ["shell_call"]
+
+
+def test_a_count_counts_no_tool_the_stages_withhold(
+    sdk: OpenAI, claude: Anthropic, fake_upstream: str
+) -> None:
+    """``count_tokens`` and ``/v1/responses/input_tokens`` run the route's stages as a run
+    does: the upstream is asked to count only what the model would be offered."""
+    mark = uuid.uuid4().hex[:12]
+    schema: dict[str, Any] = {"type": "object", "properties": {}}
+    claude.messages.count_tokens(
+        model="guarded-anthropic",
+        messages=[{"role": "user", "content": f"{mark} hi"}],
+        tools=[{"name": "keep", "input_schema": schema}, {"name": "rm_rf", "input_schema": schema}],
+    )
+    sdk.responses.input_tokens.count(
+        model="guarded-anthropic",
+        input=f"{mark} hi",
+        tools=[_function("keep"), _function("rm_rf")],  # type: ignore[list-item]
+    )
+    counts = fake_requests(fake_upstream, mark)
+    assert len(counts) == 2
+    assert [[tool["name"] for tool in asked["body"]["tools"]] for asked in counts] == [["keep"]] * 2

@@ -31,7 +31,7 @@ from stateway.core.compaction.reasoning_output import ReasoningOutput
 from stateway.core.errors import UpstreamError
 from stateway.core.ids import new_id
 from stateway.core.inference import ToolCallDelta
-from stateway.core.items import FUNCTION_CALL, MESSAGE, REASONING, Item
+from stateway.core.items import MESSAGE, REASONING, Item
 from stateway.core.open_item import OpenItem, new_call, text_part
 from stateway.core.tools import client_hosted, web_search
 from stateway.core.tools.catalog import Catalog
@@ -197,9 +197,12 @@ class OutputAssembler:
 
     def item(self, item: Item) -> None:
         """A whole output item passed through as it came (its ``id`` given if missing);
-        a shell or apply_patch call among them goes back to the client like any client call."""
+        a shell or apply_patch call among them goes back to the client like any client call,
+        but one of a tool not offered, which is answered unseen (:meth:`CallItems.refuses`)."""
         self._release("completed")
         self._close("completed")
+        if self._calls.refuses(len(self._output), item):
+            return
         self.started = True
         item = dict(item)
         if not isinstance(item.get("id"), str) or not item["id"]:
@@ -230,25 +233,8 @@ class OutputAssembler:
         far, not yet in the item itself): what a reader of a running response sees."""
         current = self._open
         output = list(self._output)
-        if current is None or current.withheld:
-            return output
-        item, text = current.item, "".join(current.chunks)
-        if item["type"] == MESSAGE:
-            content = []
-            if current.text_part:
-                part = text_part("output_text", text)
-                if current.logprobs is not None:
-                    part["logprobs"] = list(current.logprobs)
-                if current.citations:
-                    part["citations"] = list(current.citations)
-                content.append(part)
-            if current.refusal is not None:
-                content.append({"type": "refusal", "refusal": "".join(current.refusal)})
-            output[current.index] = {**item, "content": content}
-        elif item["type"] == REASONING:
-            output[current.index] = {**item, "content": [text_part("reasoning_text", text)]}
-        elif item["type"] == FUNCTION_CALL:
-            output[current.index] = {**item, "arguments": text}
+        if current is not None and not current.withheld:
+            output[current.index] = current.so_far()
         return output
 
     def finish(self, status: str = "completed") -> None:

@@ -19,7 +19,8 @@ requests among them); a gateway-owned one, completed, is run before the next rou
 A call of a client's tool the stages withheld (:meth:`CallItems.withholds`, known by the
 name on its first fragment) is never the client's: its item is no output and has no
 events, and, completed, it is answered as not available (:meth:`CallItems.refuse`), for
-the model to read in the next round (:mod:`stateway.core.tools.withheld`).
+the model to read in the next round (:mod:`stateway.core.tools.withheld`). So is a whole
+call item an upstream made of a tool not offered (:meth:`CallItems.refuses`).
 """
 
 from __future__ import annotations
@@ -107,11 +108,22 @@ class CallItems:
 
     def withholds(self, name: str | None) -> bool:
         """Whether a call of the model-visible ``name`` is of a client's tool the stages
-        withheld (not of a gateway tool offered by that name): never the client's."""
-        if not name or self._tools is None or name not in self._tools.withheld.names:
+        withheld (:meth:`WithheldCalls.withholds`): never the client's."""
+        return self._tools is not None and self._tools.withheld.withholds(name, self._catalog)
+
+    def refuses(self, index: int, item: Item) -> bool:
+        """Whether the whole call ``item`` an upstream made before output ``index`` is not
+        the client's (:meth:`WithheldCalls.refused_item`): answered now, unseen."""
+        if self._tools is None:
             return False
-        entry = self._catalog.entry(name)
-        return entry is None or not entry.gateway_owned
+        withheld = self._tools.withheld
+        call = withheld.refused_item(item, self._catalog, self._tools.native_tools)
+        if call is None:
+            return False
+        call["call_id"] = self._unused(call["call_id"])
+        withheld.answer(index, call)
+        self.refused += 1
+        return True
 
     def withheld(self, delta: ToolCallDelta) -> Item:
         """The unseen item a call of a withheld tool opens (:meth:`withholds`)."""

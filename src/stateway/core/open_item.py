@@ -4,7 +4,7 @@ deltas, and the parts it is built of."""
 from __future__ import annotations
 
 from stateway.core.inference import ToolCallDelta
-from stateway.core.items import Item
+from stateway.core.items import FUNCTION_CALL, MESSAGE, REASONING, Item
 from stateway.core.tools.catalog import Entry
 
 
@@ -54,6 +54,28 @@ class OpenItem:
         self.withheld = False
         """A call of a tool the stages withheld: not in the output, never announced
         (:mod:`stateway.core.tools.withheld`); ``index`` is where it was made."""
+
+    def so_far(self) -> Item:
+        """The item with what it has gathered so far (its text or arguments, not yet in
+        the item itself): what a reader of a running response sees of it."""
+        item, text = self.item, "".join(self.chunks)
+        if item["type"] == MESSAGE:
+            content = []
+            if self.text_part:
+                part = text_part("output_text", text)
+                if self.logprobs is not None:
+                    part["logprobs"] = list(self.logprobs)
+                if self.citations:
+                    part["citations"] = list(self.citations)
+                content.append(part)
+            if self.refusal is not None:
+                content.append({"type": "refusal", "refusal": "".join(self.refusal)})
+            return {**item, "content": content}
+        if item["type"] == REASONING:
+            return {**item, "content": [text_part("reasoning_text", text)]}
+        if item["type"] == FUNCTION_CALL:
+            return {**item, "arguments": text}
+        return item
 
 
 def new_call(current: OpenItem, delta: ToolCallDelta) -> bool:

@@ -11,7 +11,7 @@ import pytest
 from stateway.core import events as ev
 from stateway.core.assembler import OutputAssembler
 from stateway.core.commands import CreateResponse, GenerationSettings
-from stateway.core.inference import TextDelta, ToolCallDelta
+from stateway.core.inference import Finish, OutputItem, TextDelta, ToolCallDelta, UsageReport
 from stateway.core.items import Item
 from stateway.core.principal import Principal
 from stateway.core.stages.chain import Stage, StageChain
@@ -26,6 +26,7 @@ from stateway.core.tools.withheld import (
     unoffered,
     withheld_names,
 )
+from stateway.core.usage import Usage
 from tests.core.fakes import MemoryStore, RoundsBackend
 from tests.core.routing_fakes import candidate, gateway, route, router
 from tests.core.test_telemetry import Recording
@@ -265,3 +266,96 @@ async def test_the_stages_see_the_tools_of_earlier_turns_and_withhold_them_there
         "call_id": "up_0",
         "output": REFUSAL,
     }
+
+
+SHELL_CALL = {"type": "shell_call", "call_id": "up_sh", "action": {"commands": ["rm -rf /"]}}
+NATIVE_CALLS = {
+    "shell": SHELL_CALL,
+    "local_shell": {
+        "type": "local_shell_call",
+        "call_id": "up_lsh",
+        "action": {"type": "exec", "command": ["rm", "-rf", "/"]},
+    },
+    "apply_patch": {
+        "type": "apply_patch_call",
+        "call_id": "up_ap",
+        "operation": {"type": "delete_file", "path": "main.py"},
+    },
+    "computer": {"type": "computer_call", "call_id": "up_cu", "action": {"type": "click"}},
+    "rm_rf": {"type": "custom_tool_call", "call_id": "up_ct", "name": "rm_rf", "input": "/"},
+    "gone": {"type": "custom_tool_call", "call_id": "up_ct", "name": "gone", "input": "/"},
+    "teleport": {"type": "teleport_call", "call_id": "up_tp", "to": "mars"},
+}
+
+
+@pytest.mark.parametrize("name", sorted(NATIVE_CALLS))
+def test_a_responses_upstream_s_call_of_a_tool_not_offered_is_answered_unseen(
+    name: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A whole call item (a ``shell_call`` and the other kinds) of a tool withheld, or never
+    offered at all: the client would run it; the model is answered instead, as for a
+    function call, under the name it would have called the tool by."""
+    telemetry = Recording()
+    output: list[Item] = []
+    events: list[ev.Event] = []
+    tools = Toolset([], [KEEP], withheld=frozenset({"rm_rf"}))
+    session = ToolSession(GatewayTools(), tools, output, events.append, telemetry)
+    assembled = OutputAssembler(output, events.append, set(), tools=session)
+    assembled.text("Cleaning up.")
+    with caplog.at_level(logging.WARNING, logger="stateway.core.tools.withheld"):
+        assembled.item(NATIVE_CALLS[name])
+    assembled.finish()
+    assert [item["type"] for item in output] == ["message"]
+    assert not any("up_" in repr(event) for event in events)
+    assert (assembled.refused, assembled.tool_calls) == (1, [])
+    assert telemetry.tools == [(WITHHELD, "error")]
+    assert name in caplog.records[0].getMessage()
+    [_, called, answered] = session.withheld.woven(output)
+    assert (called["type"], called["name"]) == ("function_call", name)
+    assert answered == {
+        "type": "function_call_output",
+        "call_id": called["call_id"],
+        "output": NOT_AVAILABLE.format(name=name),
+    }
+
+
+def test_a_native_call_of_a_tool_sent_as_declared_is_the_client_s() -> None:
+    """Offered this round (the shell tool to an upstream that speaks Responses, a computer
+    use tool by a variant of its type, a custom tool by its name): the client's call."""
+    custom = {"type": "custom", "name": "exec"}
+    native = [{"type": "shell", "environment": {"type": "local"}}, {"type": "computer_use_preview"}]
+    output: list[Item] = []
+    tools = Toolset([], [KEEP, custom], native=native, withheld=frozenset({"rm_rf"}))
+    session = ToolSession(GatewayTools(), tools, output, [].append)
+    assembled = OutputAssembler(output, [].append, set(), tools=session)
+    computer = {"type": "computer_call", "call_id": "up_cu", "action": {"type": "click"}}
+    exec_call = {"type": "custom_tool_call", "call_id": "up_ct", "name": "exec", "input": "ls"}
+    image = {"type": "image_generation_call", "status": "completed", "result": "x"}
+    searched = {"type": "tool_search_call", "call_id": "up_ts", "execution": "server"}
+    for item in (SHELL_CALL, computer, exec_call, image, searched):
+        assembled.item(item)
+    assembled.finish()
+    assert [item["type"] for item in output] == [
+        "shell_call",
+        "computer_call",
+        "custom_tool_call",
+        "image_generation_call",
+        "tool_search_call",
+    ]
+    assert assembled.refused == 0
+
+
+async def test_a_native_call_not_offered_gets_a_round_of_its_own() -> None:
+    """Through a run: the model is asked again, told the tool is not available, and the
+    client sees only the answer."""
+    refused = [OutputItem(SHELL_CALL), Finish("stop"), UsageReport(Usage(3, 2))]
+    run, backend = await run_guarded([refused, answer()])
+    state = run.state
+    assert state.status == "completed"
+    assert [(i["type"], i["content"][0]["text"]) for i in state.output] == [("message", "done")]
+    assert not any("up_sh" in repr(event) for event in run.events)
+    _, second = backend.requests
+    assert [(i["type"], i.get("name")) for i in second.items[1:]] == [
+        ("function_call", "shell"),
+        ("function_call_output", None),
+    ]

@@ -119,6 +119,12 @@ class ToolSession:
         self._invocations: Invocations | None = None
         """These three made at first use: most responses have no gateway tools."""
 
+    @property
+    def native_tools(self) -> list[Item]:
+        """The tools sent as declared (:attr:`Toolset.native`): this round's, as the
+        rounds send them."""
+        return self._toolset.native
+
     def needed(self, new_input: list[Item]) -> bool:
         """Whether the response involves gateway tools: declared ones, or approvals to
         answer (a call approved without its server declared again fails, and says so)."""

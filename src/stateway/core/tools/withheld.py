@@ -21,6 +21,22 @@ not show them to the model either.
 
 Such a call in a round with calls the client does answer is dropped: the client's calls
 go back to it at once, as in a mixed round of gateway and client calls.
+
+An upstream that speaks Responses natively also answers with whole call items of its own
+(:class:`~stateway.core.inference.OutputItem`): a ``shell_call``, ``local_shell_call``,
+``apply_patch_call``, ``computer_call``, ``custom_tool_call``, or a type yet to come. Any
+such item with a ``call_id`` is a call the client would run and answer; it is the
+client's only if its tool was offered this round (:meth:`WithheldCalls.refused_item`): a
+``custom_tool_call`` (or ``function_call``) by its name, a client's tool not withheld;
+any other by its type, a tool sent as declared (:attr:`Toolset.native
+<stateway.core.tools.toolset.Toolset.native>`) whose type the call's names (``shell`` for
+``shell_call``, ``computer_use_preview`` for ``computer_call``). A tool the stages
+withheld is never sent, and the hosted API calls only the tools it is offered, so a call
+of any other tool is answered as one of a withheld tool is, shown to the model as the
+function call it would have made. The upstream's own calls, which it ran itself
+(``image_generation_call``, ``web_search_call``, ``code_interpreter_call``, ``mcp_call``:
+no ``call_id``; a ``tool_search_call`` whose ``execution`` is ``server``), are results,
+not calls for the client to run, and pass.
 """
 
 from __future__ import annotations
@@ -28,9 +44,19 @@ from __future__ import annotations
 import logging
 from typing import Any, Final
 
-from stateway.core.items import FUNCTION_CALL, FUNCTION_CALL_OUTPUT, TOOL_SEARCH_OUTPUT, Item
+import orjson
+
+from stateway.core.items import (
+    CUSTOM_TOOL_CALL,
+    FUNCTION_CALL,
+    FUNCTION_CALL_OUTPUT,
+    TOOL_SEARCH_OUTPUT,
+    Item,
+)
 from stateway.core.telemetry import Telemetry
-from stateway.core.tools.catalog import ADDITIONAL_TOOLS, NAMESPACE, visible_names
+from stateway.core.tools import client_hosted
+from stateway.core.tools.catalog import ADDITIONAL_TOOLS, NAMESPACE, Catalog, visible_names
+from stateway.core.tools.model_names import model_name
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +68,12 @@ NOT_AVAILABLE: Final = "Error: the tool '{name}' is not available; this call was
 failure reads: :func:`stateway.core.tools.result_text.mcp_output`)."""
 _OFFERING: Final = (ADDITIONAL_TOOLS, TOOL_SEARCH_OUTPUT)
 """The context's items that offer tools."""
+_CALL: Final = "_call"
+"""How the type of a call item ends (``shell_call``: a call of the ``shell`` tool)."""
+_NAMED: Final = frozenset({FUNCTION_CALL, CUSTOM_TOOL_CALL})
+"""The call items that name their tool; any other's type names it."""
+_PLACED: Final = frozenset({"id", "type", "status", "call_id"})
+"""What a whole call item holds besides what it asks the tool."""
 
 
 def withheld_names(shown: list[Item], left: list[Item]) -> frozenset[str]:
@@ -94,13 +126,47 @@ class WithheldCalls:
         self._answered: list[tuple[int, Item, Item]] = []
         """Each refused call and its answer, with the output position it was made at."""
 
+    def withholds(self, name: str | None, catalog: Catalog) -> bool:
+        """Whether a call of the model-visible ``name`` is of a client's tool the stages
+        withheld (not of a gateway tool ``catalog`` offers by that name): never the
+        client's."""
+        if not name or name not in self.names:
+            return False
+        entry = catalog.entry(name)
+        return entry is None or not entry.gateway_owned
+
+    def refused_item(self, item: Item, catalog: Catalog, native: list[Item]) -> Item | None:
+        """A whole call ``item`` an upstream made, as the ``function_call`` the model is
+        shown it made, when it is not the client's: a call of a tool not offered this round
+        (by ``catalog``'s client tools, not withheld, or by the ``native`` tools sent as
+        declared); None when it is the client's, or no call the client would run."""
+        kind, call_id = item.get("type"), item.get("call_id")
+        if not isinstance(kind, str) or not kind.endswith(_CALL) or not call_id:
+            return None  # no call, or the upstream's own, run there (an image generation)
+        if item.get("execution") == "server" or not isinstance(call_id, str):
+            return None  # a search the upstream ran
+        if kind in _NAMED:
+            name = model_name(str(item.get("name") or ""), item.get("namespace") or None)
+            entry = catalog.entry(name)
+            if entry is not None and not entry.gateway_owned and name not in self.names:
+                return None
+            given = item.get("arguments") if kind == FUNCTION_CALL else {"input": item.get("input")}
+            return _function_call(call_id, name, given)
+        tool = kind.removesuffix(_CALL)
+        if any(_of_type(declared, tool) for declared in native):
+            return None
+        if kind in client_hosted.ANSWERS:
+            return client_hosted.model_item(item)
+        return _function_call(call_id, tool, {k: v for k, v in item.items() if k not in _PLACED})
+
     def answer(self, position: int, call: Item) -> None:
         """Answer ``call`` (a ``function_call`` as the model made it, before the output
         item at ``position``): the tool is not available. The operator is told (a warning
         naming the tool, a count in ``stateway_tool_calls_total``): a deny list the model
         runs into is worth knowing of."""
         name = call["name"]
-        log.warning("the model called %r, a tool the route's stages withheld: not run", name)
+        why = "the route's stages withheld" if name in self.names else "this request does not offer"
+        log.warning("the model called %r, a tool %s: not run", name, why)
         if self._telemetry is not None:
             self._telemetry.tool_called(WITHHELD, "error")
         output = NOT_AVAILABLE.format(name=name)
@@ -125,3 +191,17 @@ class WithheldCalls:
 def withheld_call(call_id: str, name: str) -> Item:
     """The item of a call of a withheld tool, as the model made it (never shown)."""
     return {"type": FUNCTION_CALL, "call_id": call_id, "name": name, "arguments": ""}
+
+
+def _of_type(tool: Item, called: str) -> bool:
+    """Whether ``tool`` is of the type a call's names: that type, or one of its variants
+    (``computer_use_preview`` for a ``computer_call``)."""
+    kind = tool.get("type")
+    return isinstance(kind, str) and (kind == called or kind.startswith(called + "_"))
+
+
+def _function_call(call_id: str, name: str, arguments: object) -> Item:
+    """A call as the function call the model is shown it made (its ``arguments`` as
+    JSON, unless they are text already)."""
+    text = arguments if isinstance(arguments, str) else orjson.dumps(arguments).decode()
+    return {"type": FUNCTION_CALL, "call_id": call_id, "name": name, "arguments": text}
