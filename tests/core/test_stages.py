@@ -266,11 +266,16 @@ async def test_each_round_hands_on_its_own_items_and_the_gate_sees_the_whole_res
 
 
 class Instructing:
-    """Adds its own instructions at ``request_shaping``, as a policy prompt would."""
+    """Adds its own instructions at ``request_shaping``, as a policy prompt would; keeps
+    whether each call was a count."""
+
+    def __init__(self) -> None:
+        self.counting: list[bool] = []
 
     def request_shaping(self, context: StageContext) -> None:
         assert context.command is not None
         context.command.instructions = "Never delete anything."
+        self.counting.append(context.counting)
 
 
 async def test_a_count_counts_what_the_stages_leave_as_a_run_is_sent_it() -> None:
@@ -278,8 +283,9 @@ async def test_a_count_counts_what_the_stages_leave_as_a_run_is_sent_it() -> Non
     earlier turn's ``additional_tools`` item offering one, neither), and what it adds is."""
     backend = Named("a", OK)
     backend.carries_unknown_types = True  # speaks Responses: takes the additional_tools item
+    instructing = Instructing()
     chain = StageChain(
-        [Stage("tool_filter", ToolFilter(deny=["rm_rf"])), Stage("prompt", Instructing())]
+        [Stage("tool_filter", ToolFilter(deny=["rm_rf"])), Stage("prompt", instructing)]
     )
     routing = router(route(candidate(backend), stages=chain))
     keep = {"type": "function", "name": "keep", "parameters": {"type": "object"}}
@@ -292,3 +298,6 @@ async def test_a_count_counts_what_the_stages_leave_as_a_run_is_sent_it() -> Non
     assert [tool["name"] for tool in request.tools] == ["keep"]
     assert "rm_rf" not in str(request.items)
     assert request.instructions == "Never delete anything."
+    assert instructing.counting == [True]  # told, so that it may skip what a run has
+    await gateway(routing).execute(Principal(), count.request)
+    assert instructing.counting == [True, False]

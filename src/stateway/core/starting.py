@@ -302,7 +302,7 @@ class RunStarter:
             conversation = await conversations.context(principal.tenant_id, command.conversation_id)
         items = None if conversation is None else conversation.items
         prior = await load_prior(self._store, principal.tenant_id, command, items)
-        staged = await shaped(route, command, prior.items, conversation)  # as a run is
+        staged = await shaped(route, command, prior.items, conversation, counting=True)
         toolset = _toolset(generation.loop.tools, route, command)
         toolset.withheld = staged.withheld
         plan, prior = await self._plan(

@@ -121,6 +121,7 @@ async def before_planning(
     *,
     first_turn: bool,
     earlier: list[Item] | None = None,
+    counting: bool = False,
 ) -> StageContext:
     """Run the request-side points on ``command`` (mutated in place); the context, whose
     ``hints`` the plan takes and whose ``tools`` are all the stages left. The stages are
@@ -128,10 +129,11 @@ async def before_planning(
     (:func:`~stateway.core.tools.catalog.context_added`). The tools they leave become the
     command's, but for the earlier ones left as they were (equal, though a stage may
     hand back copies): no declaration of this request's (to echo or store), the context's
-    items go on offering them."""
+    items go on offering them. ``counting``: for a count of its input
+    (:attr:`StageContext.counting`)."""
     earlier = earlier or []
     shown = [*command.settings.tools, *earlier]
-    context = StageContext("submit_request", route, command, tools=list(shown))
+    context = StageContext("submit_request", route, command, tools=list(shown), counting=counting)
     points = ["session_open"] if first_turn else []
     points += ["submit_request", "tool_catalog_filter", "request_shaping", "route_hinting"]
     for point in points:

@@ -59,3 +59,8 @@ class StageContext:
     """``completion_gate``: the response's state (``ResponseState``), read-only."""
     labels: dict[str, str] = field(default_factory=dict)
     """Shared by the stages of one call."""
+    counting: bool = False
+    """Whether the call only counts the request's input tokens (``input_tokens``,
+    ``count_tokens``): the request-side points run on it as on a run, so that it counts
+    what a run would send; nothing is generated or stored, and a stage with effects
+    beyond the request (a session opened, a quota charged) skips them."""

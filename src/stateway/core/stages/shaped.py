@@ -37,11 +37,14 @@ async def shaped(
     command: CreateResponse,
     prior: list[Item],
     conversation: ConversationItems | None = None,
+    *,
+    counting: bool = False,
 ) -> Shaped:
     """Run ``route``'s request-side stages on ``command`` (changed in place), whose
     context holds the ``prior`` items (a conversation's, when it continues one) before
     its input. The stages are shown every tool the model would be offered: the declared
-    ones, and those of the context's items (:func:`before_planning`)."""
+    ones, and those of the context's items (:func:`before_planning`); ``counting``: the
+    request is only counted (:attr:`~stateway.core.stages.context.StageContext.counting`)."""
     if not route.stages:
         return Shaped()
     first = command.previous_response_id is None and (
@@ -50,6 +53,6 @@ async def shaped(
     declared = command.settings.tools  # as sent
     earlier = context_added(declared, prior + command.input)
     context = await before_planning(
-        route.stages, route.name, command, first_turn=first, earlier=earlier
+        route.stages, route.name, command, first_turn=first, earlier=earlier, counting=counting
     )
     return Shaped(frozenset(context.hints), withheld_names(declared + earlier, context.tools))
