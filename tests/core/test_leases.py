@@ -15,7 +15,7 @@ from stateway.core.commands import CreateResponse
 from stateway.core.errors import ServerRestarted, StorageError
 from stateway.core.leases import LeaseKeeper
 from stateway.core.ownership import fail_owned
-from stateway.core.ports import EventBatch
+from stateway.core.ports import EventBatch, ResponseRecord
 from stateway.core.principal import Principal
 from stateway.protocols.responses.encode import encode_event_json, encode_response
 from stateway.protocols.responses.event_log import decode_event_json
@@ -283,6 +283,48 @@ async def test_closing_removes_this_process_and_survives_a_database_outage(
     assert "removing this process's lease failed" in caplog.text
     with pytest.raises(StorageError):
         await judge.beat()
+
+
+async def test_closing_keeps_the_lease_of_a_process_leaving_responses_in_progress(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A process stopping with a response of its own still in progress (its end could
+    not be stored: its settler gave up at shutdown) leaves its row, beating no more: a
+    survivor fails that response once the lease expires, as a dead process's. Removed,
+    the row would never be judged, and the response would stay in progress for ever."""
+    store, leases, clock = MemoryStore(), MemoryOwnerLeases(), Clock()
+    await store.save(in_progress("left", "host-b 2 2", background=True))
+    await store.save(in_progress("elsewhere", "host-c 3 3"))
+    leaving = keeper(store, leases, clock)
+    await leaving.start()
+    with caplog.at_level(logging.WARNING):
+        await leaving.aclose()
+    assert "host-b 2 2" in leases.counts, "the row stays for the survivors to judge"
+    assert "1 response(s) of its own in progress" in caplog.text
+
+    await leases.register("host-c 3 3", TIMEOUT)
+    survivor = keeper(store, leases, clock, me="host-c 3 3")
+    assert await survivor.beat() == []
+    clock.now += TIMEOUT
+    assert await survivor.beat() == ["host-b 2 2"]
+    assert statuses(store) == {"left": "failed", "elsewhere": "in_progress"}
+    assert store.records["t", "left"].body["error"]["code"] == "server_restarted"
+    log = await store.read_events("t", "left", -1)
+    assert log is not None
+    assert log.last == 0, "its log got its terminal event"
+
+
+async def test_closing_keeps_the_lease_when_what_it_leaves_cannot_be_read() -> None:
+    store, leases, clock = Unreadable(), MemoryOwnerLeases(), Clock()
+    leaving = keeper(store, leases, clock)
+    await leaving.start()
+    await leaving.aclose()
+    assert "host-b 2 2" in leases.counts, "it may leave something: a survivor looks"
+
+
+class Unreadable(MemoryStore):
+    async def in_progress(self) -> list[ResponseRecord]:
+        raise StorageError("Storage failed while finding responses in progress.")
 
 
 async def test_the_beating_task_logs_a_failed_beat_and_goes_on(

@@ -207,6 +207,59 @@ async def test_sigterm_gives_background_runs_the_drain_window_then_ends_them(
     assert "Traceback" not in log.read_text()
 
 
+async def test_an_end_left_unstored_at_shutdown_is_failed_by_a_sibling_after_the_lease(
+    fake_upstream: str, tmp_path: Path
+) -> None:
+    """A process stopped while the database refuses its run's end (its settler still
+    retrying) leaves its lease to expire rather than removing it: its sibling fails the
+    response then, and a watcher gets that end. Its lease removed, nobody would ever judge
+    it, and the response stayed in progress for ever (its conversation held, its watchers
+    waiting, a cancel answered 409)."""
+    path = tmp_path / "stateway.db"
+    database, log = f"sqlite:///{path}", tmp_path / "gateway.log"
+    env = {"STATEWAY_LEASE_TIMEOUT": "1"}
+    with gateway(fake_upstream, database, log, env) as sibling:
+        with gateway(fake_upstream, database, log, env) as owner:
+            client = sdk(owner.url)
+            created = await client.responses.create(
+                model=MODEL, input="[[slow:100]] [[words:10]]", background=True
+            )
+            refuse_ends(path, created.id)
+            ended = await watch(client, created.id)  # told its end could not be stored
+            assert ended[-1]["response"]["status"] == "failed"
+            assert ended[-1]["response"]["error"]["code"] != "server_restarted"
+        # the owner stopped (SIGTERM) with that end unstored; the database takes it again
+        accept_ends(path)
+        other = sdk(sibling.url)
+        deadline = time.monotonic() + 30  # the lease is 1 s: failed well within this
+        while (stored := await other.responses.retrieve(created.id)).status == "in_progress":
+            assert time.monotonic() < deadline, "the response stayed in progress"
+            await asyncio.sleep(0.1)
+        assert stored.status == "failed"
+        assert stored.error is not None
+        assert stored.error.code == "server_restarted"
+        replay = await watch(other, created.id)
+        assert replay[-1]["type"] == "response.failed"
+        assert replay[-1]["response"]["error"]["code"] == "server_restarted"
+
+
+def refuse_ends(path: Path, response_id: str) -> None:
+    """Have the database refuse to end ``response_id`` (its row stays in progress)."""
+    with sqlite3.connect(path) as connection:
+        connection.executescript(
+            "CREATE TABLE IF NOT EXISTS refused_ends (id TEXT);"
+            "CREATE TRIGGER IF NOT EXISTS refuse_ends BEFORE UPDATE OF status ON responses "
+            "WHEN EXISTS (SELECT 1 FROM refused_ends WHERE refused_ends.id = NEW.id) "
+            "BEGIN SELECT RAISE(ABORT, 'refused for the test'); END;"
+        )
+        connection.execute("INSERT INTO refused_ends VALUES (?)", (response_id,))
+
+
+def accept_ends(path: Path) -> None:
+    with sqlite3.connect(path) as connection:
+        connection.execute("DELETE FROM refused_ends")
+
+
 def test_a_watcher_that_stops_reading_is_dropped_while_the_run_completes(
     fake_upstream: str, tmp_path: Path
 ) -> None:

@@ -28,6 +28,11 @@ end nobody keeps; a run the judge could not see (unstored, or begun since) goes 
 that check fails (the store out of reach), it is made again at each beat until it is done,
 the other processes judged meanwhile.
 
+A process that stops removes its row once its runs have ended, unless responses of its
+own are still in progress (ends its settler could not store before it stopped): its row
+then stays, beating no more, and a survivor fails them once the lease expires, as it
+would a dead process's. Removed, it would never be judged.
+
 The start-up check of dead processes of the same host
 (:func:`~stateway.core.ownership.fail_abandoned`) stays: it ends those runs before
 serving, without waiting for a lease.
@@ -90,12 +95,26 @@ class LeaseKeeper:
         self._task = asyncio.create_task(self._beat_forever())
 
     async def aclose(self) -> None:
-        """Stop beating and remove this process's row: call once its runs have ended."""
+        """Stop beating and remove this process's row: call once its runs have ended,
+        and its settler has stopped. A response of its own still in progress (an end the
+        settler gave up storing) keeps the row, beating no more: a survivor fails it once
+        the lease expires, as a dead process's. Removed, the row would never be judged,
+        and the response would stay in progress for ever (a conversation held, its
+        watchers waiting), but for a restart on the same host (start-up marking)."""
         if self._task is not None:
             self._task.cancel()
             await asyncio.wait([self._task])
             self._task = None
         try:
+            left = [r for r in await self._store.in_progress() if r.owner == self._me]
+            if left:
+                log.warning(
+                    "stopping with %d response(s) of its own in progress (their ends could "
+                    "not be stored): this process's lease is left to expire, and another "
+                    "process fails them then",
+                    len(left),
+                )
+                return
             await self._leases.forget([self._me])
         except StorageError as exc:  # the row stays; a survivor removes it after the lease
             log.warning("removing this process's lease failed: %s", exc)
