@@ -614,3 +614,43 @@ async def test_an_end_stored_while_its_row_is_read_is_still_the_answer(
     store.get = get_then_settle  # type: ignore[method-assign]
     state = await gateway.execute(ME, command(run.id))
     assert state.status == "failed"
+
+
+async def test_a_watch_past_the_stored_log_of_an_end_stored_late_gets_that_end() -> None:
+    """Events were sent live that were never stored (the database away), then the end could
+    not be saved: once the settler stored it, numbered after the last event stored, a
+    watcher past that number (it was sent those events) gets the end, as while the retry
+    was pending and as for a run whose process died, not a 400 for a position it was sent;
+    so does one from the stored end's own number (it may have been sent another event by
+    that number)."""
+    gate = asyncio.Event()
+    store = MemoryStore()
+    settler = Settler(store, encode_event_json, first_pause=0.01, max_pause=0.02)
+    router = Router(
+        [BackendEntry(ScriptedBackend(script("a", "b", "c"), gate), {}, catch_all=True)]
+    )
+    gateway = Gateway(
+        store, router, Loop(store, settler=settler), RunRegistry(), encoder=encode_event_json
+    )
+    run = await create(gateway, background=True)
+    key = ("default", run.id)
+    for _ in range(1000):  # the run's first events logged
+        if store.events.get(key):
+            break
+        await asyncio.sleep(0.001)
+    stored = len(store.events[key])
+    store.fail_final = store.fail_events = True
+    gate.set()
+    await ended(run)
+    seen_live = len(run.events) - 2  # the last event before the terminal one
+    assert seen_live > stored
+    store.fail_final = store.fail_events = False
+    await settler.settled()
+    assert store.records[key].status == "failed"
+
+    beyond = WatchResponse(run.id, starting_after=seen_live)
+    watched = await payloads(await gateway.execute(ME, beyond))
+    assert types(watched) == ["response.failed"]
+    assert orjson.loads(watched[0])["sequence_number"] == stored
+    at_end = WatchResponse(run.id, starting_after=stored)
+    assert await payloads(await gateway.execute(ME, at_end)) == watched

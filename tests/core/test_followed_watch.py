@@ -330,12 +330,14 @@ async def test_a_stored_watch_rides_out_an_outage_too() -> None:
     assert seen == events(0, 2)
 
 
-async def die(store: MemoryStore) -> EventBatch:
+async def die(store: MemoryStore, code: str = "server_restarted") -> EventBatch:
     """What a survivor does to the run of an owner that died: fail it (server_restarted)
-    and append the terminal event after what was stored; the batch it publishes."""
+    and append the terminal event after what was stored; the batch it publishes. With a
+    storage error's ``code``: what the owner's settler does once the end it could not
+    store lands."""
     record = store.records[KEY]
     record.status = "failed"
-    record.body["error"] = {"code": "server_restarted", "message": "gone"}
+    record.body["error"] = {"code": code, "message": "gone"}
     terminal = EventBatch(len(store.events[KEY]), [b'{"type":"response.failed"}'])
     await store.append_events(*KEY, terminal)
     return terminal
@@ -357,6 +359,22 @@ async def test_a_follower_past_the_stored_log_is_told_how_a_dead_owners_run_ende
 
         seen, flags = await asyncio.wait_for(following, 5)
         assert (seen, flags) == (terminal.payloads, [True]), f"published: {published}"
+
+
+@pytest.mark.parametrize("code", ["storage_unavailable", "storage_full", "storage_read_only"])
+async def test_a_follower_past_the_stored_log_is_told_an_end_stored_late(code: str) -> None:
+    """The owner sent events live it could not store (the database away), then could not
+    store its end either: its settler stores that end later, after the last event stored.
+    A follower past it gets it, as if the owner had died, not a stream ending silently."""
+    store, fanout = await stored(5), MemoryFanout()
+    follower = FollowedWatch(store, fanout, KEY, await log_after(store, 6), 6, quiet=0.001)
+    following = asyncio.create_task(collect(follower))
+    await fanout.following.wait()
+
+    terminal = await die(store, code)
+    fanout.publish(*KEY, terminal, True)
+
+    assert await asyncio.wait_for(following, 5) == (terminal.payloads, [True])
 
 
 async def test_a_stored_watch_past_the_log_is_told_how_a_dead_owners_run_ended() -> None:

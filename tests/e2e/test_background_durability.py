@@ -243,16 +243,63 @@ async def test_an_end_left_unstored_at_shutdown_is_failed_by_a_sibling_after_the
         assert replay[-1]["response"]["error"]["code"] == "server_restarted"
 
 
+async def test_a_resume_past_what_an_outage_kept_of_the_log_gets_the_end(
+    fake_upstream: str, tmp_path: Path
+) -> None:
+    """The database refuses a background run's events, then its end, while a watcher is
+    sent them live. Once the settler's retry stored that end (after the last event
+    stored), a resume from an event the watcher was sent gets how the response ended, as
+    a resume past the log of a run whose process died does, not a 400 for a position past
+    the stored log."""
+    path = tmp_path / "stateway.db"
+    database = f"sqlite:///{path}"
+    with gateway(fake_upstream, database, tmp_path / "gateway.log") as server:
+        client = sdk(server.url)
+        created = await client.responses.create(
+            model=MODEL, input="[[slow:50]] [[words:20]]", background=True
+        )
+        await until_logged(database, created.id, 1)
+        refuse_ends(path, created.id)
+        live = await watch(client, created.id)
+        assert live[-1]["type"] == "response.failed"  # its end could not be stored
+        unstored = live[-1]["response"]["error"]
+        assert unstored["message"] == "The response could not be stored."
+        accept_ends(path)
+        deadline = time.monotonic() + 30  # the settler retries after 1 s, 2 s, 4 s...
+        while stored_status(path, created.id) == "in_progress":
+            assert time.monotonic() < deadline, "the end was never stored"
+            await asyncio.sleep(0.05)
+
+        resumed = await watch(client, created.id, live[-2]["sequence_number"])
+
+        assert [e["type"] for e in resumed] == ["response.failed"]
+        assert resumed[0]["response"]["error"] == unstored
+        stored = await watch(client, created.id)  # the end, after the last event stored
+        assert resumed == stored[-1:]
+        assert live[-2]["sequence_number"] > stored[-1]["sequence_number"], "sent, not stored"
+
+
 def refuse_ends(path: Path, response_id: str) -> None:
-    """Have the database refuse to end ``response_id`` (its row stays in progress)."""
+    """Have the database refuse to store more of ``response_id``: its events, its end (its
+    row stays in progress)."""
     with sqlite3.connect(path) as connection:
         connection.executescript(
             "CREATE TABLE IF NOT EXISTS refused_ends (id TEXT);"
             "CREATE TRIGGER IF NOT EXISTS refuse_ends BEFORE UPDATE OF status ON responses "
             "WHEN EXISTS (SELECT 1 FROM refused_ends WHERE refused_ends.id = NEW.id) "
             "BEGIN SELECT RAISE(ABORT, 'refused for the test'); END;"
+            "CREATE TRIGGER IF NOT EXISTS refuse_events BEFORE INSERT ON response_events "
+            "WHEN EXISTS (SELECT 1 FROM refused_ends WHERE refused_ends.id = NEW.response_id) "
+            "BEGIN SELECT RAISE(ABORT, 'refused for the test'); END;"
         )
         connection.execute("INSERT INTO refused_ends VALUES (?)", (response_id,))
+
+
+def stored_status(path: Path, response_id: str) -> str:
+    with sqlite3.connect(path) as connection:
+        row = connection.execute("SELECT status FROM responses WHERE id = ?", (response_id,))
+        status: str = row.fetchone()[0]
+        return status
 
 
 def accept_ends(path: Path) -> None:

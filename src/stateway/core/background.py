@@ -15,11 +15,12 @@ A watch from past the end of a stored log is refused (and one from its terminal 
 when the watcher asks: a WebSocket resume); one from past the stored log of a run another
 process runs is judged by how far that process has logged, which it is asked through the
 fan-out (:mod:`stateway.core.owner_position`). But for a response whose process died while
-it ran (``server_restarted``): watchers of its own process were sent events
-not yet stored (the log is written in batches), numbered from the terminal event appended
-after its death on, so a watch from that event or past it gets that terminal event: how
+it ran (``server_restarted``), or whose end could not be stored (a storage error, stored
+later by the settler: its batches may have failed too): watchers of its own process were
+sent events not stored (the log is written in batches), numbered from the terminal event
+appended later on, so a watch from that event or past it gets that terminal event: how
 the response ended (a watch following it from another process too, see
-:mod:`stateway.core.watch`).
+:mod:`stateway.core.watch`; :func:`~stateway.core.ownership.sent_unstored` tells them).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from stateway.core.coordination import CancelSignals, EventFanout
 from stateway.core.errors import InvalidRequest, ResponseNotFound, StorageError
 from stateway.core.journal import EventEncoder
 from stateway.core.owner_position import beyond_log, judged
-from stateway.core.ownership import died_running
+from stateway.core.ownership import sent_unstored
 from stateway.core.ports import EventBatch, EventLog, ResponseStore
 from stateway.core.principal import Principal
 from stateway.core.response import UNFINISHED, ResponseState, load_state
@@ -266,11 +267,12 @@ async def watch(
         if log is None:
             raise ResponseNotFound(response_id)
     if after >= log.last and log.status not in UNFINISHED:
-        # At or past its end. A response whose process died while it ran may have had
-        # events sent that were never stored, numbered from its terminal event's number
-        # on: such a watcher gets the terminal event (it saw another event by that
-        # number), all it can be told now. Past the end of any other log is refused.
-        if await died_running(store, principal.tenant_id, response_id):
+        # At or past its end. A response whose process died while it ran, or whose end
+        # could not be stored, may have had events sent that were never stored, numbered
+        # from its terminal event's number on: such a watcher gets the terminal event (it
+        # saw another event by that number), all it can be told now. Past the end of any
+        # other log is refused.
+        if await sent_unstored(store, principal.tenant_id, response_id):
             after = log.last - 1
             log = await store.read_events(principal.tenant_id, response_id, after)
             if log is None:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from stateway.core.errors import ServerRestarted
+from stateway.core.errors import ServerRestarted, StorageError, StorageFull, StorageReadOnly
 from stateway.core.journal import EventDecoder, EventEncoder
 from stateway.core.ports import EventBatch, ResponseRecord, ResponseStore
 from stateway.core.response import load_state
@@ -31,6 +31,10 @@ from stateway.core.settling import store_failed
 log = logging.getLogger(__name__)
 
 _PROC: Final = Path("/proc")
+_UNSTORED: Final = frozenset(
+    {ServerRestarted.code, StorageError.code, StorageFull.code, StorageReadOnly.code}
+)
+"""The error codes of a response that may have sent its watchers events never stored."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,3 +134,18 @@ async def died_running(store: ResponseStore, tenant_id: str, response_id: str) -
         return False
     error = record.body.get("error")
     return isinstance(error, dict) and error.get("code") == ServerRestarted.code
+
+
+async def sent_unstored(store: ResponseStore, tenant_id: str, response_id: str) -> bool:
+    """Whether the response's watchers may have been sent events that were never stored:
+    it failed because its process died while it ran (:func:`died_running`), or because its
+    end could not be stored (a storage error: its log's batches may have failed too, and
+    its end was stored later, after the last event stored, by the settler or by another
+    process's judging). Its stored terminal event may then be numbered below events a
+    watcher was sent: such a watcher past it is given it (it is how the response ended),
+    not refused as past the end of the log."""
+    record = await store.get(tenant_id, response_id)
+    if record is None or record.status != "failed":
+        return False
+    error = record.body.get("error")
+    return isinstance(error, dict) and error.get("code") in _UNSTORED

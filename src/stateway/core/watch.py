@@ -18,9 +18,10 @@ when it is the last. It reads from one of two places:
   or an owner that died: whoever failed its run stored the end).
 
 A watcher following from past the stored log (events its owner sent live but had not
-stored yet) whose owner then died is past the terminal event appended since: it gets that
-terminal event, as a watch started then would (:mod:`stateway.core.background`), rather
-than a stream that ends without saying how the response ended.
+stored yet) whose owner then died, or could not store the run's end (its settler stores
+it later), is past the terminal event appended since: it gets that terminal event, as a
+watch started then would (:mod:`stateway.core.background`), rather than a stream that
+ends without saying how the response ended.
 
 A read of the stored log that fails (the database away for a moment) is tried again at
 the next poll (``quiet`` read) rather than ending the stream: the run goes on meanwhile.
@@ -45,7 +46,7 @@ from typing import Final, Protocol
 from stateway.core.coordination import EventFanout, Following, Published
 from stateway.core.errors import NotFound, StorageError
 from stateway.core.journal import RunJournal
-from stateway.core.ownership import died_running
+from stateway.core.ownership import sent_unstored
 from stateway.core.ports import EventBatch, EventLog, ResponseStore
 from stateway.core.response import UNFINISHED
 from stateway.core.runs import Run
@@ -228,8 +229,9 @@ def _deleted_meanwhile(response_id: str) -> NotFound:
 
 async def _missed_end(store: ResponseStore, key: tuple[str, str], last: int) -> list[bytes]:
     """The terminal event (numbered ``last``) of a response whose process died while it
-    ran, for a watcher that ended up past it; nothing for any other response."""
-    if not await died_running(store, *key):
+    ran, or whose end was stored late (:func:`sent_unstored`), for a watcher that ended
+    up past it; nothing for any other response."""
+    if not await sent_unstored(store, *key):
         return []
     log = await _read(store, key, last - 1)
     if log is None or log.status in UNFINISHED:
