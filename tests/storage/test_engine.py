@@ -100,6 +100,39 @@ async def test_sqlite_connections_get_their_pragmas(tmp_path: Path) -> None:
     }
 
 
+async def test_a_new_sqlite_database_is_readable_by_its_owner_only(tmp_path: Path) -> None:
+    """It holds every tenant's stored state and the sealing key: another local user must
+    not read it, nor its write-ahead log, whatever the umask."""
+    engine = create_engine(f"sqlite:///{tmp_path}/data/x.db")
+    try:
+        async with engine.begin() as connection:
+            await connection.execute(text("CREATE TABLE t (x TEXT)"))
+            await connection.execute(text("INSERT INTO t VALUES ('secret')"))
+            files = sorted(path.name for path in (tmp_path / "data").iterdir())
+            modes = {name: (tmp_path / "data" / name).stat().st_mode & 0o777 for name in files}
+    finally:
+        await engine.dispose()
+
+    assert files == ["x.db", "x.db-shm", "x.db-wal"]
+    assert modes == dict.fromkeys(files, 0o600)
+    assert (tmp_path / "data").stat().st_mode & 0o777 == 0o700
+
+
+async def test_an_existing_sqlite_databases_permissions_are_left_alone(tmp_path: Path) -> None:
+    """An operator's choice (a group of readers for backups) stands."""
+    path = tmp_path / "x.db"
+    sqlite3.connect(path).close()
+    path.chmod(0o640)
+    engine = create_engine(f"sqlite:///{path}")
+    try:
+        async with engine.connect() as connection:
+            await connection.execute(text("SELECT 1"))
+    finally:
+        await engine.dispose()
+
+    assert path.stat().st_mode & 0o777 == 0o640
+
+
 @pytest.mark.postgres
 async def test_postgres_engine_uses_asyncpg(postgres_url: str) -> None:
     engine = create_engine(postgres_url)

@@ -12,6 +12,11 @@ made absolute (so a later ``chdir`` cannot move the database) and their parent d
 created. In-memory SQLite is refused: every pooled connection would see its own empty
 database.
 
+A new SQLite database is created readable by its owner only (``0600``, in a directory
+made ``0700``), whatever the umask: it holds every tenant's stored state and the sealing
+key, and SQLite gives its write-ahead log and shared-memory files the database file's
+permissions. An existing file's permissions are left as the operator set them.
+
 Every SQLite connection gets its pragmas when it is opened: a 5 s busy timeout (set first,
 so that the switch to WAL waits for other processes instead of failing), write-ahead
 logging (readers never block the writer), ``synchronous=NORMAL`` (durable at checkpoints,
@@ -40,6 +45,7 @@ with), and a new one reaches that primary.
 from __future__ import annotations
 
 import math
+import os
 import sqlite3
 import time
 from pathlib import Path
@@ -100,17 +106,29 @@ def is_sqlite(url: URL) -> bool:
     return url.get_backend_name() == "sqlite"
 
 
+def _create_private(path: Path) -> None:
+    """Create the SQLite file at ``path`` (SQLite takes an empty file as an empty
+    database) and its directory, for their owner only, unless they exist. A file that
+    cannot be made (a directory in its place, no permission) is left for SQLite to refuse
+    readably as it connects."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except OSError:
+        return  # there already (left as it is), or SQLite's to refuse
+
+
 def create_engine(url: str, *, timeout: float | None = None) -> AsyncEngine:
     """An async engine for ``url``, with pragmas (SQLite) and pool settings applied.
     ``timeout``: PostgreSQL only, the seconds each statement may wait for its answer
     (None: as long as it takes, as migrations may).
 
-    Creating the SQLite file's parent directory is the only I/O done here; connections are
-    opened lazily.
+    Creating the SQLite file (empty, owner-only: the module's doc) and its parent directory
+    is the only I/O done here; connections are opened lazily.
     """
     target = async_url(url)
     if is_sqlite(target):
-        Path(str(target.database)).parent.mkdir(parents=True, exist_ok=True)
+        _create_private(Path(str(target.database)))
         # These connections read (WAL: concurrently); writes go through the writer's own
         # connection (storage/sql/writer.py). Every statement is a round trip to
         # aiosqlite's thread. Transactions are always
