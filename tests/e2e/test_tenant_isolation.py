@@ -3,7 +3,8 @@ key, and every route and MCP command that names an id walked with the other tena
 key. Another tenant's id must get exactly the answer a missing id of the same shape gets
 (status, type, code, param, message, with the id itself masked), nothing it does may
 change the owner's objects, and its own requests with the same command ids run apart.
-WebSocket frames naming an id (``previous_response_id``, ``response.resume``) too."""
+WebSocket frames naming an id (``previous_response_id``, ``response.resume``, a
+``conversation``, an ``item_reference``) too."""
 
 from __future__ import annotations
 
@@ -119,8 +120,16 @@ def probes(owned: Owned) -> dict[str, tuple[str, Probe]]:
 
     return {
         "retrieve": ("response", lambda c, i: c.get(f"/v1/responses/{i}")),
+        "retrieve with includes": (
+            "response",
+            lambda c, i: c.get(f"/v1/responses/{i}?include[]=message.output_text.logprobs"),
+        ),
         "delete": ("response", lambda c, i: c.delete(f"/v1/responses/{i}")),
         "input items": ("response", lambda c, i: c.get(f"/v1/responses/{i}/input_items")),
+        "input items after a cursor": (
+            "response",
+            lambda c, i: c.get(f"/v1/responses/{i}/input_items?after=msg_x&order=asc"),
+        ),
         "cancel": ("background", lambda c, i: c.post(f"/v1/responses/{i}/cancel")),
         "watch": ("background", lambda c, i: c.get(f"/v1/responses/{i}?stream=true")),
         "resume": (
@@ -142,6 +151,21 @@ def probes(owned: Owned) -> dict[str, tuple[str, Probe]]:
             ),
         ),
         "turn": ("conversation", lambda c, i: c.post("/v1/responses", json=body(conversation=i))),
+        "turn named by an object": (
+            "conversation",
+            lambda c, i: c.post("/v1/responses", json=body(conversation={"id": i})),
+        ),
+        "turn in background": (
+            "conversation",
+            lambda c, i: c.post("/v1/responses", json=body(conversation=i, background=True)),
+        ),
+        "prewarm": (
+            "response",
+            lambda c, i: c.post(
+                "/v1/responses",
+                json=body(previous_response_id=i, prompt_cache_options={"prewarm": True}),
+            ),
+        ),
         "count tokens": (
             "response",
             lambda c, i: c.post("/v1/responses/input_tokens", json=body(previous_response_id=i)),
@@ -179,6 +203,33 @@ def probes(owned: Owned) -> dict[str, tuple[str, Probe]]:
         ),
         "item by id": ("item", lambda c, i: c.get(f"/v1/conversations/{conv}/items/{i}")),
         "item reference": ("item", lambda c, i: c.post("/v1/responses", json=referring(i))),
+        "item reference streamed": (
+            "item",
+            lambda c, i: c.post("/v1/responses", json={**referring(i), "stream": True}),
+        ),
+        "item reference in background": (
+            "item",
+            lambda c, i: c.post("/v1/responses", json={**referring(i), "background": True}),
+        ),
+        "item reference counted": (
+            "item",
+            lambda c, i: c.post("/v1/responses/input_tokens", json=referring(i)),
+        ),
+        "item reference compacted": (
+            "item",
+            lambda c, i: c.post("/v1/responses/compact", json=referring(i)),
+        ),
+        "item reference added to one's own conversation": (
+            "item",
+            lambda c, i: c.post(
+                f"/v1/conversations/{c.post('/v1/conversations', json={}).json()['id']}/items",
+                json={"items": [reference(i)]},
+            ),
+        ),
+        "response named as an item": (
+            "response",
+            lambda c, i: c.post("/v1/responses", json=referring(i)),
+        ),
         "item reference in a new conversation": (
             "item",
             lambda c, i: c.post("/v1/conversations", json={"items": [reference(i)]}),
@@ -435,20 +486,26 @@ async def ws_error(tenants: Tenants, key: str, frame: dict[str, Any]) -> dict[st
     return answer
 
 
-@pytest.mark.parametrize("field", ["previous_response_id", "response_id"])
+@pytest.mark.parametrize(
+    "field", ["previous_response_id", "response_id", "conversation", "item_reference"]
+)
 async def test_websocket_frames_answer_another_tenants_id_as_a_missing_one(
     tenants: Tenants, owned: Owned, field: str
 ) -> None:
-    def frame(response_id: str) -> dict[str, Any]:
+    def frame(object_id: str) -> dict[str, Any]:
         if field == "response_id":
-            return {"type": "response.resume", "response_id": response_id}
-        return {"type": "response.create", "model": MODEL, "input": "x", field: response_id}
+            return {"type": "response.resume", "response_id": object_id}
+        if field == "item_reference":
+            return {"type": "response.create", **referring(object_id)}
+        return {"type": "response.create", "model": MODEL, "input": "x", field: object_id}
 
-    missing = same_shape(owned.response)
-    theirs = await ws_error(tenants, tenants.bob, frame(owned.response))
+    which = {"conversation": owned.conversation, "item_reference": owned.item}
+    named = which.get(field, owned.response)
+    missing = same_shape(named)
+    theirs = await ws_error(tenants, tenants.bob, frame(named))
     absent = await ws_error(tenants, tenants.bob, frame(missing))
     assert theirs["type"] == "error"
     assert theirs["error"]["code"] in ("previous_response_not_found", "not_found")
-    assert _masked(theirs, owned.response) == _masked(absent, missing)
-    mine = await ws_error(tenants, tenants.alice, frame(owned.background))
+    assert _masked(theirs, named) == _masked(absent, missing)
+    mine = await ws_error(tenants, tenants.alice, frame(which.get(field, owned.background)))
     assert mine["type"] != "error"  # the owner's socket reaches it
