@@ -35,7 +35,7 @@ from stateway.surfaces.http.sse import KEEPALIVE_INTERVAL
 from stateway.surfaces.http.usage import UsageRoutes
 from stateway.surfaces.mcp.limits import MAX_TENANT_SESSIONS, McpLimits
 from stateway.surfaces.mcp.mount import McpMount
-from stateway.surfaces.websocket.endpoint import WebSocketResponses
+from stateway.surfaces.websocket.endpoint import MAX_TENANT_CONNECTIONS, WebSocketResponses
 
 TESTING_KEEPALIVE_ENV = "STATEWAY_TESTING_SSE_KEEPALIVE"
 """Testing only, not a setting: seconds between SSE keep-alive comments (default 15), so
@@ -106,6 +106,7 @@ def build_app(parts: GatewayParts) -> Starlette:
         config.websocket,
         config.websocket.frame_limit(server.max_body_bytes),
         max_input_items=server.max_input_items,
+        tenant_connections=MAX_TENANT_CONNECTIONS if config.auth.configured else None,
     )
     return build_http_app(
         ResponsesRoutes(
