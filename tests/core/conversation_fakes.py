@@ -160,18 +160,20 @@ class TurnStore(MemoryStore):
                     found[item["id"]] = item
         return found
 
-    async def finish(self, record: ResponseRecord) -> None:
+    async def finish(self, record: ResponseRecord) -> bool:
         self.finishes.append(record)
         if self.failing_finishes:
             self.failing_finishes -= 1
             raise StorageError("Storage failed while saving a response.")
-        await super().finish(record)
+        if not await super().finish(record):
+            return False
         turn = record.turn
         if turn is None:
-            return
+            return True
         stored = self.conversations.live(record.tenant_id, turn.conversation_id)
         if stored is not None and stored.holder == record.id:
             stored.holder = None
             self.conversations.append(stored, turn.items)
             if turn.items:
                 stored.last_turn = record.id
+        return True

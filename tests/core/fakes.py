@@ -129,20 +129,19 @@ class MemoryStore:
             raise StorageError("Storage failed while saving a response.")
         self.records[(record.tenant_id, record.id)] = record
 
-    async def finish(self, record: ResponseRecord) -> None:
+    async def finish(self, record: ResponseRecord) -> bool:
         if self.fail_final:
             raise StorageError("Storage failed while saving a response.")
         if self.on_save is not None:
             self.on_save(record)
         key = (record.tenant_id, record.id)
         stored = self.records.get(key)
-        if stored is None:
-            return
+        if stored is None or stored.status not in UNFINISHED:
+            return False  # ended elsewhere: nothing written
         self._log(key, record.events)
-        if stored.status not in UNFINISHED:
-            return
         stored.status, stored.body = record.status, record.body
         stored.output_items, stored.served_by = record.output_items, record.served_by
+        return True
 
     async def in_progress(self) -> list[ResponseRecord]:
         return [r for r in self.records.values() if r.status in UNFINISHED]

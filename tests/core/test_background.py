@@ -462,7 +462,7 @@ class HeldFinish(MemoryStore):
         self.gate = asyncio.Event()
         self.reached = asyncio.Event()
 
-    async def finish(self, record: ResponseRecord) -> None:
+    async def finish(self, record: ResponseRecord) -> bool:
         self.reached.set()
         await self.gate.wait()
         raise StorageError("Storage failed while saving a response.")

@@ -81,9 +81,9 @@ class CountingStore(MemoryStore):
         self.failures = 0
         self.failed = asyncio.Event()
 
-    async def finish(self, record: ResponseRecord) -> None:
+    async def finish(self, record: ResponseRecord) -> bool:
         try:
-            await super().finish(record)
+            return await super().finish(record)
         except StorageError:
             self.failures += 1
             if self.failures >= self.until:
@@ -193,13 +193,13 @@ class LateCommit(MemoryStore):
         super().__init__()
         self.failures = failures
 
-    async def finish(self, record: ResponseRecord) -> None:
+    async def finish(self, record: ResponseRecord) -> bool:
         if self.failures and record.events is not None:
             self.failures -= 1
             logged = len(self.events.get(KEY, []))
             await self.append_events(*KEY, EventBatch(logged, [b"late"]))
             raise StorageError("Storage rejected the data while saving a response.")
-        await super().finish(record)
+        return await super().finish(record)
 
 
 async def test_a_terminal_event_beaten_by_a_late_commit_is_saved_after_it() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 
-from stateway.core.ports import ResponseRecord
+from stateway.core.ports import EventBatch, ResponseRecord
 from stateway.storage.sql import SqlResponseStore
 from tests.storage.conftest import RecordFactory
 from tests.storage.test_queries import statements_written
@@ -64,11 +64,55 @@ async def test_finishing_touches_only_a_response_still_in_progress(
 ) -> None:
     row = started(record, "r1", "q")
     await store.save(row)
-    await store.finish(ended(row, "failed"))
-    await store.finish(ended(row, "completed"))
+    assert await store.finish(ended(row, "failed"))
+    assert not await store.finish(ended(row, "completed"))
     stored = await store.get(tenant, "r1")
     assert stored is not None
     assert stored.status == "failed"
+
+
+async def test_a_late_end_writes_nothing_into_a_response_ended_elsewhere(
+    store: SqlResponseStore, record: RecordFactory, tenant: str
+) -> None:
+    """A paused process's run ending after another process failed its row (a lapsed
+    lease): its output and its log's last events stay out of the failed row."""
+    row = started(record, "r1", "q")
+    await store.save(row)
+    judged = dataclasses.replace(ended(row, "failed"), events=EventBatch(0, [b'{"n":0}']))
+    assert await store.finish(judged)
+    late = dataclasses.replace(
+        ended(row, "completed", "late answer"), events=EventBatch(0, [b'{"n":"late"}'])
+    )
+    assert not await store.finish(late)
+    stored = await store.get(tenant, "r1")
+    assert stored is not None
+    assert (stored.status, stored.output_items) == ("failed", [])
+    log = await store.read_events(tenant, "r1", -1)
+    assert log is not None
+    assert log.events.payloads == [b'{"n":0}']
+
+
+async def test_a_late_end_in_a_shared_transaction_fails_alone(
+    store: SqlResponseStore, record: RecordFactory, tenant: str
+) -> None:
+    rows = [started(record, f"r{n}", "q") for n in range(4)]
+    await asyncio.gather(*(store.save(r) for r in rows))
+    assert await store.finish(ended(rows[1], "failed"))  # judged elsewhere
+    with statements_written(store) as executed:
+        taken = await asyncio.gather(
+            *(store.finish(ended(r, "completed", f"a{n}")) for n, r in enumerate(rows))
+        )
+    assert taken == [True, False, True, True]
+    # together first (rolled back at the update), then one by one: the late end alone
+    # writes no items
+    assert [sql.split()[0] for sql in executed] == ["UPDATE"] + ["UPDATE", "INSERT"] + [
+        "UPDATE"
+    ] + ["UPDATE", "INSERT"] * 2
+    for n, row in enumerate(rows):
+        stored = await store.get(tenant, row.id)
+        assert stored is not None
+        expected = ("failed", 0) if n == 1 else ("completed", 1)
+        assert (stored.status, len(stored.output_items)) == expected
 
 
 async def test_a_failed_response_lends_its_input_but_not_its_output(

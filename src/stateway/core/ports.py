@@ -306,12 +306,13 @@ class ResponseStore(Protocol):
         :class:`~stateway.core.errors.ConversationNotFound` having written nothing."""
         ...
 
-    async def finish(self, record: ResponseRecord) -> None:
+    async def finish(self, record: ResponseRecord) -> bool:
         """Update an unfinished response to ``record``'s status and body and add its output
-        items and its ``events``, atomically. A deleted response stays deleted; the status
-        and body of a response already finished are left as they are. With a ``turn``, the
-        turn's items are appended to the conversation it holds (unless deleted) and the
-        conversation is let go, in the same transaction."""
+        items and its ``events``, atomically. A deleted response stays deleted. With a
+        ``turn``, the turn's items are appended to the conversation it holds (unless
+        deleted) and the conversation is let go, in the same transaction. Return False,
+        having written nothing, when the response is finished already (another process
+        failed it: its lease was judged lapsed) or unknown."""
         ...
 
     async def in_progress(self) -> list[ResponseRecord]:

@@ -54,6 +54,7 @@ async def store_failed(
     the log again: a process that died may have had its last events committed after the
     log was read (its commit already sent), taking the number the terminal event was
     given."""
+    taken = False
     for retry in (False, True):
         current = await store.read_events(state.tenant_id, state.id, -1)
         if current is not None and current.status not in UNFINISHED:
@@ -66,13 +67,13 @@ async def store_failed(
         if encode is not None and current is not None and logged:
             final.events = terminal_batch(current.last, state, encode)
         try:
-            await store.finish(final)
+            taken = await store.finish(final)
         except StorageError:
             if final.events is None or retry:
                 raise
             continue
         break
-    return final.events
+    return final.events if taken else None  # not taken: another process ended it first
 
 
 def terminal_batch(last: int, state: ResponseState, encode: EventEncoder) -> EventBatch:

@@ -44,8 +44,8 @@ class TimedStore:
     async def save(self, record: ResponseRecord) -> None:
         await self._timed("save", self._store.save(record))
 
-    async def finish(self, record: ResponseRecord) -> None:
-        await self._timed("finish", self._store.finish(record))
+    async def finish(self, record: ResponseRecord) -> bool:
+        return await self._timed("finish", self._store.finish(record))
 
     async def in_progress(self) -> list[ResponseRecord]:
         return await self._timed("in_progress", self._store.in_progress())

@@ -23,13 +23,20 @@ statement once, over the rows of all its saves, in the order the committer was g
 (the store's :data:`~stateway.storage.sql.store.WRITE_ORDER`). Statements whose effect
 depends on earlier ones (a conversation turn's claim, then its row inserted only if the
 claim took) are written to need no answer in between.
+
+A run's end is *guarded* (:mod:`~stateway.storage.sql.writer`): it updates its row only
+while the row is in progress, and when it finds the row ended (another process failed it,
+its lease judged lapsed) it must write nothing else either, neither output items nor log
+events nor its conversation turn. A batch where a guard matched nothing is rolled back and
+its saves written one by one, like a batch that failed: the save whose guard failed alone
+is told so (:meth:`GroupCommitter.write` returns False), the others commit.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -38,7 +45,7 @@ from sqlalchemy.sql import Executable
 from stateway.core.errors import StorageError
 from stateway.storage.sql.errors import storage_errors
 from stateway.storage.sql.refusals import WriteRefusals
-from stateway.storage.sql.writer import Writer
+from stateway.storage.sql.writer import Unmatched, Writer
 
 log = logging.getLogger(__name__)
 
@@ -53,33 +60,41 @@ Rows = dict[Executable, list[dict[str, Any]]]
 @dataclass(slots=True)
 class PendingSave:
     rows: Rows
-    done: asyncio.Future[None]
+    done: asyncio.Future[bool]
 
 
 class GroupCommitter:
     def __init__(
-        self, writer: Writer, order: Sequence[Executable], refusals: WriteRefusals
+        self,
+        writer: Writer,
+        order: Sequence[Executable],
+        refusals: WriteRefusals,
+        guarded: Collection[Executable] = (),
     ) -> None:
         """``order``: every statement a save may use, in the order a batch runs them;
-        ``refusals``: where a transaction's lasting refusal is kept, until one commits."""
+        ``refusals``: where a transaction's lasting refusal is kept, until one commits;
+        ``guarded``: the statements each of whose rows must change one row, or their
+        save writes nothing."""
         self.writer = writer
         self._order = tuple(order)
+        self._guarded = frozenset(guarded)
         self._known = frozenset(order)
         self._refusals = refusals
         self._pending: list[PendingSave] = []
         self._writer: asyncio.Task[None] | None = None
 
-    async def write(self, rows: Rows) -> None:
+    async def write(self, rows: Rows) -> bool:
         """Write one save's rows (atomically, with whatever batch it joins); return once
-        committed."""
+        committed: True, or False when one of its guarded statements matched nothing (and
+        nothing of it was written)."""
         if not self._known.issuperset(rows):
             unknown = rows.keys() - self._known
             raise ValueError(f"statements missing from the write order: {unknown}")
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self._pending.append(PendingSave(rows, done))
         if self._writer is None or self._writer.done():
             self._writer = asyncio.create_task(self._drain())
-        await done
+        return await done
 
     async def aclose(self) -> None:
         if self._writer is not None:
@@ -100,17 +115,18 @@ class GroupCommitter:
                 raise
 
     async def _commit(self, batch: list[PendingSave]) -> None:
-        """Write ``batch`` together; if that fails, write its saves one by one."""
+        """Write ``batch`` together; if that fails, or a guard matched nothing, write its
+        saves one by one."""
         try:
             await self._write(batch)
-        except StorageError as exc:
+        except (StorageError, Unmatched) as exc:
             if len(batch) == 1:
                 _settle(batch[0], exc)
                 return
             for save in batch:
                 try:
                     await self._write([save])
-                except StorageError as single:
+                except (StorageError, Unmatched) as single:
                     _settle(save, single)
                 else:
                     _settle(save, None)
@@ -128,7 +144,7 @@ class GroupCommitter:
                 for statement in self._order
             ]
         with storage_errors("saving a response", self._refusals):
-            await self.writer.write(statements)
+            await self.writer.write(statements, self._guarded)
         self._refusals.landed()
 
 
@@ -137,10 +153,11 @@ def _fail(batch: list[PendingSave]) -> None:
         _settle(save, StorageError("Storage failed while saving a response."))
 
 
-def _settle(save: PendingSave, error: StorageError | None) -> None:
+def _settle(save: PendingSave, error: StorageError | Unmatched | None) -> None:
+    """Answer ``save``: written (True), its guard unmatched (False), or failed."""
     if save.done.done():  # its caller was cancelled; the outcome is still the same
         return
-    if error is None:
-        save.done.set_result(None)
+    if error is None or isinstance(error, Unmatched):
+        save.done.set_result(error is None)
     else:
         save.done.set_exception(error)

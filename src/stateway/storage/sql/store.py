@@ -10,7 +10,8 @@ Transactions: :meth:`save` (a run's in-progress row with its input) and :meth:`f
 atomic per response, with what a conversation turn writes to its conversation
 (:mod:`~stateway.storage.sql.conversation_queries`), as is each batch of
 :meth:`append_events`; writes that arrive together share one transaction
-(:mod:`~stateway.storage.sql.group_commit`). A turn's :meth:`save` then reads whether its
+(:mod:`~stateway.storage.sql.group_commit`); an end finding its row ended already (another
+process failed it) writes nothing. A turn's :meth:`save` then reads whether its
 row went in (a refused claim writes nothing). :meth:`delete` runs in its own transaction.
 Reads are not wrapped in one: :meth:`load_context` is a single statement, and :meth:`get`
 and :meth:`list_input_items` run two over rows that never change once written (bar
@@ -87,7 +88,9 @@ class SqlResponseStore:
         self.refusals = WriteRefusals()
         """The lasting refusal a write last met: every write of this store's engine passes
         it to :func:`~.errors.storage_errors`, its ping reads it."""
-        self._writes = GroupCommitter(writer_for(engine), WRITE_ORDER, self.refusals)
+        self._writes = GroupCommitter(
+            writer_for(engine), WRITE_ORDER, self.refusals, guarded=(queries.FINISH_RESPONSE,)
+        )
         self._ping = Ping(engine, self._reader, self._writes, self.refusals)
 
     @property
@@ -132,7 +135,9 @@ class SqlResponseStore:
         )
         await self._check_claimed(record.tenant_id, record.id, turn.conversation_id)
 
-    async def finish(self, record: ResponseRecord) -> None:
+    async def finish(self, record: ResponseRecord) -> bool:
+        """The end over a row still in progress, or nothing at all: :data:`FINISH_RESPONSE
+        <.queries.FINISH_RESPONSE>` is guarded (:mod:`~.group_commit`)."""
         update = {
             "tenant": record.tenant_id,
             "response": record.id,
@@ -152,7 +157,7 @@ class SqlResponseStore:
                 record.tenant_id, turn.conversation_id, turn.items, record.id
             )
             rows[cq.END_TURN] = [end_row(record.tenant_id, record.id, turn)]
-        await self._writes.write(rows)
+        return await self._writes.write(rows)
 
     async def _check_claimed(self, tenant_id: str, response_id: str, conversation_id: str) -> None:
         """Raise why a turn's claim was refused, told by its row being missing."""

@@ -26,21 +26,29 @@ transaction and returns once it is committed.
 
 Both tell their :attr:`~Writer.watchers` each statement's SQL before it runs (tests count
 statements and inject failures there); a watcher that raises fails the statement.
+
+A statement may be *guarded*: each of its rows must change one row (a run's end, over a
+row still in progress), or the whole transaction is rolled back and :class:`Unmatched`
+raised; the group committer then tells which save's guard failed by writing them alone.
+SQLite sums an ``executemany``'s changes in the cursor's ``rowcount``; asyncpg's
+``executemany`` reports nothing, so a guarded statement runs there with ``RETURNING``
+through ``fetchmany`` (the same pipelined round trip) and its returned rows are counted.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from contextlib import suppress
 from queue import SimpleQueue
 from typing import Any, Protocol
 
+from sqlalchemy import Integer, event, literal_column, pool
 from sqlalchemy import create_engine as create_sync_engine
-from sqlalchemy import event, pool
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.sql import Executable
+from sqlalchemy.sql.dml import UpdateBase
 
 from stateway.core.errors import StorageReadOnly
 from stateway.storage.sql.engine import SQLITE_SYNC_DRIVER, apply_sqlite_pragmas, is_sqlite
@@ -55,12 +63,18 @@ Watcher = Callable[[str], None]
 """Told a statement's SQL before it runs."""
 
 
+class Unmatched(Exception):
+    """A guarded statement changed fewer rows than it was given: nothing was written."""
+
+
 class Writer(Protocol):
     watchers: list[Watcher]
 
-    async def write(self, statements: Statements) -> None:
-        """Run ``statements`` in one transaction; return once committed. Database errors
-        leave as the driver's or SQLAlchemy's exceptions."""
+    async def write(self, statements: Statements, guarded: Collection[Executable] = ()) -> None:
+        """Run ``statements`` in one transaction; return once committed. A statement of
+        ``guarded`` whose rows change fewer rows than they are rolls it back and raises
+        :class:`Unmatched`. Database errors leave as the driver's or SQLAlchemy's
+        exceptions."""
         ...
 
     async def aclose(self) -> None: ...
@@ -78,19 +92,28 @@ class AsyncWriter:
         self._engine = engine
         self.watchers: list[Watcher] = []
         self._prepared = PreparedStatements(engine.dialect)
+        self._counted: dict[Executable, Executable] = {}
 
-    async def write(self, statements: Statements) -> None:
+    async def write(self, statements: Statements, guarded: Collection[Executable] = ()) -> None:
         async with self._engine.connect() as connection:
             pooled = await connection.get_raw_connection()
             driver: Any = pooled.driver_connection  # asyncpg's Connection (no type information)
             try:
                 async with driver.transaction():
                     for statement, rows in statements:
-                        if rows:
-                            prepared = self._prepared.get(statement, rows[0])
-                            for watch in self.watchers:
-                                watch(prepared.sql)
-                            await driver.executemany(prepared.sql, list(map(prepared.bind, rows)))
+                        if not rows:
+                            continue
+                        counted = statement in guarded
+                        if counted:
+                            statement = self._returning(statement)
+                        prepared = self._prepared.get(statement, rows[0])
+                        for watch in self.watchers:
+                            watch(prepared.sql)
+                        values = list(map(prepared.bind, rows))
+                        if not counted:
+                            await driver.executemany(prepared.sql, values)
+                        elif len(await driver.fetchmany(prepared.sql, values)) < len(rows):
+                            raise Unmatched()
             except BaseException as failure:
                 # Gone (a server restart), silent past its timeout (the answer may yet
                 # come), or read-only (a standby: a new one may reach the primary): the
@@ -103,11 +126,21 @@ class AsyncWriter:
                     await connection.invalidate(failure)
                 raise
 
+    def _returning(self, statement: Executable) -> Executable:
+        """``statement`` returning a row per row it changes (built once)."""
+        counted = self._counted.get(statement)
+        if counted is None:
+            if not isinstance(statement, UpdateBase):
+                raise TypeError(f"only a DML statement can be guarded: {statement}")
+            counted = statement.returning(literal_column("1", Integer))
+            self._counted[statement] = counted
+        return counted
+
     async def aclose(self) -> None:
         return None
 
 
-_Job = tuple[Statements, asyncio.AbstractEventLoop, "asyncio.Future[None]"]
+_Job = tuple[Statements, Collection[Executable], asyncio.AbstractEventLoop, "asyncio.Future[None]"]
 
 
 class ThreadWriter:
@@ -121,10 +154,10 @@ class ThreadWriter:
         self._thread: threading.Thread | None = None
         self._prepared = PreparedStatements(self._engine.dialect)
 
-    async def write(self, statements: Statements) -> None:
+    async def write(self, statements: Statements, guarded: Collection[Executable] = ()) -> None:
         loop = asyncio.get_running_loop()
         done: asyncio.Future[None] = loop.create_future()
-        self._jobs.put((statements, loop, done))
+        self._jobs.put((statements, guarded, loop, done))
         if self._thread is None:
             self._thread = threading.Thread(target=self._serve, name="stateway-writer", daemon=True)
             self._thread.start()
@@ -144,12 +177,12 @@ class ThreadWriter:
         connection = None
         try:
             while (job := self._jobs.get()) is not None:
-                statements, loop, done = job
+                statements, guarded, loop, done = job
                 error: BaseException | None = None
                 try:
                     if connection is None:
                         connection = self._engine.raw_connection()
-                    self._run(connection.driver_connection, statements)
+                    self._run(connection.driver_connection, statements, guarded)
                 except BaseException as exc:  # noqa: BLE001  # every outcome goes back to the loop
                     error = exc
                     if connection is not None and refusal(exc) is StorageReadOnly:
@@ -161,7 +194,9 @@ class ThreadWriter:
                 connection.close()
             self._engine.dispose()
 
-    def _run(self, connection: Any, statements: Statements) -> None:
+    def _run(
+        self, connection: Any, statements: Statements, guarded: Collection[Executable]
+    ) -> None:
         """One transaction: ``sqlite3`` opens it before the first write."""
         cursor = connection.cursor()
         try:
@@ -172,6 +207,8 @@ class ThreadWriter:
                 for watch in self.watchers:
                     watch(prepared.sql)
                 cursor.executemany(prepared.sql, map(prepared.bind, rows))
+                if statement in guarded and cursor.rowcount < len(rows):
+                    raise Unmatched()
             connection.commit()
         except BaseException:
             with suppress(Exception):  # the statement's own error is the one to report
