@@ -11,6 +11,7 @@ from stateway.core.errors import (
     InternalError,
     NotFound,
     ResponseInProgress,
+    ServerRestarted,
     ServerShuttingDown,
     StorageError,
     StorageFull,
@@ -18,11 +19,13 @@ from stateway.core.errors import (
 )
 from stateway.core.gateway import Gateway
 from stateway.core.inference import Delta, Finish, ReasoningDelta, TextDelta, ToolCallDelta
+from stateway.core.ownership import fail_owned
 from stateway.core.ports import ResponseRecord, StoredChain
 from stateway.core.principal import Principal
 from stateway.core.response import INTERRUPTED_REASON
 from stateway.core.runs import CancelReason, Run
-from stateway.protocols.responses.encode import encode_response
+from stateway.protocols.responses.encode import encode_event_json, encode_response
+from stateway.protocols.responses.event_log import decode_event_json
 from tests.core.fakes import MemoryStore, ScriptedBackend
 from tests.core.test_loop import gateway_for, user
 
@@ -90,7 +93,7 @@ class FullStore(MemoryStore):
             raise StorageFull("Storage failed while saving a response.")
         await super().save(record)
 
-    async def finish(self, record: ResponseRecord) -> None:
+    async def finish(self, record: ResponseRecord) -> bool:
         raise StorageFull("Storage failed while saving a response.")
 
 
@@ -122,7 +125,7 @@ class CrashingStore(MemoryStore):
             raise RuntimeError("a bug in the store")
         await super().save(record)
 
-    async def finish(self, record: ResponseRecord) -> None:
+    async def finish(self, record: ResponseRecord) -> bool:
         raise RuntimeError("a bug in the store")
 
 
@@ -341,3 +344,30 @@ async def test_a_notice_is_not_logged_while_the_run_is_finishing() -> None:
     gate.set()
     await run.wait()
     assert not [e for e in run.events if isinstance(e, ev.Notice)]
+
+
+async def test_a_run_ending_after_another_process_failed_it_ends_as_stored() -> None:
+    """A paused process's lease lapsed and another process failed its run's row
+    (``server_restarted``); the run, a stream not journaled, ends before this process's
+    next beat could tell it. Its late end writes nothing into the failed row, and its
+    client is told the stored end, not ``completed``."""
+    backend, store, gateway = generating()
+    run = await started(gateway, backend)
+    [record] = store.records.values()
+    await fail_owned(store, record, encode_event_json, decode_event_json)  # judged elsewhere
+    backend.gate.set()
+    await run.wait()
+
+    stored = await store.get(record.tenant_id, run.id)
+    assert stored is not None
+    assert (stored.status, stored.output_items) == ("failed", [])
+    assert isinstance(run.error, ServerRestarted)  # non-stream callers: 503 server_restarted
+    assert run.state.status == "failed"
+    assert run.state.completed_at is None
+    last = run.events[-1]  # what a stream client sees last
+    assert isinstance(last, ev.ResponseFinished)
+    body = encode_response(last.response)
+    assert (body["status"], body["error"]["code"]) == ("failed", "server_restarted")
+    assert body["output"] == []  # as stored: its output was never kept
+    answer = await gateway.execute(Principal(), GetResponse(run.id))
+    assert encode_response(answer) == body

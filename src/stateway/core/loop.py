@@ -51,7 +51,7 @@ from stateway.core.errors import (
 from stateway.core.hidden import visible
 from stateway.core.inference import PAUSED, InferenceRequest
 from stateway.core.items import CUSTOM_TOOL_CALL, FUNCTION_CALL, TOOL_SEARCH_CALL, Item
-from stateway.core.ownership import ProcessIdentity
+from stateway.core.ownership import ProcessIdentity, end_as_stored
 from stateway.core.ports import ConversationTurn, ResponseRecord, ResponseStore, Sealer
 from stateway.core.reasoning import wrapped
 from stateway.core.response import (
@@ -318,8 +318,13 @@ class Loop:
                     announce(run)
                     record = final_record(state)
                     record.turn = turn_end(state, run.input_items)
-                    await self._store.finish(await _with_log(run, record))
-                    if run.journal is not None:
+                    if not await self._store.finish(await _with_log(run, record)):
+                        # Ended elsewhere first (this process's lease lapsed, and another
+                        # failed the row): nothing of it was stored, its end is the stored one.
+                        log.error("response %s was ended by another process first", state.id)
+                        stored = await self._store.get(state.tenant_id, state.id)
+                        run.error = end_as_stored(state, stored)
+                    elif run.journal is not None:
                         run.journal.sealed()
             except StorageError as exc:
                 _detached(exc)  # the save may keep it (in a future): its frames hold the run

@@ -22,10 +22,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from stateway.core.errors import ServerRestarted, StorageError, StorageFull, StorageReadOnly
+from stateway.core.errors import (
+    GatewayError,
+    ServerRestarted,
+    StorageError,
+    StorageFull,
+    StorageReadOnly,
+)
 from stateway.core.journal import EventDecoder, EventEncoder
 from stateway.core.ports import EventBatch, ResponseRecord, ResponseStore
-from stateway.core.response import load_state
+from stateway.core.response import UNFINISHED, ResponseState, load_state
 from stateway.core.settling import store_failed
 
 log = logging.getLogger(__name__)
@@ -124,6 +130,26 @@ async def fail_owned(
     state.fail(ServerRestarted())
     state.completed_at = None
     return await store_failed(store, state, encode, decode=decode)
+
+
+def end_as_stored(state: ResponseState, stored: ResponseRecord | None) -> GatewayError | None:
+    """Make ``state``, a run's end the store did not take because another process ended
+    its row first (its lease judged lapsed: ``failed``, ``server_restarted``), the end
+    stored: what its clients are told is what a retrieve and the watchers elsewhere were,
+    its output included (none, unless the judge rebuilt it from the run's log). Return the
+    error a non-stream client is answered with: the stored failure (only judging, or
+    start-up marking, ends another process's row, with ``server_restarted``); None for a
+    stored end that is not a failure. A row no longer readable (deleted since) is taken
+    as judged."""
+    if stored is None or stored.status in UNFINISHED:
+        state.fail(ServerRestarted())
+        state.output, state.completed_at, state.incomplete_reason = [], None, None
+        return ServerRestarted()
+    ended = load_state(stored.tenant_id, stored.body, stored.output_items)
+    state.status, state.error = ended.status, ended.error
+    state.incomplete_reason, state.completed_at = ended.incomplete_reason, ended.completed_at
+    state.output, state.usage = ended.output, ended.usage
+    return ServerRestarted() if ended.status == "failed" else None
 
 
 async def died_running(store: ResponseStore, tenant_id: str, response_id: str) -> bool:
