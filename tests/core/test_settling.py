@@ -71,6 +71,23 @@ async def test_a_row_ended_meanwhile_is_left_and_a_deleted_one_ended_without_a_l
     assert KEY not in store.events
 
 
+class EndedBetween(MemoryStore):
+    """Another process ends the row (judging a lapsed lease) between the log's read and
+    the save of the end."""
+
+    async def finish(self, record: ResponseRecord) -> bool:
+        self.records[KEY].status = "failed"
+        return await super().finish(record)
+
+
+async def test_a_row_ended_between_the_read_and_the_save_gives_no_terminal_event() -> None:
+    """The save wrote nothing: no terminal event of it is published to followers."""
+    store = EndedBetween()
+    state = await in_progress(store, background=True)
+    assert await store_failed(store, state, encode) is None
+    assert KEY not in store.events
+
+
 class CountingStore(MemoryStore):
     """A store whose ``finish`` fails while ``fail_final``; ``failed`` is set once it
     failed ``until`` times."""

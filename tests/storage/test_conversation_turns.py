@@ -132,6 +132,24 @@ async def test_a_stale_lock_is_taken_and_a_live_one_is_not(
     assert await loaded(conversations, tenant) == ["hello"]
 
 
+async def test_a_late_end_of_a_turn_another_process_failed_appends_nothing(
+    store: SqlResponseStore,
+    conversations: SqlConversationStore,
+    record: RecordFactory,
+    tenant: str,
+    conversation: str,
+) -> None:
+    """Its process paused past its lease, the turn was failed elsewhere (no turn: the
+    conversation is free as its holder ended); its run's end, arriving late, must not add
+    a failed response's items to the conversation."""
+    paused = start(record, "r1", text="question")
+    await store.save(paused)
+    assert await store.finish(replace(paused, status="failed", input_items=[], turn=None))
+    assert not await store.finish(end(paused, answer="late answer"))
+    assert await loaded(conversations, tenant) == ["hello"]
+    await store.save(start(record, "r2"))  # still free
+
+
 async def test_a_turn_whose_context_is_out_of_date_is_refused(
     store: SqlResponseStore,
     conversations: SqlConversationStore,

@@ -49,7 +49,8 @@ async def store_failed(
     when it has one (a background response's, or any run's that journaled events); return
     that event's batch. With ``decode`` (a run whose process died: ``state`` has no
     output), its output is first rebuilt from that log (:mod:`.logged_output`). A row
-    another process ended is left as it is; a deleted one is ended without its log (never
+    another process ended, before the save or while it was made, is left as it is (None:
+    no terminal event was stored); a deleted one is ended without its log (never
     read again). A save with a terminal event that fails is made once more after reading
     the log again: a process that died may have had its last events committed after the
     log was read (its commit already sent), taking the number the terminal event was
