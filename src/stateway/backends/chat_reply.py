@@ -1,6 +1,7 @@
 """A Chat Completions reply (a ``chat.completion``, or a stream's ``chat.completion.chunk``)
 read as canonical deltas: reasoning (``reasoning_content`` or ``reasoning``), text with its
-tokens, a refusal, tool calls, usage and the finish, in streaming order. A finish reason
+tokens, a refusal, tool calls (a custom tool's too: :mod:`stateway.backends.chat_custom_calls`),
+usage and the finish, in streaming order. A finish reason
 saying the server gave up on the answer (vLLM's ``abort``, ``error``) is an
 :class:`~stateway.core.errors.UpstreamError`. Field types an upstream got wrong are read
 leniently (:mod:`stateway.backends.upstream_values`)."""
@@ -12,6 +13,7 @@ from typing import Any
 
 import orjson
 
+from stateway.backends.chat_custom_calls import CustomInputs, custom_call, whole_arguments
 from stateway.backends.chat_logprobs import chunk_tokens, text_tokens
 from stateway.backends.chat_usage import from_chat_usage
 from stateway.backends.upstream_values import count, obj, text
@@ -28,9 +30,13 @@ from stateway.core.inference import (
 from stateway.core.items import Item
 
 
-def from_upstream_chunk(chunk: dict[str, Any], tokens: bool = False) -> list[Delta]:
+def from_upstream_chunk(
+    chunk: dict[str, Any], tokens: bool = False, custom: CustomInputs | None = None
+) -> list[Delta]:
     """Deltas of one ``chat.completion.chunk``; its text's ``tokens`` (``logprobs``) are
-    read only when asked for. A plain loop over a list: it runs for every chunk."""
+    read only when asked for; its custom calls' fragments by the stream's ``custom``, which
+    the finish closes (a chunk read alone, to see how a relayed stream ends, is read by a
+    state of its own). A plain loop over a list: it runs for every chunk."""
     deltas: list[Delta] = []
     for choice in chunk.get("choices") or ():
         if choice.get("index", 0) != 0:
@@ -39,9 +45,12 @@ def from_upstream_chunk(chunk: dict[str, Any], tokens: bool = False) -> list[Del
         given = choice.get("logprobs") if tokens else None
         if given or not _one_field(delta, deltas):
             tokens_given = chunk_tokens(given) if given else None
-            _message_deltas(obj(delta), _chunk_call_index, tokens_given, deltas)
+            inputs = CustomInputs() if custom is None else custom
+            _message_deltas(obj(delta), _chunk_call_index, tokens_given, deltas, inputs)
         reason = text(choice.get("finish_reason"))
         if reason:
+            if custom is not None:
+                deltas += custom.closing()
             deltas.append(Finish(_ending(reason), _stop_sequence(choice)))
     usage = chunk.get("usage")
     if usage:
@@ -134,9 +143,11 @@ def _message_deltas(
     call_index: Callable[[int, dict[str, Any]], int],
     tokens: list[Item] | None,
     deltas: list[Delta],
+    custom: CustomInputs | None = None,
 ) -> None:
     """Reasoning, text (with its ``tokens``), a refusal and tool calls of a message or a
-    streamed delta, in that order, added to ``deltas``."""
+    streamed delta (its custom calls' fragments read by the stream's ``custom``), in that
+    order, added to ``deltas``."""
     reasoning = text(message.get("reasoning_content")) or text(message.get("reasoning"))
     if reasoning:
         deltas.append(ReasoningDelta(reasoning))
@@ -149,6 +160,10 @@ def _message_deltas(
     if refusal:
         deltas.append(RefusalDelta(text(refusal) or ""))
     for position, call in enumerate(message.get("tool_calls") or ()):
+        given = custom_call(call)
+        if given is not None:
+            deltas.append(_custom(call_index(position, call), call, given, custom))
+            continue
         function = obj(call.get("function"))
         deltas.append(
             ToolCallDelta(
@@ -166,3 +181,13 @@ def _arguments(value: Any) -> str:
     if type(value) is dict:
         return orjson.dumps(value).decode()
     return text(value) or ""
+
+
+def _custom(
+    index: int, call: dict[str, Any], given: dict[str, Any], custom: CustomInputs | None
+) -> ToolCallDelta:
+    """A custom tool's call (its fragment, in a stream) as the offered function's."""
+    call_id = text(call.get("id")) or None
+    if custom is not None:
+        return custom.piece(index, call_id, given)
+    return ToolCallDelta(index, call_id, text(given.get("name")) or None, whole_arguments(given))

@@ -8,7 +8,9 @@ OpenAI): canonical items to ``messages`` and back.
 (:func:`~stateway.backends.upstream_status.classify_reported`). A JSON reply to a
 streamed request is read as a non-streamed one (an error alone, as some proxies answer).
 A streamed call's name reaches the core whole, however the upstream splits or repeats it
-(:mod:`stateway.backends.chat_call_names`). A streamed round asking for the text's tokens
+(:mod:`stateway.backends.chat_call_names`); a custom tool's call (OpenAI's ``type:
+"custom"``) as the call of the function the tool was offered as
+(:mod:`stateway.backends.chat_custom_calls`). A streamed round asking for the text's tokens
 with tools, which llama-server refuses streamed, is asked whole once it has refused one
 (:meth:`ChatBackend._tokens_with_tools`).
 Item and tool types the gateway does not model cannot be carried
@@ -33,6 +35,7 @@ core splices it into the client's body (:meth:`ForwardChat.salted_body_for
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import AsyncGenerator, Callable, Iterable, Mapping
 from contextlib import aclosing
@@ -41,6 +44,7 @@ from typing import Any, Literal
 import orjson
 
 from stateway.backends.chat_call_names import CallNames
+from stateway.backends.chat_custom_calls import CustomInputs
 from stateway.backends.chat_reply import from_upstream_chunk, from_upstream_completion
 from stateway.backends.chat_request import REASONING_FIELDS, TEXT_PARTS, to_upstream
 from stateway.backends.chat_system_messages import merge_user_turns
@@ -195,7 +199,7 @@ class ChatBackend:
                 return
             finished: bool | None = None  # None until the first delta
             answered = request.answered  # a traced attempt's: noted from the chunks
-            decode = self._decode_chunk if answered is None else self._noting(answered)
+            decode = self._decoder(CustomInputs(), answered)
             if self._think_tags:
                 decode = untagged(decode, opened=self._opened)
             calls: CallNames | None = None  # made at the first call fragment
@@ -222,22 +226,27 @@ class ChatBackend:
             if not finished:
                 raise cut_short(self.name)
 
-    def _decode_chunk(self, data: bytes, tokens: bool) -> list[Delta]:
+    def _decode_chunk(self, data: bytes, tokens: bool, custom: CustomInputs) -> list[Delta]:
         try:
             chunk = orjson.loads(data)
             self._check_reported(chunk, mid_stream=True)
-            return from_upstream_chunk(chunk, tokens)
+            return from_upstream_chunk(chunk, tokens, custom)
         except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
             raise UpstreamError(f"The model server '{self.name}' sent a malformed chunk.") from exc
 
-    def _noting(self, answered: Answered) -> Callable[[bytes, bool], list[Delta]]:
-        """:meth:`_decode_chunk`, noting the ``id`` and ``model`` of the chunks in
-        ``answered`` until both are known (each such chunk parsed once more: for a traced
-        attempt only). Usually the first names them; Azure OpenAI's first, of prompt
-        filter results, has both empty."""
+    def _decoder(
+        self, custom: CustomInputs, answered: Answered | None
+    ) -> Callable[[bytes, bool], list[Delta]]:
+        """:meth:`_decode_chunk` for one stream, whose custom calls ``custom`` reads
+        (:mod:`stateway.backends.chat_custom_calls`); for a traced attempt, noting the
+        ``id`` and ``model`` of the chunks in ``answered`` until both are known (each such
+        chunk parsed once more). Usually the first names them; Azure OpenAI's first, of
+        prompt filter results, has both empty."""
+        if answered is None:
+            return functools.partial(self._decode_chunk, custom=custom)  # no frame of its own
 
         def decode(data: bytes, tokens: bool) -> list[Delta]:
-            deltas = self._decode_chunk(data, tokens)
+            deltas = self._decode_chunk(data, tokens, custom)
             if answered.response_id is None or answered.model is None:
                 chunk = orjson.loads(data)
                 answered.note(chunk.get("id"), chunk.get("model"))

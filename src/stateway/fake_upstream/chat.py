@@ -239,11 +239,7 @@ def completion(request: ChatRequest, plan: Plan) -> dict[str, Any]:
         message["refusal"] = plan.refusal_text
     if plan.tool_calls:
         message["tool_calls"] = [
-            {
-                "id": call.call_id,
-                "type": "function",
-                "function": {"name": call.name, "arguments": call.arguments},
-            }
+            {"id": call.call_id, **_called(plan, call.name, call.arguments)}
             for call in plan.tool_calls
         ]
     if plan.reasoning:
@@ -360,18 +356,14 @@ def _call_fragments(plan: Plan) -> Iterator[tuple[dict[str, Any], int]]:
     argument pieces; with ``[[interleave]]``, every call's opening one first, then the
     pieces by turns (call 0's first, call 1's first, call 0's second, ...)."""
     openings = [
-        {
-            "index": index,
-            "id": call.call_id,
-            "type": "function",
-            "function": {"name": call.name, "arguments": ""},
-        }
+        {"index": index, "id": call.call_id, **_called(plan, call.name, "")}
         for index, call in enumerate(plan.tool_calls)
     ]
+    field, key = ("custom", "input") if plan.custom_calls else ("function", "arguments")
     pieces = [
         [
-            {"index": index, "function": {"arguments": piece}}
-            for piece in argument_chunks(call.arguments)
+            {"index": index, field: {key: piece}}
+            for piece in argument_chunks(_given(plan, call.arguments))
         ]
         for index, call in enumerate(plan.tool_calls)
     ]
@@ -383,3 +375,27 @@ def _call_fragments(plan: Plan) -> Iterator[tuple[dict[str, Any], int]]:
     yield from ((opening, STRUCT) for opening in openings)
     for turn in itertools.zip_longest(*pieces):
         yield from ((piece, PAYLOAD) for piece in turn if piece is not None)
+
+
+def _called(plan: Plan, name: str, arguments: str) -> dict[str, Any]:
+    """A call's ``type`` and what it calls: a function with its ``arguments``, or with
+    ``[[custom]]`` a custom tool with its raw ``input``, as OpenAI answers one."""
+    if plan.custom_calls:
+        return {"type": "custom", "custom": {"name": name, "input": _raw_input(arguments)}}
+    return {"type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def _given(plan: Plan, arguments: str) -> str:
+    """What a call's streamed pieces carry: its arguments, or a custom call's raw input."""
+    return _raw_input(arguments) if plan.custom_calls else arguments
+
+
+def _raw_input(arguments: str) -> str:
+    """A custom call's raw input: the ``input`` string of its scripted arguments, else
+    the arguments as they are."""
+    try:
+        parsed = orjson.loads(arguments)
+    except orjson.JSONDecodeError:
+        return arguments
+    value = parsed.get("input") if isinstance(parsed, dict) else None
+    return value if isinstance(value, str) else arguments

@@ -86,6 +86,8 @@ class Plan:
     interleave: bool = False
     """The tool calls' streamed fragments are interleaved (``[[interleave]]``; the Chat
     wire only)."""
+    custom_calls: bool = False
+    """The tool calls are custom tools' (``[[custom]]``; the Chat wire only)."""
     think_tags: bool = False
     """The reasoning goes in the content, between ``<think>`` tags (``[[think]]``; the Chat
     wire only)."""
@@ -189,6 +191,7 @@ def build_plan(conversation: Conversation, script: Script, max_tokens: int | Non
         script.hidden,
         stop_reason=script.stop,
         interleave=script.interleave,
+        custom_calls=script.custom,
         think_tags=script.think,
     )
 

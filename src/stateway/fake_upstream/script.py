@@ -13,6 +13,9 @@ Grammar (names are lower case, no spaces inside the brackets)::
                           every call's opening fragment (id and name), then their argument
                           pieces by turns, each under its call's ``index`` (as some servers
                           stream parallel calls; the Responses wire ignores it)
+    [[custom]]            on the Chat wire, answer the tool calls as OpenAI's Chat answers a
+                          custom tool's: ``type: "custom"``, the raw input (ARGS' ``input``
+                          string, else ARGS) under ``custom.input``, streamed or not
     [[item:JSON]]         on the Responses wire, also output the item JSON (an object) whole,
                           its ``id`` given if missing (repeatable; the Chat wire ignores it)
     [[reason:TEXT]]       emit TEXT as reasoning first (repeatable, joined by a space)
@@ -114,7 +117,17 @@ _CLOSE = "]]"
 _HEAD = re.compile(r"([a-z]+)(:|\]\])")
 _TOOL_NAME = re.compile(r"([A-Za-z0-9_.\-]+):")
 _FLAGS = frozenset(
-    {"echo", "length", "hidden", "think", "interleave", "llamacpp", "reported", "unanswered"}
+    {
+        "echo",
+        "length",
+        "hidden",
+        "think",
+        "interleave",
+        "custom",
+        "llamacpp",
+        "reported",
+        "unanswered",
+    }
 )
 _INTEGERS = {
     "error": "error",
@@ -155,6 +168,7 @@ class Script:
     hidden: bool = False
     think: bool = False
     interleave: bool = False
+    custom: bool = False
     llamacpp: bool = False
     reported: bool = False
     unanswered: bool = False

@@ -1,0 +1,89 @@
+"""A Chat upstream answering a ``custom`` tool's call (``type: "custom"``, its raw
+``input``), as OpenAI's Chat Completions answers one, through the real gateway and each
+SDK: a Responses client gets the ``custom_tool_call`` it declared, a Messages client the
+``tool_use`` of the function it declared, streamed or not, never a nameless call. (On the
+Responses wire the fake ignores ``[[custom]]``: the same answers must come from its
+function calls.)"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+from anthropic import Anthropic
+from openai import OpenAI
+
+MODEL = "fake-model"
+APPLY_PATCH: dict[str, Any] = {
+    "type": "custom",
+    "name": "apply_patch",
+    "description": "Apply a patch",
+    "format": {"type": "grammar", "syntax": "lark", "definition": "start: /.+/"},
+}
+PATCH = '*** Begin Patch\n*** Add File: a.json\n+{"input": "x"}\n*** End Patch'
+"""A raw input with quotes, line breaks and JSON in it, longer than one streamed piece."""
+DIRECTIVE = "[[custom]][[tool:apply_patch:" + orjson.dumps({"input": PATCH}).decode() + "]]"
+
+
+def test_a_custom_call_is_the_declared_custom_tool_call(client: OpenAI) -> None:
+    first = client.responses.create(model=MODEL, input=DIRECTIVE, tools=[APPLY_PATCH])  # type: ignore[list-item]
+    [call] = first.output
+    assert call.type == "custom_tool_call"
+    assert (call.name, call.input) == ("apply_patch", PATCH)
+    second = client.responses.create(
+        model=MODEL,
+        previous_response_id=first.id,
+        input=[{"type": "custom_tool_call_output", "call_id": call.call_id, "output": "done"}],
+        tools=[APPLY_PATCH],  # type: ignore[list-item]
+    )
+    assert second.status == "completed"
+
+
+def test_a_streamed_custom_call_is_the_declared_custom_tool_call(client: OpenAI) -> None:
+    with client.responses.stream(
+        model=MODEL,
+        input=DIRECTIVE,
+        tools=[APPLY_PATCH],  # type: ignore[list-item]
+    ) as stream:
+        events = list(stream)
+        final = stream.get_final_response()
+    done = next(e for e in events if e.type == "response.custom_tool_call_input.done")
+    assert done.input == PATCH  # type: ignore[union-attr]
+    [call] = final.output
+    assert call.type == "custom_tool_call"
+    assert (call.name, call.input) == ("apply_patch", PATCH)
+
+
+INPUT_TOOL: dict[str, Any] = {
+    "name": "apply_patch",
+    "description": "Apply a patch",
+    "input_schema": {
+        "type": "object",
+        "properties": {"input": {"type": "string"}},
+        "required": ["input"],
+    },
+}
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_custom_call_is_a_tool_use_for_messages(claude: Anthropic, stream: bool) -> None:
+    content = [{"role": "user", "content": DIRECTIVE}]
+    if stream:
+        with claude.messages.stream(
+            model=MODEL,
+            max_tokens=256,
+            messages=content,  # type: ignore[arg-type]
+            tools=[INPUT_TOOL],  # type: ignore[list-item]
+        ) as events:
+            message = events.get_final_message()
+    else:
+        message = claude.messages.create(
+            model=MODEL,
+            max_tokens=256,
+            messages=content,  # type: ignore[arg-type]
+            tools=[INPUT_TOOL],  # type: ignore[list-item]
+        )
+    [use] = [block for block in message.content if block.type == "tool_use"]
+    assert (use.name, use.input) == ("apply_patch", {"input": PATCH})
+    assert message.stop_reason == "tool_use"
