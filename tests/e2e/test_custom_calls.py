@@ -87,3 +87,64 @@ def test_a_custom_call_is_a_tool_use_for_messages(claude: Anthropic, stream: boo
     [use] = [block for block in message.content if block.type == "tool_use"]
     assert (use.name, use.input) == ("apply_patch", {"input": PATCH})
     assert message.stop_reason == "tool_use"
+
+
+CHAT_APPLY_PATCH: dict[str, Any] = {
+    "type": "custom",
+    "custom": {
+        "name": "apply_patch",
+        "description": "Apply a patch",
+        "format": {"type": "grammar", "grammar": {"syntax": "lark", "definition": "start: /.+/"}},
+    },
+}
+
+
+def test_a_chat_client_declaring_a_custom_tool_gets_its_custom_call(client: OpenAI) -> None:
+    """Forwarded to a Chat upstream as sent, translated for a Responses one: either way
+    the client's custom tool is called as one, and its call and output are taken back."""
+    messages: list[Any] = [{"role": "user", "content": DIRECTIVE}]
+    completion = client.chat.completions.create(
+        model=MODEL,
+        messages=messages,
+        tools=[CHAT_APPLY_PATCH],  # type: ignore[list-item]
+    )
+    assert completion.choices[0].finish_reason == "tool_calls"
+    [call] = completion.choices[0].message.tool_calls or []
+    assert call.type == "custom"
+    assert (call.custom.name, call.custom.input) == ("apply_patch", PATCH)
+    messages += [
+        {"role": "assistant", "tool_calls": [call.model_dump(exclude_none=True)]},
+        {"role": "tool", "tool_call_id": call.id, "content": "patched"},
+        {"role": "user", "content": "[[echo]]"},
+    ]
+    answer = client.chat.completions.create(
+        model=MODEL,
+        messages=messages,
+        tools=[CHAT_APPLY_PATCH],  # type: ignore[list-item]
+        tool_choice={"type": "custom", "custom": {"name": "apply_patch"}},
+    )
+    assert answer.choices[0].finish_reason == "stop"
+    assert "patched" in (answer.choices[0].message.content or "")
+
+
+def test_a_chat_client_streaming_gets_the_custom_call(client: OpenAI) -> None:
+    chunks = list(
+        client.chat.completions.create(
+            model=MODEL,
+            messages=[{"role": "user", "content": DIRECTIVE}],
+            tools=[CHAT_APPLY_PATCH],  # type: ignore[list-item]
+            stream=True,
+        )
+    )
+    fragments = [
+        fragment.model_dump()
+        for chunk in chunks
+        if chunk.choices
+        for fragment in chunk.choices[0].delta.tool_calls or ()
+    ]
+    assert fragments[0]["type"] == "custom"
+    assert fragments[0]["custom"]["name"] == "apply_patch"
+    assert {f["index"] for f in fragments} == {0}
+    assert not any(f.get("function") for f in fragments)
+    assert "".join(f["custom"]["input"] or "" for f in fragments) == PATCH
+    assert chunks[-1].choices[0].finish_reason == "tool_calls"

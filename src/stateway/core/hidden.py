@@ -5,7 +5,8 @@ Chat Completions and Messages clients can neither declare nor show ``mcp`` or
 (:attr:`~stateway.core.commands.CreateResponse.hidden_rounds`): the loop runs those calls
 in rounds of their own, exactly as for a Responses client, and the run's output and events
 keep every item. Their encoders show only the :func:`visible` items: assistant messages
-(the text of every round, in order), reasoning, and the client's own function calls. The
+(the text of every round, in order), reasoning, and the client's own function calls (and
+custom tool calls, which a Chat client may declare). The
 gateway's items (``mcp_list_tools``, ``mcp_call``, ``web_search_call``, ...) and their
 events are left out, and what the client must do next is answer :func:`client_calls`, or
 nothing. Usage is the run's, summed over every round.
@@ -16,9 +17,11 @@ from __future__ import annotations
 from typing import Final
 
 from stateway.core import events as ev
-from stateway.core.items import FUNCTION_CALL, MESSAGE, REASONING, Item
+from stateway.core.items import CUSTOM_TOOL_CALL, FUNCTION_CALL, MESSAGE, REASONING, Item
 
-VISIBLE: Final = frozenset({MESSAGE, REASONING, FUNCTION_CALL})
+CLIENT_CALLS: Final = frozenset({FUNCTION_CALL, CUSTOM_TOOL_CALL})
+"""The types of the calls a client answers."""
+VISIBLE: Final = frozenset({MESSAGE, REASONING}) | CLIENT_CALLS
 """The output item types such a client is shown."""
 
 
@@ -46,5 +49,6 @@ def shows(event: ev.Event) -> bool:
 
 
 def client_calls(output: list[Item]) -> list[Item]:
-    """The calls in ``output`` that the client must answer (its own function calls)."""
-    return [item for item in output if item.get("type") == FUNCTION_CALL]
+    """The calls in ``output`` that the client must answer (its own function and custom
+    tool calls)."""
+    return [item for item in output if item.get("type") in CLIENT_CALLS]

@@ -215,6 +215,53 @@ def test_a_tool_without_strict_is_not_strict() -> None:
     assert decoded["strict"] is False
 
 
+CUSTOM_TOOL: dict[str, Any] = {
+    "type": "custom",
+    "custom": {
+        "name": "apply_patch",
+        "description": "Patch",
+        "format": {"type": "grammar", "grammar": {"syntax": "lark", "definition": "start: x"}},
+    },
+}
+
+
+def test_a_custom_tool_and_its_choice_are_their_responses_forms() -> None:
+    text = {"type": "custom", "custom": {"name": "note", "format": {"type": "text"}}}
+    command = decode(
+        tools=[CUSTOM_TOOL, text], tool_choice={"type": "custom", "custom": {"name": "note"}}
+    ).command
+    assert command.settings.tools == [
+        {
+            "type": "custom",
+            "name": "apply_patch",
+            "description": "Patch",
+            "format": {"type": "grammar", "syntax": "lark", "definition": "start: x"},
+        },
+        {"type": "custom", "name": "note", "format": {"type": "text"}},
+    ]
+    assert command.settings.tool_choice == {"type": "custom", "name": "note"}
+
+
+def test_a_custom_call_and_its_answer_are_custom_items() -> None:
+    call = {"id": "c1", "type": "custom", "custom": {"name": "apply_patch", "input": "raw"}}
+    messages = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "done"},
+    ]
+    items = decode(messages=messages, tools=[CUSTOM_TOOL]).command.input
+    assert [{k: v for k, v in item.items() if k != "id"} for item in items[1:]] == [
+        {
+            "type": "custom_tool_call",
+            "call_id": "c1",
+            "name": "apply_patch",
+            "input": "raw",
+            "status": "completed",
+        },
+        {"type": "custom_tool_call_output", "call_id": "c1", "output": "done"},
+    ]
+
+
 def test_defaults() -> None:
     decoded = decode()
     settings = decoded.command.settings
@@ -320,8 +367,21 @@ def test_logprobs_are_the_text_logprobs_include() -> None:
             "duplicate_call_id",
         ),
         (
-            {"tools": [{"type": "custom", "custom": {"name": "g"}}]},
+            {"tools": [{"type": "shell", "custom": {"name": "g"}}]},
             "tools[0].type",
+            "invalid_value",
+        ),
+        (
+            {"tools": [{"type": "custom", "custom": {"name": "g", "format": {"type": "x"}}}]},
+            "tools[0].custom.format.type",
+            "invalid_value",
+        ),
+        (
+            {
+                "tools": [{"type": "function", "function": {"name": "g"}}],
+                "tool_choice": {"type": "custom", "custom": {"name": "g"}},
+            },
+            "tool_choice.custom.name",
             "invalid_value",
         ),
         (

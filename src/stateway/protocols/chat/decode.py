@@ -14,9 +14,10 @@ Settings: ``max_completion_tokens`` (else ``max_tokens``) -> ``max_output_tokens
 ``metadata`` (as hosted limits it) as they are; ``logprobs`` as the
 ``message.output_text.logprobs`` include, with its ``top_logprobs``; ``response_format``
 -> the text format (a ``json_schema`` name checked as hosted checks it); tools
-(``function`` only: ``strict: false`` unless sent true, as Chat means it, where a
-Responses tool without ``strict`` is strict) and ``tool_choice``
-(``auto``/``none``/``required``/a named function) as their Responses forms,
+(``function``: ``strict: false`` unless sent true, as Chat means it, where a
+Responses tool without ``strict`` is strict; ``custom``, its grammar ``format`` flattened
+as Responses has it) and ``tool_choice`` (``auto``/``none``/``required``/a named function
+or custom tool) as their Responses forms,
 ``parallel_tool_calls`` as it is; ``web_search_options`` as the gateway's ``web_search``
 tool (such a request is always translated, never forwarded).
 What the gateway cannot carry once translated is a 400 naming it: ``n`` other than 1,
@@ -48,7 +49,9 @@ from stateway.protocols.chat.request import (
     PART_TYPES,
     ROLES,
     ChatBody,
+    CustomTool,
     FunctionTool,
+    NamedCustomChoice,
     NamedToolChoice,
     ResponseFormat,
     WebSearchOptions,
@@ -241,19 +244,23 @@ def _check_count(count: int, limit: int) -> None:
         )
 
 
-def _tools(tools: list[FunctionTool]) -> list[Item]:
+def _tools(tools: list[FunctionTool | CustomTool]) -> list[Item]:
     decoded: list[Item] = []
     seen: set[str] = set()
     for index, tool in enumerate(tools):
-        function = tool.function
-        if function.name in seen:
-            param = f"tools[{index}].function.name"
+        declared = tool.function if isinstance(tool, FunctionTool) else tool.custom
+        if declared.name in seen:
+            param = f"tools[{index}].{tool.type}.name"
             raise InvalidRequest(
-                f"Invalid value for '{param}': the tool name '{function.name}' is declared twice.",
+                f"Invalid value for '{param}': the tool name '{declared.name}' is declared twice.",
                 param=param,
                 code="invalid_value",
             )
-        seen.add(function.name)
+        seen.add(declared.name)
+        if isinstance(tool, CustomTool):
+            decoded.append(_custom_tool(tool))
+            continue
+        function = tool.function
         item: Item = {"type": "function", "name": function.name}
         item["parameters"] = function.parameters or {"type": "object", "properties": {}}
         if function.description is not None:
@@ -265,7 +272,29 @@ def _tools(tools: list[FunctionTool]) -> list[Item]:
     return decoded
 
 
-def _tool_choice(choice: str | NamedToolChoice | None, tools: list[Item]) -> str | dict[str, Any]:
+def _custom_tool(tool: CustomTool) -> Item:
+    """A ``custom`` tool in its Responses form: its grammar's ``syntax`` and
+    ``definition`` on the ``format`` itself."""
+    custom = tool.custom
+    item: Item = {"type": "custom", "name": custom.name}
+    if custom.description is not None:
+        item["description"] = custom.description
+    fmt = custom.format
+    if fmt is not None and fmt.type == "grammar" and fmt.grammar is not None:
+        grammar = fmt.grammar
+        item["format"] = {
+            "type": "grammar",
+            "syntax": grammar.syntax,
+            "definition": grammar.definition,
+        }
+    elif fmt is not None:
+        item["format"] = {"type": "text"}
+    return item
+
+
+def _tool_choice(
+    choice: str | NamedToolChoice | NamedCustomChoice | None, tools: list[Item]
+) -> str | dict[str, Any]:
     if choice is None:
         return "auto"
     if choice == "required" and not tools:  # nothing the model could call
@@ -277,15 +306,15 @@ def _tool_choice(choice: str | NamedToolChoice | None, tools: list[Item]) -> str
         )
     if isinstance(choice, str):
         return choice
-    name = choice.function.name
-    if name not in {tool["name"] for tool in tools}:
+    name = choice.function.name if isinstance(choice, NamedToolChoice) else choice.custom.name
+    if name not in {tool["name"] for tool in tools if tool["type"] == choice.type}:
+        param = f"tool_choice.{choice.type}.name"
         raise InvalidRequest(
-            f"Invalid value for 'tool_choice.function.name': the tool '{name}' is not among "
-            "the declared tools.",
-            param="tool_choice.function.name",
+            f"Invalid value for '{param}': the tool '{name}' is not among the declared tools.",
+            param=param,
             code="invalid_value",
         )
-    return {"type": "function", "name": name}
+    return {"type": choice.type, "name": name}
 
 
 def _text_format(response_format: ResponseFormat | None) -> dict[str, Any]:

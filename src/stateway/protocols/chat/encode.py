@@ -6,7 +6,8 @@ the text of every assistant message as ``content`` (``null`` when there is none 
 refusal or tool calls, ``""`` when there is nothing at all), a
 refusal as ``refusal``, the reasoning as both ``reasoning_content`` and ``reasoning``
 (:func:`reasoning_fields`), and the
-client's own function calls as ``tool_calls``. The gateway's own tool calls are not shown;
+client's own function calls as ``tool_calls`` (a custom tool's as a ``custom`` one, its raw
+``input``). The gateway's own tool calls are not shown;
 the citations of its web search (``web_search_options``, or a backend's ``gateway_tools``)
 are, as the message's ``annotations`` (:func:`message_annotations`: ``url_citation``,
 indices into ``content``; :mod:`.stream` sends them with its last chunk, as hosted search
@@ -28,7 +29,15 @@ from typing import Any, Final
 
 from stateway.core import logprobs
 from stateway.core.hidden import client_calls
-from stateway.core.items import ITEM_BREAK, MESSAGE, REASONING, Item, item_text, joined_items
+from stateway.core.items import (
+    CUSTOM_TOOL_CALL,
+    ITEM_BREAK,
+    MESSAGE,
+    REASONING,
+    Item,
+    item_text,
+    joined_items,
+)
 from stateway.core.response import ResponseState
 from stateway.core.usage import Usage
 from stateway.protocols.service_tier import served_tier
@@ -157,6 +166,12 @@ def _citations(part: Item, offset: int) -> list[dict[str, Any]]:
 
 
 def tool_call(item: Item) -> dict[str, Any]:
+    if item.get("type") == CUSTOM_TOOL_CALL:
+        return {
+            "id": item.get("call_id"),
+            "type": "custom",
+            "custom": {"name": item.get("name"), "input": item.get("input") or ""},
+        }
     return {
         "id": item.get("call_id"),
         "type": "function",

@@ -8,8 +8,10 @@
   Responses API has none on ``output_text``);
 - ``assistant``: its ``reasoning_content`` (or ``reasoning``) as a reasoning item, its text
   (and ``refusal``) as an ``assistant`` message, each tool call as a ``function_call``
-  (``call_id`` = the call's ``id``);
-- ``tool``: a ``function_call_output`` (``call_id`` = ``tool_call_id``, its text as the
+  (``call_id`` = the call's ``id``), a ``custom`` one as a ``custom_tool_call`` (its
+  ``input``);
+- ``tool``: a ``function_call_output`` (a ``custom_tool_call_output`` when it answers a
+  custom call; ``call_id`` = ``tool_call_id``, its text as the
   output: one ``input_text`` part holding it when a part marks a breakpoint, the last
   one's). It must answer a call of an earlier assistant message that no other tool
   message answered: otherwise a 400 naming its ``tool_call_id``. Every call must be
@@ -37,6 +39,7 @@ from stateway.protocols.chat.request import (
     Message,
     RefusalPart,
     TextPart,
+    ToolCall,
     ToolMessage,
     UserMessage,
     UserPart,
@@ -49,15 +52,17 @@ def decode_messages(messages: list[Message]) -> list[Item]:
     pending: dict[str, int | None] = {}
     """Every call's id: the index of the assistant message making it, None once a tool
     message answered it."""
+    custom: set[str] = set()
+    """The ids of the calls of custom tools."""
     for index, message in enumerate(messages):
         where = f"messages[{index}]"
         if message.content == [] and not isinstance(message, AssistantMessage):
             raise empty_array(f"{where}.content")
         match message:
             case AssistantMessage():
-                _assistant(items, message, pending, index)
+                _assistant(items, message, pending, custom, index)
             case ToolMessage():
-                items.append(_tool_output(message, pending, where))
+                items.append(_tool_output(message, pending, where, message.tool_call_id in custom))
             case UserMessage():
                 parts = _user_parts(message.content, where)
                 _add(items, message, parts or [{"type": "input_text", "text": ""}])
@@ -146,7 +151,11 @@ def _file(data: str | None, file_id: str | None, filename: str | None) -> Item:
 
 
 def _assistant(
-    items: list[Item], message: AssistantMessage, pending: dict[str, int | None], index: int
+    items: list[Item],
+    message: AssistantMessage,
+    pending: dict[str, int | None],
+    custom: set[str],
+    index: int,
 ) -> None:
     reasoning = message.reasoning_content or message.reasoning
     if reasoning:
@@ -173,19 +182,34 @@ def _assistant(
                 code="duplicate_call_id",
             )
         pending[call.id] = index
+        if isinstance(call, ToolCall):
+            items.append(
+                {
+                    "id": new_id("fc"),
+                    "type": "function_call",
+                    "call_id": call.id,
+                    "name": call.function.name,
+                    "arguments": call.function.arguments,
+                    "status": "completed",
+                }
+            )
+            continue
+        custom.add(call.id)
         items.append(
             {
-                "id": new_id("fc"),
-                "type": "function_call",
+                "id": new_id("ctc"),
+                "type": "custom_tool_call",
                 "call_id": call.id,
-                "name": call.function.name,
-                "arguments": call.function.arguments,
+                "name": call.custom.name,
+                "input": call.custom.input,
                 "status": "completed",
             }
         )
 
 
-def _tool_output(message: ToolMessage, pending: dict[str, int | None], where: str) -> Item:
+def _tool_output(
+    message: ToolMessage, pending: dict[str, int | None], where: str, custom: bool
+) -> Item:
     if pending.get(message.tool_call_id) is None:
         param = f"{where}.tool_call_id"
         raise InvalidRequest(
@@ -195,11 +219,19 @@ def _tool_output(message: ToolMessage, pending: dict[str, int | None], where: st
             code="tool_call_not_found",
         )
     pending[message.tool_call_id] = None
+    output = _tool_text(message.content)
+    if custom:  # no ``status``: hosted has none on it
+        return {
+            "id": new_id("ctco"),
+            "type": "custom_tool_call_output",
+            "call_id": message.tool_call_id,
+            "output": output,
+        }
     return {
         "id": new_id("fco"),
         "type": "function_call_output",
         "call_id": message.tool_call_id,
-        "output": _tool_text(message.content),
+        "output": output,
         "status": "completed",
     }
 

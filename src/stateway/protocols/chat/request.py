@@ -97,11 +97,24 @@ class ToolCall(_Wire):
     function: FunctionCall
 
 
+class CustomInput(_Wire):
+    name: str = Field(min_length=1)
+    input: str
+
+
+class CustomToolCall(_Wire):
+    """A call of a ``custom`` tool: its raw ``input``."""
+
+    id: str = Field(min_length=1)
+    type: Literal["custom"]
+    custom: CustomInput
+
+
 class AssistantMessage(_Wire):
     role: Literal["assistant"]
     content: str | list[AssistantPart] | None = None
     refusal: str | None = None
-    tool_calls: list[ToolCall] | None = None
+    tool_calls: list[ToolCall | CustomToolCall] | None = None
     name: str | None = None
     reasoning_content: str | None = None
     """What vLLM and others call the model's reasoning (``reasoning`` in newer vLLM)."""
@@ -140,6 +153,29 @@ class FunctionTool(_Wire):
     function: FunctionDefinition
 
 
+class Grammar(_Wire):
+    syntax: Literal["lark", "regex"]
+    definition: str
+
+
+class CustomFormat(_Wire):
+    type: Literal["text", "grammar"]
+    grammar: Grammar | None = None
+
+
+class CustomDefinition(_Wire):
+    name: str = Field(min_length=1, max_length=128)
+    description: str | None = None
+    format: CustomFormat | None = None
+
+
+class CustomTool(_Wire):
+    """A tool whose input is free-form text (a grammar's, when its ``format`` has one)."""
+
+    type: Literal["custom"]
+    custom: CustomDefinition
+
+
 class NamedFunction(_Wire):
     name: str = Field(min_length=1)
 
@@ -147,6 +183,11 @@ class NamedFunction(_Wire):
 class NamedToolChoice(_Wire):
     type: Literal["function"]
     function: NamedFunction
+
+
+class NamedCustomChoice(_Wire):
+    type: Literal["custom"]
+    custom: NamedFunction
 
 
 class StreamOptions(_Wire):
@@ -172,9 +213,11 @@ class ChatBody(_Wire):
     messages: list[Message] = Field(min_length=1)
     stream: bool | None = None
     stream_options: StreamOptions | None = None
-    tools: list[FunctionTool] | None = None
+    tools: list[FunctionTool | CustomTool] | None = None
     web_search_options: WebSearchOptions | None = None
-    tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
+    tool_choice: (
+        Literal["none", "auto", "required"] | NamedToolChoice | NamedCustomChoice | None
+    ) = None
     parallel_tool_calls: bool | None = None
     max_tokens: int | None = Field(default=None, ge=1)
     max_completion_tokens: int | None = Field(default=None, ge=1)

@@ -15,7 +15,9 @@ delta (``refusal``),
 reasoning delta (``reasoning_content`` and ``reasoning``:
 :func:`.encode.reasoning_fields`), client function
 call start (``tool_calls[].id``, ``type``, ``function.name``, numbered by ``index`` in the
-order the calls start) and arguments delta (``tool_calls[].function.arguments``); at the
+order the calls start) and arguments delta (``tool_calls[].function.arguments``), a custom
+tool's as OpenAI streams one (``type: "custom"``, ``custom.name``, then ``custom.input``:
+its whole input, which the gateway has only once the call is done); at the
 end a chunk with the ``finish_reason`` and an empty delta (or, after an answer that cites
 the gateway's web search, the message's ``annotations``, all of them, as hosted search
 models send them and as the SDK's stream helper adds them up:
@@ -44,7 +46,7 @@ import orjson
 from stateway.core import events as ev
 from stateway.core import logprobs
 from stateway.core.errors import GatewayError, rate_limit_type
-from stateway.core.items import FUNCTION_CALL, ITEM_BREAK
+from stateway.core.items import CUSTOM_TOOL_CALL, FUNCTION_CALL, ITEM_BREAK
 from stateway.core.response import ResponseState
 from stateway.core.usage import Usage
 from stateway.protocols.chat.encode import (
@@ -143,6 +145,20 @@ class ChatStream:
                     return b""
                 fragment = {"index": index, "function": {"arguments": delta}}
                 return self._delta({"tool_calls": [fragment]})
+            case ev.CustomInputDelta(output_index=at, delta=delta):
+                index = self._calls.get(at)
+                if index is None:
+                    return b""
+                return self._delta({"tool_calls": [{"index": index, "custom": {"input": delta}}]})
+            case ev.ItemAdded(output_index=at, item=item) if item.get("type") == CUSTOM_TOOL_CALL:
+                index = self._calls[at] = len(self._calls)
+                call = {
+                    "index": index,
+                    "id": item.get("call_id"),
+                    "type": "custom",
+                    "custom": {"name": item.get("name") or "", "input": ""},
+                }
+                return self._delta({"tool_calls": [call]})
             case ev.ItemAdded(output_index=at, item=item) if item.get("type") == FUNCTION_CALL:
                 index = self._calls[at] = len(self._calls)
                 call = {
