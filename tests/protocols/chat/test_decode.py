@@ -690,6 +690,15 @@ def test_web_search_options_ask_for_the_gateways_web_search() -> None:
     assert decode(web_search_options={}).command.settings.tools == [{"type": "web_search"}]
 
 
+def test_a_named_choice_beside_web_search_options_is_judged_among_the_tools() -> None:
+    """The web search the options add has no name: the choice is judged among the tools
+    of its own type (once a ``KeyError``, a 500)."""
+    tool = {"type": "function", "function": {"name": "f"}}
+    choice = {"type": "function", "function": {"name": "f"}}
+    decoded = decode(web_search_options={}, tools=[tool], tool_choice=choice)
+    assert decoded.command.settings.tool_choice == {"type": "function", "name": "f"}
+
+
 def test_fields_the_gateway_does_not_model_are_kept_for_a_chat_upstream() -> None:
     fields = {
         "model": "m",
