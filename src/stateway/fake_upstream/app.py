@@ -1,4 +1,5 @@
-"""The fake upstream as a raw ASGI app: routing, API-key check, request log, dispatch.
+"""The fake upstream as a raw ASGI app: routing, API-key check, request log, dispatch
+(a generation request's answer: :mod:`~stateway.fake_upstream.answer`).
 
 Routes::
 
@@ -45,46 +46,23 @@ asked.
 
 from __future__ import annotations
 
-import asyncio
 from collections import Counter, deque
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import replace
+from collections.abc import Callable, Mapping
 from functools import partial
-from typing import Any, Protocol
+from typing import Any
 
 import orjson
 
-from stateway.fake_upstream.chat import (
-    ChatRequest,
-    ReasoningField,
-    llama_cpp_error,
-    llama_cpp_refusal,
-    parse_chat_request,
-    unanswered,
-)
-from stateway.fake_upstream.conversation import Conversation
-from stateway.fake_upstream.delivery import (
-    END,
-    Frame,
-    Receive,
-    Scope,
-    Send,
-    drop_connection,
-    send_json,
-    send_stream,
-    until_disconnect,
-)
+from stateway.fake_upstream.answer import WireRequest, answer, check_window, slot_room
+from stateway.fake_upstream.chat import ReasoningField, parse_chat_request
+from stateway.fake_upstream.delivery import Receive, Scope, Send, send_json, until_disconnect
 from stateway.fake_upstream.errors import (
     UpstreamError,
-    context_too_long,
     invalid_api_key,
-    invalid_request,
     method_not_allowed,
     not_found,
-    output_too_long,
-    output_too_long_counted_in_part,
-    scripted_error,
 )
+from stateway.fake_upstream.intake import header, logged_headers, presented_key, read_json
 from stateway.fake_upstream.listing import Windows, listings
 from stateway.fake_upstream.messages import (
     messages_conversation,
@@ -92,19 +70,9 @@ from stateway.fake_upstream.messages import (
     signed_thinking,
 )
 from stateway.fake_upstream.messages_checks import COUNT_FIELDS, check_messages_request
-from stateway.fake_upstream.misbehaviour import (
-    PacedSend,
-    ending_in_error,
-    failing,
-    huge_plan,
-    leak_error,
-    leaked_key_message,
-    send_huge_json,
-    send_text,
-)
-from stateway.fake_upstream.plan import Plan, build_plan
+from stateway.fake_upstream.misbehaviour import PacedSend
 from stateway.fake_upstream.responses import parse_responses_request
-from stateway.fake_upstream.script import Script, parse_script
+from stateway.fake_upstream.script import parse_script
 from stateway.fake_upstream.tokenizer import (
     TEMPLATE_PATH,
     TOKENIZE_PATH,
@@ -119,26 +87,8 @@ CHAT_PATH = "/v1/chat/completions"
 RESPONSES_PATH = "/v1/responses"
 MESSAGES_PATH = "/v1/messages"
 COUNT_TOKENS_PATH = "/v1/messages/count_tokens"
-LOGGED_HEADERS = frozenset(
-    {b"authorization", b"x-api-key", b"anthropic-version", b"anthropic-beta", b"x-proxy-token"}
-)
 REQUESTS_PATH = "/_fake/requests"
 _HEALTH_BODY = orjson.dumps({"status": "ok"})
-
-
-class WireRequest(Protocol):
-    """What the app needs from a parsed generation request, whatever its wire."""
-
-    @property
-    def stream(self) -> bool: ...
-    @property
-    def max_tokens(self) -> int | None: ...
-    @property
-    def conversation(self) -> Conversation: ...
-    def body(self, plan: Plan) -> bytes: ...
-    def frames(self, plan: Plan) -> Iterator[Frame]: ...
-    def error_frame(self, message: str, sequence: int) -> bytes: ...
-    def context_error(self, window: int) -> UpstreamError: ...
 
 
 Parse = Callable[[dict[str, Any], Mapping[str, str]], WireRequest]
@@ -233,14 +183,14 @@ class FakeUpstreamApp:
         elif path == COUNT_TOKENS_PATH and method == "POST":
             await self._count_tokens(scope, receive, send)
         elif path == "/v1/models" and method == "GET":
-            anthropic = _header(scope, b"anthropic-version") is not None
+            anthropic = header(scope, b"anthropic-version") is not None
             await send_json(
                 send, 200, self._anthropic_models_body if anthropic else self._models_body
             )
         elif path in (TOKENIZE_PATH, TEMPLATE_PATH) and self._serves(path):
             if method != "POST":
                 raise method_not_allowed(method, path)
-            body = await _read_json(receive)
+            body = await read_json(receive)
             if body is None:
                 return
             if self.tokenizer == "lmstudio":
@@ -273,7 +223,7 @@ class FakeUpstreamApp:
         return path == TOKENIZE_PATH or self.tokenizer in ("llama.cpp", "lmstudio")
 
     def _check_api_key(self, scope: Scope) -> None:
-        token = _presented_key(scope)
+        token = presented_key(scope)
         if token == self.api_key:
             return
         raise invalid_api_key(provided=token is not None)
@@ -286,185 +236,42 @@ class FakeUpstreamApp:
         receive: Receive,
         send: Send,
     ) -> None:
-        key = _presented_key(scope)
-        body = await _read_json(receive)
+        key = presented_key(scope)
+        body = await read_json(receive)
         if body is None:
             return  # the client left before sending its whole request
-        logged: dict[str, Any] = {"path": path, "body": body, "headers": _logged_headers(scope)}
+        logged: dict[str, Any] = {"path": path, "body": body, "headers": logged_headers(scope)}
         self.requests.append(logged)
         self.counts[str(body.get("model"))] += 1
         request = parse(body, logged["headers"])
         if self._window is not None:
-            _check_window(request, self._window, self._renderer)
-        room = None if self._slot is None else _slot_room(request, self._slot)
+            check_window(request, self._window, self._renderer)
+        room = None if self._slot is None else slot_room(request, self._slot)
         script = parse_script(request.conversation.user_text).for_model(body.get("model"))
         if script.stall_ms or script.trickle_ms:
             stall, trickle = (script.stall_ms or 0) / 1000, (script.trickle_ms or 0) / 1000
             send = PacedSend(send, stall=stall, trickle=trickle).send
-        answer = _answer(request, script, key, receive, send, room)
+        answering = answer(request, script, key, receive, send, room)
         try:
             if script.waits:
-                await until_disconnect(receive, answer, lambda: logged.update(disconnected=True))
+                await until_disconnect(receive, answering, lambda: logged.update(disconnected=True))
             else:
-                await answer
+                await answering
         except UpstreamError as error:
             if script.reported:
                 error.sent_status = 200
             raise
 
     async def _count_tokens(self, scope: Scope, receive: Receive, send: Send) -> None:
-        body = await _read_json(receive)
+        body = await read_json(receive)
         if body is None:
             return
         self.requests.append(
-            {"path": COUNT_TOKENS_PATH, "body": body, "headers": _logged_headers(scope)}
+            {"path": COUNT_TOKENS_PATH, "body": body, "headers": logged_headers(scope)}
         )
         check_messages_request(body, signed_thinking, fields=COUNT_FIELDS)
         conversation = messages_conversation(body)
         await send_json(send, 200, orjson.dumps({"input_tokens": conversation.prompt_tokens}))
-
-
-def _slot_room(request: WireRequest, slot: int) -> int:
-    """The output tokens a slot of ``slot`` tokens has room for beside the prompt, which
-    llama-server generates at most whatever ``max_tokens`` asks (and then finishes with
-    ``length``); a prompt that fills the slot is refused in llama-server's words (in each
-    wire's on the others)."""
-    prompt = request.conversation.prompt_tokens
-    if prompt >= slot:
-        if isinstance(request, ChatRequest):
-            raise context_too_long(prompt, slot, "llama.cpp")
-        raise request.context_error(slot)
-    return slot - prompt
-
-
-def _check_window(request: WireRequest, window: int, renderer: bool = False) -> None:
-    """Refuse a prompt longer than ``window`` in the wire's words, and on the Chat wire, as
-    vLLM, one that fits but not with the output tokens asked for (as its ``renderer``
-    does: counted only as far as their room)."""
-    prompt = request.conversation.prompt_tokens
-    if prompt > window:
-        raise request.context_error(window)
-    asked = request.max_tokens
-    if isinstance(request, ChatRequest) and asked is not None and prompt + asked > window:
-        if renderer:
-            raise output_too_long_counted_in_part(asked, window)
-        raise output_too_long(prompt, asked, window)
-
-
-async def _answer(
-    request: WireRequest,
-    script: Script,
-    key: str | None,
-    receive: Receive,
-    send: Send,
-    room: int | None = None,
-) -> None:
-    """Play the script: error, drop, or the planned answer, paced by ``[[slow]]``;
-    ``room``: the output tokens the window leaves, whatever ``max_tokens`` asks."""
-    if script.silence_ms:
-        await asyncio.sleep(script.silence_ms / 1000)
-    delay = (script.slow_ms or 0) / 1000
-    if delay and (script.error is not None or not request.stream):
-        await asyncio.sleep(delay)
-    if script.leak == "json":
-        raise leak_error(key, script.error or 400)
-    if script.leak == "text":
-        await send_text(send, script.error or 400, leaked_key_message(key))
-        return
-    if script.error is not None:
-        raise scripted_error(script.error)
-    if script.context is not None and request.conversation.prompt_tokens > script.context:
-        if script.llamacpp and isinstance(request, ChatRequest):
-            if request.stream:
-                await send_stream(send, receive, llama_cpp_refusal(), delay=0.0, cut=None)
-                return
-            raise context_too_long(request.conversation.prompt_tokens, script.context, "llama.cpp")
-        raise request.context_error(script.context)
-    asked = request.max_tokens
-    limit = asked if room is None else min(room, asked or room)
-    plan = build_plan(request.conversation, script, limit)
-    if script.finish is not None and isinstance(request, ChatRequest):
-        plan = replace(plan, finish_reason=script.finish)
-    if script.huge is not None:
-        plan = huge_plan(plan, script.huge, request.stream)
-    if request.stream:
-        frames: Iterable[Frame] = request.frames(plan)
-        if script.leak == "stream":
-            message = leaked_key_message(key)
-            frames = ending_in_error(frames, lambda sent: request.error_frame(message, sent))
-        if script.fail is not None:
-            frames = failing(frames, script.fail, partial(_failure, request, script))
-        if script.unanswered and isinstance(request, ChatRequest):
-            frames = unanswered()
-        if script.truncate is not None:
-            frames = failing(frames, script.truncate, lambda sent: ())
-        late, pause = (script.late_ms or 0) / 1000, (script.pause_ms or 0) / 1000
-        await send_stream(
-            send, receive, frames, delay=delay, cut=script.cut, late=late, pause=pause
-        )
-    elif script.cut is not None:
-        await drop_connection(send, receive)
-    elif script.huge is not None:
-        await send_huge_json(send, request.body(plan), script.huge)
-    else:
-        await send_json(send, 200, request.body(plan))
-
-
-FAILED_MID_STREAM = "Scripted failure mid-stream: [[fail]]"
-
-
-def _failure(request: WireRequest, script: Script, sent: int) -> list[Frame]:
-    """The error event ending a ``[[fail]]`` stream after ``sent`` frames."""
-    if script.llamacpp and isinstance(request, ChatRequest):
-        return llama_cpp_error({"code": 500, "message": FAILED_MID_STREAM, "type": "server_error"})
-    return [(request.error_frame(FAILED_MID_STREAM, sent), END)]
-
-
-def _header(scope: Scope, name: bytes) -> str | None:
-    for key, value in scope["headers"]:
-        if key == name:
-            return str(value.decode("latin-1"))
-    return None
-
-
-def _logged_headers(scope: Scope) -> dict[str, str]:
-    return {
-        key.decode(): value.decode("latin-1")
-        for key, value in scope["headers"]
-        if key in LOGGED_HEADERS
-    }
-
-
-def _presented_key(scope: Scope) -> str | None:
-    """The key the request presents: ``x-api-key`` (Anthropic's way), else the bearer token."""
-    return _header(scope, b"x-api-key") or _bearer(scope)
-
-
-def _bearer(scope: Scope) -> str | None:
-    """The bearer token the request presents, if any."""
-    for name, value in scope["headers"]:
-        if name == b"authorization":
-            scheme, _, token = value.decode("latin-1").partition(" ")
-            return token.strip() if scheme.lower() == "bearer" else ""
-    return None
-
-
-async def _read_json(receive: Receive) -> dict[str, Any] | None:
-    chunks: list[bytes] = []
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            return None
-        chunks.append(message.get("body", b""))
-        if not message.get("more_body", False):
-            break
-    try:
-        body = orjson.loads(b"".join(chunks))
-    except orjson.JSONDecodeError as exc:
-        raise invalid_request(f"We could not parse the JSON body of your request: {exc}") from exc
-    if not isinstance(body, dict):
-        raise invalid_request("The request body must be a JSON object.")
-    return body
 
 
 async def _lifespan(receive: Receive, send: Send) -> None:

@@ -4,7 +4,7 @@ tells of its models, their context window included when one is set, in one serve
 
 - ``--max-model-len N`` as vLLM (and SGLang) tell it: each OpenAI-shaped entry's
   ``max_model_len``; an Anthropic-shaped entry's ``max_input_tokens``, as Anthropic's (and
-  the app keeps it, refusing longer prompts: :mod:`~stateway.fake_upstream.app`);
+  the app keeps it, refusing longer prompts: :mod:`~stateway.fake_upstream.answer`);
 - ``--ctx-size N`` (with ``--parallel P``) as llama.cpp tells it: the window of one slot,
   ``N`` divided among the ``P`` slots as llama-server divides it, in its one listing (in
   OpenAI's shape, to an Anthropic client too) as ``meta.n_ctx``, beside ``n_ctx_train``
@@ -34,7 +34,7 @@ class Windows:
     parallel: int = 1
     renderer: bool = False
     """``max_model_len`` kept as vLLM's renderer (0.16 on) keeps it: its count of a prompt
-    stops one token past the room ``max_tokens`` leaves (:mod:`~stateway.fake_upstream.app`)."""
+    stops one token past the room ``max_tokens`` leaves (:mod:`~stateway.fake_upstream.answer`)."""
 
     @property
     def slot(self) -> int | None:
