@@ -4,8 +4,9 @@ import pytest
 
 from stateway.app.generation import build_backend
 from stateway.backends.admission import WaitingRoom
-from stateway.config import ConfigError, Overrides, ServerConfig, backend_api_key, load_config
+from stateway.config import ConfigError, Overrides, backend_api_key, load_config
 from stateway.durations import duration_seconds, duration_text
+from stateway.server_config import ServerConfig
 
 EMPTY_ENV: dict[str, str] = {}
 

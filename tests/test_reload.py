@@ -12,7 +12,7 @@ from typing import cast
 import pytest
 
 from stateway.app import compile_generation
-from stateway.config import Config, ConfigError, Overrides, ServerConfig
+from stateway.config import Config, ConfigError, Overrides
 from stateway.core.errors import ConfigRejected
 from stateway.core.generations import Generations
 from stateway.core.loop import Loop
@@ -21,6 +21,7 @@ from stateway.core.routing import BackendEntry, Router
 from stateway.core.routing.probe import HealthProber
 from stateway.core.routing.windows import WindowDiscovery
 from stateway.reload import Compiled, Reloader, keep_started, restart_required
+from stateway.server_config import ServerConfig
 from tests.core.fakes import MemoryStore, ScriptedBackend
 
 BACKEND = """

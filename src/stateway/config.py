@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import os
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -53,6 +53,7 @@ from stateway.coordination_config import (
 )
 from stateway.route_config import HealthConfig, RouteConfig, StageConfig, check_routes
 from stateway.sealing.keys import parse_key
+from stateway.server_config import HOST_ENV, PORT_ENV, ServerConfig, apply_server_env
 from stateway.storage_config import StorageConfig, apply_storage_env
 from stateway.telemetry_config import LoggingConfig, TracingConfig, apply_telemetry_env
 from stateway.tool_config import (
@@ -69,53 +70,6 @@ DEFAULT_UPSTREAM = "http://127.0.0.1:8000/v1"
 
 class ConfigError(Exception):
     """The configuration is invalid; the message says where and why."""
-
-
-LOOPBACK_NAMES: tuple[str, ...] = ("127.0.0.1", "localhost", "::1", "[::1]")
-"""Host names a loopback-bound server answers to by default (DNS-rebinding guard)."""
-
-
-class ServerConfig(Section):
-    host: str = "127.0.0.1"
-    port: int = Field(default=8080, ge=0, le=65535)
-    max_body_bytes: int = Field(default=32 * 1024 * 1024, ge=1024)
-    """Requests with a larger body are refused with 413."""
-    request_body_timeout: float = Field(default=30.0, gt=0)
-    """The longest a client may take to send a whole request body (408 after; a 400 on
-    the Messages routes, as hosted Anthropic answers it)."""
-    max_header_bytes: int = Field(default=64 * 1024, ge=1024)
-    """Requests with a larger header block (request line included) are refused with 431."""
-    header_timeout: float = Field(default=30.0, gt=0)
-    """The longest a client may take to send a request's headers (closed after)."""
-    keep_alive_timeout: int = Field(default=75, ge=1)
-    """Seconds a connection idle between requests is kept open. Longer than clients' own
-    idle expiry (httpx, so the openai and anthropic SDKs: 5 s) and load balancers' (60 s
-    on AWS's): else the gateway may close a connection just as a client reuses it, and
-    that request fails ("Server disconnected")."""
-    send_timeout: float = Field(default=60.0, gt=0)
-    """The longest a client may take none of the output waiting for it (a stream it
-    stopped reading, its connection kept open): the connection is then dropped, as if the
-    client had left (nginx's ``send_timeout``)."""
-    max_input_items: int = Field(default=10_000, ge=1)
-    """Input items one request may carry (400 beyond)."""
-    drain_timeout: float = Field(default=30.0, ge=0)
-    """On SIGTERM: how long in-flight requests may finish before they are ended."""
-    max_queued_requests: int = Field(default=1024, ge=0)
-    """Requests that may wait for an upstream connection slot at once; beyond this, new
-    requests are refused up front with 503 ``overloaded``."""
-    allowed_hosts: list[str] | None = None
-    """``Host`` header names accepted (without port; ``"*"`` accepts any). Default: the
-    loopback names when bound to a loopback address, any host otherwise."""
-
-    @property
-    def effective_allowed_hosts(self) -> frozenset[str] | None:
-        """The accepted host names, or None when any host is accepted."""
-        if self.allowed_hosts is not None:
-            hosts = frozenset(h.lower() for h in self.allowed_hosts)
-            return None if "*" in hosts else hosts
-        if self.host in LOOPBACK_NAMES or self.host.startswith("127."):
-            return frozenset(LOOPBACK_NAMES) | {self.host}
-        return None
 
 
 class SecurityConfig(Section):
@@ -224,8 +178,8 @@ SEALING_KEY_ENV = "STATEWAY_SEALING_KEY"
 
 _ENV = {
     "config": "STATEWAY_CONFIG",
-    "host": "STATEWAY_HOST",
-    "port": "STATEWAY_PORT",
+    "host": HOST_ENV,
+    "port": PORT_ENV,
     "upstream": "STATEWAY_UPSTREAM",
     "upstream_api": "STATEWAY_UPSTREAM_API",
     "upstream_api_key_env": "STATEWAY_UPSTREAM_API_KEY_ENV",
@@ -247,15 +201,8 @@ def load_config(
     path = values["config"]
     data: dict[str, Any] = _read_file(path, reloading=reloading) if path else {}
     _check_tables(data)  # before the environment is overlaid onto them
-    server = dict(data.get("server", {}))
-    for key in ("host", "port"):
-        if values[key] is not None:
-            server[key] = _port(values[key]) if key == "port" else values[key]
-    for key, (var, parse) in _SERVER_ENV.items():
-        if env.get(var):
-            server[key] = parse(env[var], var)
-    data["server"] = server
     try:
+        apply_server_env(data, env, host=values["host"], port=values["port"])
         apply_tool_env(data, env)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
@@ -362,47 +309,9 @@ def _check_tables(data: dict[str, Any]) -> None:
             )
 
 
-def _port(value: Any) -> int:
-    """The flag's (an int already), or ``STATEWAY_PORT``'s."""
-    return value if isinstance(value, int) else _int(value, _ENV["port"])
-
-
-def _int(value: str, name: str) -> int:
-    try:
-        return int(value)
-    except ValueError:
-        raise ConfigError(f"{name} must be an integer, got {value!r}") from None
-
-
 def _describe(exc: ValidationError) -> str:
     lines = []
     for error in exc.errors(include_url=False):
         where = ".".join(str(part) for part in error["loc"]) or "config"
         lines.append(f"{where}: {error['msg']}")
     return "invalid configuration:\n  " + "\n  ".join(lines)
-
-
-def _hosts(value: str, name: str) -> list[str]:
-    return [host.strip() for host in value.split(",") if host.strip()]
-
-
-def _float(value: str, name: str) -> float:
-    try:
-        return float(value)
-    except ValueError:
-        raise ConfigError(f"{name} must be a number, got {value!r}") from None
-
-
-_SERVER_ENV: dict[str, tuple[str, Callable[[str, str], Any]]] = {
-    "max_body_bytes": ("STATEWAY_MAX_BODY_BYTES", _int),
-    "request_body_timeout": ("STATEWAY_REQUEST_BODY_TIMEOUT", _float),
-    "max_header_bytes": ("STATEWAY_MAX_HEADER_BYTES", _int),
-    "header_timeout": ("STATEWAY_HEADER_TIMEOUT", _float),
-    "keep_alive_timeout": ("STATEWAY_KEEP_ALIVE_TIMEOUT", _int),
-    "send_timeout": ("STATEWAY_SEND_TIMEOUT", _float),
-    "max_input_items": ("STATEWAY_MAX_INPUT_ITEMS", _int),
-    "drain_timeout": ("STATEWAY_DRAIN_TIMEOUT", _float),
-    "max_queued_requests": ("STATEWAY_MAX_QUEUED_REQUESTS", _int),
-    "allowed_hosts": ("STATEWAY_ALLOWED_HOSTS", _hosts),
-}
-"""``[server]`` keys settable from the environment, with their variable and parser."""

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from stateway.config import ServerConfig
 from stateway.core.gateway import Gateway
 from stateway.core.inference import Finish, TextDelta
 from stateway.core.loop import Loop
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import RunRegistry
+from stateway.server_config import ServerConfig
 from stateway.surfaces.http.app import build_http_app
 from stateway.surfaces.http.hosts import host_name
 from stateway.surfaces.http.responses import ResponsesRoutes

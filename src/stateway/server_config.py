@@ -1,0 +1,119 @@
+"""The configuration's ``[server]`` table: where the gateway listens, the Host names it
+answers to, and the bounds it keeps on each client (a request's body and header block, an
+idle or unread connection, requests waiting for an upstream). Environment:
+``STATEWAY_HOST`` and ``STATEWAY_PORT`` (also the ``--host`` and ``--port`` flags, read with
+the other flags in :mod:`stateway.config`), and a variable per bound (:data:`SERVER_ENV`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+from pydantic import Field
+
+from stateway.config_section import Section
+
+HOST_ENV: Final = "STATEWAY_HOST"
+PORT_ENV: Final = "STATEWAY_PORT"
+
+LOOPBACK_NAMES: tuple[str, ...] = ("127.0.0.1", "localhost", "::1", "[::1]")
+"""Host names a loopback-bound server answers to by default (DNS-rebinding guard)."""
+
+
+class ServerConfig(Section):
+    host: str = "127.0.0.1"
+    port: int = Field(default=8080, ge=0, le=65535)
+    max_body_bytes: int = Field(default=32 * 1024 * 1024, ge=1024)
+    """Requests with a larger body are refused with 413."""
+    request_body_timeout: float = Field(default=30.0, gt=0)
+    """The longest a client may take to send a whole request body (408 after; a 400 on
+    the Messages routes, as hosted Anthropic answers it)."""
+    max_header_bytes: int = Field(default=64 * 1024, ge=1024)
+    """Requests with a larger header block (request line included) are refused with 431."""
+    header_timeout: float = Field(default=30.0, gt=0)
+    """The longest a client may take to send a request's headers (closed after)."""
+    keep_alive_timeout: int = Field(default=75, ge=1)
+    """Seconds a connection idle between requests is kept open. Longer than clients' own
+    idle expiry (httpx, so the openai and anthropic SDKs: 5 s) and load balancers' (60 s
+    on AWS's): else the gateway may close a connection just as a client reuses it, and
+    that request fails ("Server disconnected")."""
+    send_timeout: float = Field(default=60.0, gt=0)
+    """The longest a client may take none of the output waiting for it (a stream it
+    stopped reading, its connection kept open): the connection is then dropped, as if the
+    client had left (nginx's ``send_timeout``)."""
+    max_input_items: int = Field(default=10_000, ge=1)
+    """Input items one request may carry (400 beyond)."""
+    drain_timeout: float = Field(default=30.0, ge=0)
+    """On SIGTERM: how long in-flight requests may finish before they are ended."""
+    max_queued_requests: int = Field(default=1024, ge=0)
+    """Requests that may wait for an upstream connection slot at once; beyond this, new
+    requests are refused up front with 503 ``overloaded``."""
+    allowed_hosts: list[str] | None = None
+    """``Host`` header names accepted (without port; ``"*"`` accepts any). Default: the
+    loopback names when bound to a loopback address, any host otherwise."""
+
+    @property
+    def effective_allowed_hosts(self) -> frozenset[str] | None:
+        """The accepted host names, or None when any host is accepted."""
+        if self.allowed_hosts is not None:
+            hosts = frozenset(h.lower() for h in self.allowed_hosts)
+            return None if "*" in hosts else hosts
+        if self.host in LOOPBACK_NAMES or self.host.startswith("127."):
+            return frozenset(LOOPBACK_NAMES) | {self.host}
+        return None
+
+
+def apply_server_env(
+    data: dict[str, Any], env: Mapping[str, str], *, host: str | None, port: int | str | None
+) -> None:
+    """Set ``[server]`` from the flags' (or the environment's) ``host`` and ``port`` and from
+    the environment's bounds (over the file's) in ``data``, the file's tables. A value that
+    does not parse is a ``ValueError`` naming its variable."""
+    server = dict(data.get("server", {}))
+    if host is not None:
+        server["host"] = host
+    if port is not None:
+        server["port"] = _port(port)
+    for key, (var, parse) in SERVER_ENV.items():
+        if env.get(var):
+            server[key] = parse(env[var], var)
+    data["server"] = server
+
+
+def _port(value: int | str) -> int:
+    """The flag's (an int already), or ``STATEWAY_PORT``'s."""
+    return value if isinstance(value, int) else _int(value, PORT_ENV)
+
+
+def _int(value: str, name: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"{name} must be an integer, got {value!r}") from None
+
+
+def _float(value: str, name: str) -> float:
+    try:
+        return float(value)
+    except ValueError:
+        raise ValueError(f"{name} must be a number, got {value!r}") from None
+
+
+def _hosts(value: str, name: str) -> list[str]:
+    return [host.strip() for host in value.split(",") if host.strip()]
+
+
+SERVER_ENV: dict[str, tuple[str, Callable[[str, str], Any]]] = {
+    "max_body_bytes": ("STATEWAY_MAX_BODY_BYTES", _int),
+    "request_body_timeout": ("STATEWAY_REQUEST_BODY_TIMEOUT", _float),
+    "max_header_bytes": ("STATEWAY_MAX_HEADER_BYTES", _int),
+    "header_timeout": ("STATEWAY_HEADER_TIMEOUT", _float),
+    "keep_alive_timeout": ("STATEWAY_KEEP_ALIVE_TIMEOUT", _int),
+    "send_timeout": ("STATEWAY_SEND_TIMEOUT", _float),
+    "max_input_items": ("STATEWAY_MAX_INPUT_ITEMS", _int),
+    "drain_timeout": ("STATEWAY_DRAIN_TIMEOUT", _float),
+    "max_queued_requests": ("STATEWAY_MAX_QUEUED_REQUESTS", _int),
+    "allowed_hosts": ("STATEWAY_ALLOWED_HOSTS", _hosts),
+}
+"""``[server]`` keys settable from the environment, with their variable and parser."""
