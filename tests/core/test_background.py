@@ -29,7 +29,7 @@ from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import Run, RunRegistry
 from stateway.core.settling import Settler
 from stateway.core.watch import LiveWatch, StoredWatch, Watch
-from stateway.protocols.responses.encode import encode_event_json
+from stateway.protocols.responses.stream import encode_event_json
 from tests.collector import collector_off, freed
 from tests.core.fakes import HeldReads, MemoryStore, ScriptedBackend
 from tests.core.sharing_fakes import MemoryFanout

@@ -35,7 +35,7 @@ from stateway.core.principal import Principal
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import Run, RunRegistry
 from stateway.core.usage import Usage
-from stateway.protocols.responses.encode import encode_event_json
+from stateway.protocols.responses.stream import encode_event_json
 from tests.core.compaction.test_service import SEALER, SUMMARY
 from tests.core.fakes import MemoryStore, ScriptedBackend
 from tests.core.test_background import ended, user

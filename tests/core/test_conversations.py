@@ -49,7 +49,7 @@ from stateway.core.reasoning import wrapped
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import Run, RunRegistry
 from stateway.core.settling import Settler
-from stateway.protocols.responses.encode import encode_event_json
+from stateway.protocols.responses.stream import encode_event_json
 from stateway.sealing import AesGcmSealer
 from tests.core.conversation_fakes import MemoryConversations, TurnStore
 from tests.core.fakes import MemoryStore, ScriptedBackend

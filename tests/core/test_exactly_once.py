@@ -23,7 +23,7 @@ from stateway.core.ports import ResponseRecord
 from stateway.core.principal import Credential, Principal
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import RunRegistry
-from stateway.protocols.responses.encode import encode_event_json
+from stateway.protocols.responses.stream import encode_event_json
 from tests.core.fakes import MemoryStore, ScriptedBackend
 from tests.core.test_background import create, ended, script, until_output
 

@@ -15,7 +15,7 @@ from stateway.core.journal import RunJournal
 from stateway.core.ports import ResponseRecord
 from stateway.core.response import ResponseState
 from stateway.core.runs import Run
-from stateway.protocols.responses.encode import encode_event_json, encode_sse, encode_sse_payload
+from stateway.protocols.responses.stream import encode_event_json, encode_sse, encode_sse_payload
 from tests.collector import collector_off, freed
 from tests.core.fakes import MemoryStore
 from tests.core.sharing_fakes import MemoryFanout

@@ -17,8 +17,9 @@ from stateway.core.leases import LeaseKeeper
 from stateway.core.ownership import fail_owned
 from stateway.core.ports import EventBatch, ResponseRecord
 from stateway.core.principal import Principal
-from stateway.protocols.responses.encode import encode_event_json, encode_response
+from stateway.protocols.responses.encode import encode_response
 from stateway.protocols.responses.event_log import decode_event_json
+from stateway.protocols.responses.stream import encode_event_json
 from tests.core.fakes import MemoryStore
 from tests.core.sharing_fakes import MemoryFanout, MemoryOwnerLeases
 from tests.core.test_loop import user

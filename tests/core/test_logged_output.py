@@ -18,8 +18,8 @@ from stateway.core.logged_output import logged_output
 from stateway.core.response import ResponseState
 from stateway.core.tools.catalog import Catalog
 from stateway.core.tools.open_items import OpenItems
-from stateway.protocols.responses.encode import encode_event_json
 from stateway.protocols.responses.event_log import decode_event_json
+from stateway.protocols.responses.stream import encode_event_json
 
 Step = Callable[[OutputAssembler], None]
 

@@ -24,7 +24,7 @@ from stateway.core.principal import Principal
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import Run, RunRegistry
 from stateway.core.watch import FollowedWatch
-from stateway.protocols.responses.encode import encode_event_json
+from stateway.protocols.responses.stream import encode_event_json
 from tests.core.fakes import MemoryStore, ScriptedBackend
 from tests.core.sharing_fakes import MemoryFanout
 from tests.core.test_background import create, ended, payloads, script, types, until_output

@@ -7,8 +7,8 @@ import orjson
 from stateway.core import events as ev
 from stateway.core.ownership import ProcessIdentity, _start_time, fail_abandoned
 from stateway.core.ports import EventBatch, ResponseRecord
-from stateway.protocols.responses.encode import encode_event_json
 from stateway.protocols.responses.event_log import decode_event_json
+from stateway.protocols.responses.stream import encode_event_json
 from tests.core.fakes import MemoryStore
 
 DEAD = ProcessIdentity(ProcessIdentity.current().host, 2**22 + 17, "5")

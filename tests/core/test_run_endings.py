@@ -24,8 +24,9 @@ from stateway.core.ports import ResponseRecord, StoredChain
 from stateway.core.principal import Principal
 from stateway.core.response import INTERRUPTED_REASON
 from stateway.core.runs import CancelReason, Run
-from stateway.protocols.responses.encode import encode_event_json, encode_response
+from stateway.protocols.responses.encode import encode_response
 from stateway.protocols.responses.event_log import decode_event_json
+from stateway.protocols.responses.stream import encode_event_json
 from tests.core.fakes import MemoryStore, ScriptedBackend
 from tests.core.test_loop import gateway_for, user
 

@@ -29,8 +29,8 @@ from stateway.core.retention import RetentionSweeper
 from stateway.core.runs import CancelReason, RunRegistry
 from stateway.core.settling import Settler
 from stateway.identity.keys import KeyStore
-from stateway.protocols.responses.encode import encode_event_json
 from stateway.protocols.responses.event_log import decode_event_json
+from stateway.protocols.responses.stream import encode_event_json
 from stateway.reload import Compiled, Reloader
 from stateway.sealing import AesGcmSealer, TenantCacheSalts, load_sealing_key
 from stateway.storage.sql import SqlConversationStore, SqlResponseStore, open_store

@@ -20,8 +20,8 @@ from stateway.config import (
 from stateway.core.ownership import fail_abandoned
 from stateway.identity.key_cache import KeyCache
 from stateway.identity.keys import KeyStore
-from stateway.protocols.responses.encode import encode_event_json
 from stateway.protocols.responses.event_log import decode_event_json
+from stateway.protocols.responses.stream import encode_event_json
 from stateway.surfaces.auth.authenticator import RECHECK_INTERVAL, Authenticator
 from stateway.surfaces.http.admin import AdminRoutes, require_admin
 from stateway.surfaces.http.app import build_http_app

@@ -10,7 +10,7 @@ from openai.types.responses import ResponseOutputItem, ResponseStreamEvent
 from pydantic import TypeAdapter
 
 from stateway.core import events as ev
-from stateway.protocols.responses.encode import encode_event
+from stateway.protocols.responses.stream import encode_event
 
 ITEMS: TypeAdapter[ResponseOutputItem] = TypeAdapter(ResponseOutputItem)
 EVENTS: TypeAdapter[ResponseStreamEvent] = TypeAdapter(ResponseStreamEvent)

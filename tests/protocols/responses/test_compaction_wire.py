@@ -17,11 +17,8 @@ from stateway.core.errors import InvalidRequest
 from stateway.core.results import TokenCount
 from stateway.core.usage import Usage
 from stateway.protocols.responses.decode import decode_compact, decode_create, decode_input_tokens
-from stateway.protocols.responses.encode import (
-    encode_compacted,
-    encode_event,
-    encode_token_count,
-)
+from stateway.protocols.responses.encode import encode_compacted, encode_token_count
+from stateway.protocols.responses.stream import encode_event
 
 EVENTS: TypeAdapter[ResponseStreamEvent] = TypeAdapter(ResponseStreamEvent)
 

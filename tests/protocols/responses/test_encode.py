@@ -22,8 +22,9 @@ from stateway.core.response import ResponseState
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import Run, RunRegistry
 from stateway.core.usage import Usage
-from stateway.protocols.responses import encode
-from stateway.protocols.responses.encode import encode_response, encode_sse, encode_sse_batch
+from stateway.protocols.responses import stream
+from stateway.protocols.responses.encode import encode_response
+from stateway.protocols.responses.stream import encode_sse, encode_sse_batch
 from tests.core.fakes import MemoryStore, ScriptedBackend
 
 EVENTS: TypeAdapter[ResponseStreamEvent] = TypeAdapter(ResponseStreamEvent)
@@ -152,7 +153,7 @@ def test_an_event_json_kept_in_a_log_holds_about_its_own_size() -> None:
     import tracemalloc
 
     from stateway.core import events as ev
-    from stateway.protocols.responses.encode import encode_event_json
+    from stateway.protocols.responses.stream import encode_event_json
 
     delta = ev.TextDelta(0, 0, "msg_1", "w1 ")
     tracemalloc.start()
@@ -185,7 +186,7 @@ async def test_an_announcement_renders_its_snapshot_once(monkeypatch: pytest.Mon
         rendered.append(snapshot)
         return encode_response(state, snapshot=snapshot)
 
-    monkeypatch.setattr(encode, "encode_response", counted)
+    monkeypatch.setattr(stream, "encode_response", counted)
     frames = encode_sse_batch(0, [created, in_progress]).split(b"\n\n")
     assert rendered == [True]
     assert frames[0].startswith(b"event: response.created\ndata: ")

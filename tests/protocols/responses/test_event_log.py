@@ -9,8 +9,8 @@ import pytest
 from stateway.core import events as ev
 from stateway.core.commands import GenerationSettings
 from stateway.core.response import ResponseState
-from stateway.protocols.responses.encode import encode_event_json
 from stateway.protocols.responses.event_log import decode_event_json
+from stateway.protocols.responses.stream import encode_event_json
 
 PART = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
 TOKEN = {"token": "A", "logprob": -0.5, "bytes": [65], "top_logprobs": []}

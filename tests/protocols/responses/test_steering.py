@@ -9,7 +9,6 @@ import orjson
 import pytest
 
 from stateway.core.errors import InvalidRequest
-from stateway.protocols.responses.encode import encode_event_json
 from stateway.protocols.responses.steering import (
     decode_steer_input,
     required_inputs,
@@ -17,6 +16,7 @@ from stateway.protocols.responses.steering import (
     steer_failed,
     steer_pending,
 )
+from stateway.protocols.responses.stream import encode_event_json
 
 IMAGE = {"type": "input_image", "image_url": "data:image/png;base64,AAAA", "detail": "auto"}
 

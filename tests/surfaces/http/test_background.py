@@ -15,7 +15,7 @@ from stateway.core.inference import Finish, TextDelta
 from stateway.core.loop import Loop
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import RunRegistry
-from stateway.protocols.responses.encode import encode_event_json
+from stateway.protocols.responses.stream import encode_event_json
 from stateway.surfaces.http.app import build_http_app
 from stateway.surfaces.http.responses import ResponsesRoutes
 from stateway.surfaces.http.service import ServiceRoutes

@@ -19,7 +19,7 @@ from stateway.core.runs import RunRegistry
 from stateway.identity.key_cache import KeyCache
 from stateway.identity.oidc import OidcVerifier
 from stateway.identity.oidc_settings import OidcSettings
-from stateway.protocols.responses.encode import encode_event_json
+from stateway.protocols.responses.stream import encode_event_json
 from stateway.surfaces.auth.authenticator import Authenticator
 from stateway.surfaces.http.app import build_http_app
 from stateway.surfaces.http.conversations import ConversationsRoutes

@@ -14,7 +14,7 @@ from stateway.core.gateway import Gateway
 from stateway.core.inference import Finish, TextDelta
 from stateway.core.principal import Principal
 from stateway.core.runs import Run
-from stateway.protocols.responses.encode import encode_event_json
+from stateway.protocols.responses.stream import encode_event_json
 from stateway.surfaces.auth.authenticator import IDENTITY, Identity
 from stateway.surfaces.websocket.endpoint import WebSocketResponses
 from stateway.websocket_config import WebSocketConfig

@@ -18,7 +18,7 @@ from stateway.core.loop import Loop
 from stateway.core.principal import Principal
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import RunRegistry
-from stateway.protocols.responses.encode import encode_event_json
+from stateway.protocols.responses.stream import encode_event_json
 from stateway.surfaces.auth.authenticator import IDENTITY, Identity
 from stateway.surfaces.websocket import session, starts
 from stateway.surfaces.websocket.endpoint import WebSocketResponses

@@ -1,6 +1,6 @@
 """Responses wire -> canonical, for stored event logs: a logged payload read back.
 
-A journaled run's log holds the payloads :func:`~.encode.encode_event_json` wrote (ADR
+A journaled run's log holds the payloads :func:`~.stream.encode_event_json` wrote (ADR
 0008). When the run's process dies, another one rebuilds the response's output from that
 log (:mod:`stateway.core.logged_output`), through :func:`decode_event_json`: the events of
 output items and their deltas come back as the canonical events they were made from; any

@@ -7,7 +7,7 @@ each with only ``type`` (``message``), ``role`` and ``content`` (a string, or
 ``input_text``, ``input_image`` and ``input_file`` parts). Its notices are
 ``response.steer.accepted``, ``.pending`` and ``.failed``: each a
 :class:`~stateway.core.events.Notice`, numbered like the response's own events
-(:func:`~stateway.protocols.responses.encode.encode_event_json` writes them).
+(:func:`~stateway.protocols.responses.stream.encode_event_json` writes them).
 """
 
 from __future__ import annotations

@@ -30,12 +30,14 @@ from stateway.protocols.responses.encode import (
     encode_compacted,
     encode_item_page,
     encode_response,
-    encode_sse_batch,
-    encode_sse_error,
-    encode_sse_payload,
     encode_token_count,
 )
 from stateway.protocols.responses.reads import decode_list_input_items, decode_retrieve
+from stateway.protocols.responses.stream import (
+    encode_sse_batch,
+    encode_sse_error,
+    encode_sse_payload,
+)
 from stateway.surfaces.auth.authenticator import principal_of
 from stateway.surfaces.http import idempotency
 from stateway.surfaces.http.errors import error_answer

@@ -39,7 +39,6 @@ from stateway.core.ids import new_id
 from stateway.core.items import Item
 from stateway.core.response import ended_steered
 from stateway.core.runs import Run
-from stateway.protocols.responses.encode import encode_event_json
 from stateway.protocols.responses.frames import (
     CreateFrame,
     SteerFrame,
@@ -53,6 +52,7 @@ from stateway.protocols.responses.steering import (
     steer_failed,
     steer_pending,
 )
+from stateway.protocols.responses.stream import encode_event_json
 from stateway.surfaces.websocket.lanes import LaneKey, limit_exceeded
 
 NOT_INHERITED: Final = frozenset(
