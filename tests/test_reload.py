@@ -13,10 +13,10 @@ import pytest
 
 from stateway.app import compile_generation
 from stateway.config import Config, ConfigError, Overrides
+from stateway.core.backend import AdvertisedWindows
 from stateway.core.errors import ConfigRejected
 from stateway.core.generations import Generations
 from stateway.core.loop import Loop
-from stateway.core.ports import AdvertisedWindows
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.routing.probe import HealthProber
 from stateway.core.routing.windows import WindowDiscovery

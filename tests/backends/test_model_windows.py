@@ -16,8 +16,8 @@ from stateway.backends.openai_chat import OpenAIChatBackend
 from stateway.backends.openai_responses import OpenAIResponsesBackend
 from stateway.backends.upstream_http import UpstreamClient
 from stateway.backends.upstream_target import UpstreamTarget
+from stateway.core.backend import AdvertisedWindows
 from stateway.core.errors import UpstreamError, UpstreamRejected
-from stateway.core.ports import AdvertisedWindows
 from stateway.fake_upstream.launch import FakeOptions, start_fake_upstream
 from stateway.fake_upstream.listing import N_CTX_TRAIN
 from tests.backends.conftest import Loopback

@@ -19,6 +19,7 @@ from stateway.backend_config import BackendConfig
 from stateway.backends.think_tags import CLOSE, OPEN, TaggedReply, ThinkTags
 from stateway.backends.upstream_http import UpstreamClient
 from stateway.backends.upstream_target import UpstreamTarget
+from stateway.core.backend import Backend, ChatForwarder
 from stateway.core.commands import GenerationSettings
 from stateway.core.inference import (
     Delta,
@@ -29,7 +30,6 @@ from stateway.core.inference import (
     ToolCallDelta,
 )
 from stateway.core.items import Item
-from stateway.core.ports import Backend, ChatForwarder
 from tests.backends.conftest import Loopback
 
 

@@ -9,13 +9,13 @@ import logging
 
 import pytest
 
+from stateway.core.backend import AdvertisedWindows
 from stateway.core.errors import (
     GatewayError,
     UpstreamError,
     UpstreamRejected,
     UpstreamUnavailable,
 )
-from stateway.core.ports import AdvertisedWindows
 from stateway.core.routing import BackendEntry, Candidate, Capabilities, Route, Router, windows
 from stateway.core.routing.windows import LearnedWindows, ServerWindows, WindowDiscovery
 from tests.core.fakes import ScriptedBackend

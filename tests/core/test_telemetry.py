@@ -12,12 +12,12 @@ from typing import Any
 import orjson
 import pytest
 
+from stateway.core.backend import Backend
 from stateway.core.commands import CompactResponse, CreateResponse, ForwardChat, GenerationSettings
 from stateway.core.errors import UpstreamError, UpstreamUnavailable
 from stateway.core.gateway import Gateway
 from stateway.core.inference import Answered, Finish, InferenceRequest, TextDelta, UsageReport
 from stateway.core.loop import Loop
-from stateway.core.ports import Backend
 from stateway.core.principal import Principal
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import RunRegistry

@@ -23,11 +23,11 @@ from stateway.app.generation import build_backend
 from stateway.backend_config import BackendConfig
 from stateway.backends.admission import WaitingRoom
 from stateway.config import ConfigError
+from stateway.core.backend import Backend
 from stateway.core.errors import UpstreamUnavailable
 from stateway.core.gateway import Gateway
 from stateway.core.inference import Finish, TextDelta
 from stateway.core.loop import Loop
-from stateway.core.ports import Backend
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import RunRegistry
 from stateway.core.telemetry import NO_SPAN

@@ -23,8 +23,8 @@ from stateway.config import (
     backend_api_key,
     load_config,
 )
+from stateway.core.backend import Backend, ChatForwarder, WindowAdvertiser
 from stateway.core.errors import InvalidRequest
-from stateway.core.ports import Backend, ChatForwarder, WindowAdvertiser
 from stateway.core.routing import BackendEntry, Candidate, Capabilities, Route, Router
 from stateway.core.routing.health import HealthPolicy
 from stateway.core.routing.probe import HealthProber

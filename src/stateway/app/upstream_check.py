@@ -15,8 +15,8 @@ import asyncio
 import logging
 from collections.abc import Mapping, Sequence
 
+from stateway.core.backend import Backend
 from stateway.core.errors import GatewayError
-from stateway.core.ports import Backend
 
 log = logging.getLogger("stateway.upstreams")
 

@@ -48,6 +48,7 @@ from stateway.backends.upstream_http import UpstreamClient
 from stateway.backends.upstream_reply import cut_short
 from stateway.backends.upstream_status import classify_reported, reports_error
 from stateway.backends.upstream_values import count, obj, text
+from stateway.core.backend import TOOL_OUTPUT, AdvertisedWindows
 from stateway.core.errors import GatewayError, UpstreamError
 from stateway.core.ids import new_id
 from stateway.core.inference import (
@@ -65,7 +66,6 @@ from stateway.core.inference import (
     ToolCallDelta,
     UsageReport,
 )
-from stateway.core.ports import TOOL_OUTPUT, AdvertisedWindows
 from stateway.core.reasoning import redacted_item
 from stateway.core.tools.history import REWRITTEN_ITEM_TYPES
 from stateway.core.usage import Usage

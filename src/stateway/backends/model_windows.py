@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from stateway.backends.upstream_http import UpstreamClient
-from stateway.core.ports import AdvertisedWindows
+from stateway.core.backend import AdvertisedWindows
 
 _FIELDS = ("max_model_len", "max_input_tokens")
 """An entry's window, by the first of these it has."""

@@ -64,6 +64,7 @@ from stateway.backends.upstream_status import (
     reports_error,
 )
 from stateway.core import logprobs
+from stateway.core.backend import TOOL_OUTPUT, AdvertisedWindows
 from stateway.core.errors import UpstreamError, UpstreamRejected
 from stateway.core.inference import (
     Answered,
@@ -72,7 +73,6 @@ from stateway.core.inference import (
     InferenceRequest,
     ToolCallDelta,
 )
-from stateway.core.ports import TOOL_OUTPUT, AdvertisedWindows
 from stateway.core.tools.history import REWRITTEN_ITEM_TYPES
 
 CARRIED = (
@@ -307,7 +307,7 @@ class ChatBackend:
 
 class OpenAIChatBackend(ChatBackend):
     """A Chat Completions upstream whose answers need no rewriting (no ``think_tags``):
-    also a :class:`~stateway.core.ports.ChatForwarder`, a Chat Completions request going
+    also a :class:`~stateway.core.backend.ChatForwarder`, a Chat Completions request going
     to it untouched where its route allows (the fast path)."""
 
     @property

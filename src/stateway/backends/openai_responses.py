@@ -59,12 +59,12 @@ from stateway.backends.upstream_http import UpstreamClient
 from stateway.backends.upstream_reply import cut_short
 from stateway.backends.upstream_status import classify_reported, reports_error
 from stateway.core import logprobs
+from stateway.core.backend import TOOL_OUTPUT, AdvertisedWindows
 from stateway.core.errors import InvalidRequest, UpstreamError, UpstreamRejected
 from stateway.core.inference import (
     Delta,
     InferenceRequest,
 )
-from stateway.core.ports import TOOL_OUTPUT, AdvertisedWindows
 from stateway.core.tools.history import REWRITTEN_ITEM_TYPES
 
 CARRIED = (

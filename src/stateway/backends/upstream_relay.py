@@ -52,9 +52,9 @@ from stateway.backends.relayed_stream import (
 )
 from stateway.backends.upstream_reply import UpstreamReply, no_output
 from stateway.backends.upstream_status import classify_reply, classify_reported, reports_error
+from stateway.core.backend import is_event_stream
 from stateway.core.deadline import Deadline
 from stateway.core.errors import GatewayError, UpstreamError
-from stateway.core.ports import is_event_stream
 from stateway.core.usage import Usage
 from stateway.redaction import KeyScrubber
 

@@ -13,6 +13,7 @@ kind that is still pending in the context.
 
 from __future__ import annotations
 
+from stateway.core.backend import TOOL_OUTPUT, Backend
 from stateway.core.commands import CreateResponse
 from stateway.core.configuration_updates import CONFIGURATION_UPDATE
 from stateway.core.errors import (
@@ -34,7 +35,7 @@ from stateway.core.items import (
     TOOL_SEARCH_OUTPUT,
     Item,
 )
-from stateway.core.ports import TOOL_OUTPUT, Backend, ResponseStore
+from stateway.core.ports import ResponseStore
 from stateway.core.response import UNFINISHED
 from stateway.core.text_files import INPUT_FILE, file_text
 from stateway.core.tools import client_hosted

@@ -19,11 +19,12 @@ from collections.abc import Iterator
 from functools import partial
 from typing import Any
 
+from stateway.core.backend import Relay
 from stateway.core.commands import ForwardChat
 from stateway.core.errors import GatewayError, ServerShuttingDown
 from stateway.core.generations import Generations, HeldRelay
 from stateway.core.limits import RateLimits
-from stateway.core.ports import CacheSalts, Relay
+from stateway.core.ports import CacheSalts
 from stateway.core.principal import Principal
 from stateway.core.routing import Candidate
 from stateway.core.routing.attempts import Outcome, retry_after, unhealthy

@@ -9,6 +9,7 @@ from typing import overload
 
 from stateway.core import background, owner_position
 from stateway.core.accounting import UsageBucket, UsageLedger
+from stateway.core.backend import Relay
 from stateway.core.commands import (
     CancelResponse,
     CheckReadiness,
@@ -66,14 +67,7 @@ from stateway.core.items import Item
 from stateway.core.journal import EventEncoder
 from stateway.core.limits import RateLimits, charged_tokens
 from stateway.core.loop import Loop
-from stateway.core.ports import (
-    CacheSalts,
-    ItemPage,
-    NoCacheSalts,
-    Relay,
-    ResponseStore,
-    Sealer,
-)
+from stateway.core.ports import CacheSalts, ItemPage, NoCacheSalts, ResponseStore, Sealer
 from stateway.core.principal import Principal
 from stateway.core.readiness import ReadinessProbe
 from stateway.core.references import resolved, resolved_items

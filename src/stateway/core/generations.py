@@ -23,9 +23,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from stateway.core.backend import ChatForwarder, Relay
 from stateway.core.errors import GatewayError
 from stateway.core.loop import Loop
-from stateway.core.ports import ChatForwarder, Relay
 from stateway.core.routing import Router
 from stateway.core.routing.attempts import Outcome
 from stateway.core.usage import Usage

@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import asyncio
 
+from stateway.core.backend import Backend
 from stateway.core.coordination import CommandResults
 from stateway.core.errors import GatewayError, StorageError
 from stateway.core.generations import Generations
-from stateway.core.ports import Backend, ResponseStore
+from stateway.core.ports import ResponseStore
 from stateway.core.results import Readiness
 
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from stateway.core.accounting import UsageBucket
+from stateway.core.backend import Relay
 from stateway.core.compaction.service import Compacted
 from stateway.core.conversations.service import ConversationResult
 from stateway.core.generations import ConfigStatus
-from stateway.core.ports import ItemPage, Relay
+from stateway.core.ports import ItemPage
 from stateway.core.response import ResponseState
 from stateway.core.routing.route import ListedModel
 from stateway.core.runs import Run

@@ -39,6 +39,7 @@ from dataclasses import replace
 
 from stateway.core import logprobs
 from stateway.core.assembler import OutputAssembler
+from stateway.core.backend import Backend
 from stateway.core.deadline import FirstOutput
 from stateway.core.errors import GatewayError, WindowFilled
 from stateway.core.inference import (
@@ -57,7 +58,6 @@ from stateway.core.inference import (
     UsageReport,
 )
 from stateway.core.items import Item
-from stateway.core.ports import Backend
 from stateway.core.routing import Candidate, Plan
 from stateway.core.run_row import Row, announce, durable
 from stateway.core.runs import Run

@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from stateway.core import background
 from stateway.core import events as ev
+from stateway.core.backend import TokenCounter
 from stateway.core.commands import CreateResponse
 from stateway.core.compaction.service import Compaction, CompactionStep, Prepared
 from stateway.core.compaction.view import taken_input
@@ -36,7 +37,7 @@ from stateway.core.ids import new_id
 from stateway.core.inference import InferenceRequest
 from stateway.core.items import Item
 from stateway.core.journal import EventEncoder, RunJournal
-from stateway.core.ports import CacheSalts, ResponseStore, TokenCounter
+from stateway.core.ports import CacheSalts, ResponseStore
 from stateway.core.principal import Principal
 from stateway.core.response import ResponseState
 from stateway.core.results import TokenCount

@@ -26,9 +26,9 @@ from contextlib import AbstractContextManager
 from contextvars import ContextVar
 from typing import Any, Final, Literal, Protocol
 
+from stateway.core.backend import Backend
 from stateway.core.immutable import immutable
 from stateway.core.inference import Answered, InferenceRequest
-from stateway.core.ports import Backend
 from stateway.core.usage import Usage
 
 REQUEST_ID: Final[ContextVar[str | None]] = ContextVar("stateway_request_id", default=None)

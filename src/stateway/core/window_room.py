@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from stateway.core.backend import Backend, TokenCounter
 from stateway.core.errors import GatewayError, UpstreamContextTooLong, UpstreamOutputOverWindow
 from stateway.core.inference import InferenceRequest
-from stateway.core.ports import Backend, TokenCounter
 from stateway.core.routing import Candidate
 
 

@@ -22,8 +22,8 @@ from typing import Final
 
 from opentelemetry.util.types import AttributeValue
 
+from stateway.core.backend import Backend
 from stateway.core.inference import Answered, InferenceRequest
-from stateway.core.ports import Backend
 from stateway.core.telemetry import ToolCall
 from stateway.core.usage import Usage
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from contextlib import AbstractContextManager
 
+from stateway.core.backend import Backend
 from stateway.core.inference import InferenceRequest
-from stateway.core.ports import Backend
 from stateway.core.telemetry import (
     NO_SPAN,
     AttemptSpan,

@@ -27,9 +27,9 @@ from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer
 from opentelemetry.util.types import AttributeValue
 
 from stateway.config import ConfigError
+from stateway.core.backend import Backend
 from stateway.core.errors import GatewayError
 from stateway.core.inference import Answered, InferenceRequest
-from stateway.core.ports import Backend
 from stateway.core.telemetry import AttemptSpan, Attribute, Span, ToolCall
 from stateway.core.usage import Usage
 from stateway.telemetry import genai

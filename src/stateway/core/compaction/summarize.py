@@ -15,13 +15,13 @@ from __future__ import annotations
 from contextlib import aclosing
 from dataclasses import dataclass, field
 
+from stateway.core.backend import Backend
 from stateway.core.commands import GenerationSettings
 from stateway.core.compaction.prompt import SUMMARY_PROMPT, prompt_message
 from stateway.core.compaction.summary_window import ATTEMPTS, SummaryWindow
 from stateway.core.errors import CONTEXT_LENGTH_EXCEEDED, UpstreamError
 from stateway.core.inference import InferenceRequest, TextDelta, UsageReport
 from stateway.core.items import Item
-from stateway.core.ports import Backend
 from stateway.core.usage import Usage
 
 

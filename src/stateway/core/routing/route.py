@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from stateway.core.ports import Backend, ChatForwarder
+from stateway.core.backend import Backend, ChatForwarder
 from stateway.core.routing.windows import ServerWindows
 from stateway.core.stages.chain import StageChain
 from stateway.core.tools.toolset import Toolset

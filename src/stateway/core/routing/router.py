@@ -13,8 +13,8 @@ import random
 import time
 from collections.abc import Callable, Mapping
 
+from stateway.core.backend import Backend
 from stateway.core.errors import GatewayError, InvalidRequest, ModelNotFound
-from stateway.core.ports import Backend
 from stateway.core.routing.attempts import Attempt
 from stateway.core.routing.health import HealthBoard, HealthPolicy
 from stateway.core.routing.needs import Needs, Unmet, unmet

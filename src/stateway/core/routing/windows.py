@@ -31,8 +31,8 @@ import asyncio
 import logging
 from collections.abc import Sequence
 
+from stateway.core.backend import AdvertisedWindows, WindowAdvertiser
 from stateway.core.errors import GatewayError, UpstreamRejected
-from stateway.core.ports import AdvertisedWindows, WindowAdvertiser
 
 log = logging.getLogger(__name__)
 

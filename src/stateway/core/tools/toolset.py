@@ -33,9 +33,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from stateway.core.backend import Backend
 from stateway.core.errors import InvalidRequest, NoSearchProvider
 from stateway.core.items import Item
-from stateway.core.ports import Backend
 from stateway.core.tools import client_hosted
 from stateway.core.tools.catalog import CLIENT_TYPES, TOOL_SEARCH, WEB_SEARCH_TYPES
 from stateway.core.tools.mcp_binding import (

@@ -6,7 +6,7 @@ arrives. The relay is closed however the answer ends, which closes an unfinished
 request: the route cancels the answer when its client leaves (its ``DisconnectWatch``
 notices even while the upstream is silent). Any other body's status line waits for its
 first chunk, and a whole answer's (a 200 that is no event stream:
-:attr:`~stateway.core.ports.Relay.whole`) for all of it, which then follows in one
+:attr:`~stateway.core.backend.Relay.whole`) for all of it, which then follows in one
 message (:meth:`RelayResponse.held`): an upstream failing before that (silent past its
 read timeout, its connection reset after the headers) is answered as an error, not as a
 status whose body never comes. When the upstream fails part-way, an event stream ends
@@ -30,8 +30,8 @@ from collections.abc import AsyncIterator
 
 from starlette.types import Receive, Scope, Send
 
+from stateway.core.backend import Relay, is_event_stream
 from stateway.core.errors import CredentialRevoked, GatewayError, ServerShuttingDown
-from stateway.core.ports import Relay, is_event_stream
 from stateway.protocols.chat.stream import encode_error_chunk
 from stateway.surfaces.auth.revocation import RevocationWatch
 from stateway.surfaces.http.unfinished import leave_unfinished
