@@ -1,5 +1,5 @@
 """The key cache: answers within its TTL without the store, asks again after it,
-shares one lookup between concurrent misses, and stays bounded."""
+shares one lookup between concurrent misses, and stays bounded, unknown keys apart."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from stateway.core.errors import StorageError
-from stateway.identity.key_cache import KeyCache
+from stateway.identity.key_cache import MAX_ENTRIES, KeyCache
 from stateway.identity.keys import ApiKey
 
 
@@ -122,9 +122,51 @@ async def test_the_cache_keeps_at_most_max_entries() -> None:
     store, clock = Store(), Clock()
     cache = KeyCache(store, 60.0, max_entries=3, clock=clock)
     for digest in ("a", "b", "c", "d"):
+        await store.add(key(digest))
         await cache.find(digest)
 
     await cache.find("a")  # dropped first: asked again
     await cache.find("d")  # still there
 
     assert store.lookups == ["a", "b", "c", "d", "a"]
+
+
+async def test_a_flood_of_unknown_keys_does_not_push_out_a_known_one() -> None:
+    store, clock = Store(), Clock()
+    await store.add(key("real"))
+    cache = KeyCache(store, 60.0, clock=clock)
+    assert await cache.find("real") == key("real")
+
+    for n in range(2 * MAX_ENTRIES):
+        assert await cache.find(f"made-up-{n}") is None
+    store.lookups.clear()
+
+    assert await cache.find("real") == key("real")
+    assert store.lookups == []  # still a hit: no lookup
+
+
+async def test_unknown_keys_are_remembered_apart_and_bounded() -> None:
+    store, clock = Store(), Clock()
+    cache = KeyCache(store, 60.0, max_entries=3, max_unknown=2, clock=clock)
+    for digest in ("x", "y", "z"):
+        assert await cache.find(digest) is None
+    store.lookups.clear()
+
+    await cache.find("z")  # still remembered
+    await cache.find("x")  # dropped first: asked again
+
+    assert store.lookups == ["x"]
+
+
+async def test_an_unknown_key_created_later_moves_to_the_known_keys() -> None:
+    store, clock = Store(), Clock()
+    cache = KeyCache(store, 2.0, max_unknown=1, clock=clock)
+    assert await cache.find("new") is None
+    await store.add(key("new"))
+    clock.now = 2.0
+    assert await cache.find("new") == key("new")
+    assert await cache.find("other") is None  # fills the unknown keys' room
+    store.lookups.clear()
+
+    assert await cache.find("new") == key("new")
+    assert store.lookups == []

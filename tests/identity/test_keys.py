@@ -35,7 +35,17 @@ def test_the_digest_is_the_sha256_of_the_key() -> None:
 
 
 @pytest.mark.parametrize(
-    "credential", ["", "sk-test", KEY_PREFIX, KEY_PREFIX + "x" * 42, "sk-xx-" + "x" * 43]
+    "credential",
+    [
+        "",
+        "sk-test",
+        KEY_PREFIX,
+        KEY_PREFIX + "x" * 42,
+        "sk-xx-" + "x" * 43,
+        KEY_PREFIX + "x" * 42 + "=",
+        KEY_PREFIX + "x" * 42 + "\u00e9",
+        KEY_PREFIX + "x" * 21 + " " + "x" * 21,
+    ],
 )
 def test_other_credentials_do_not_look_like_keys(credential: str) -> None:
     assert not looks_like_key(credential)

@@ -5,9 +5,13 @@ trip to every request; the cache keeps what the store answered (a key, or that t
 is none) for ``ttl`` seconds. That is how long a key created by ``stateway keys create``
 may wait to be accepted, and how long a revoked one may still be: a revocation or a new
 key written by another process reaches this one when its entry expires. Concurrent
-requests that miss on the same key share one query. The cache holds at most
-``max_entries`` keys (the least recently loaded go first), so a flood of made-up keys
-cannot grow it without bound.
+requests that miss on the same key share one query.
+
+Keys the store knows and digests it does not are remembered apart, each bounded (the
+least recently loaded go first): an unauthenticated client can send any number of
+made-up keys, each costing one lookup, and were their answers kept with the real keys a
+flood of them would push every real key out, sending each real request back to the
+store. Made up, they only push out one another; the real keys stay until their ``ttl``.
 """
 
 from __future__ import annotations
@@ -22,6 +26,10 @@ from typing import Final
 from stateway.identity.keys import ApiKey, KeyStore
 
 MAX_ENTRIES: Final = 10_000
+"""Keys the store knows, remembered at once."""
+MAX_UNKNOWN: Final = 1_000
+"""Digests the store does not know, remembered at once: enough for a client that keeps
+sending a wrong key to be answered from memory."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,19 +45,20 @@ class KeyCache:
         ttl: float,
         *,
         max_entries: int = MAX_ENTRIES,
+        max_unknown: int = MAX_UNKNOWN,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._store = store
         self._ttl = ttl
-        self._max = max_entries
         self._clock = clock
-        self._entries: dict[str, _Entry] = {}
+        self._known = _Entries(max_entries)
+        self._unknown = _Entries(max_unknown)
         self._loading: dict[str, asyncio.Future[ApiKey | None]] = {}
 
     async def find(self, digest: str) -> ApiKey | None:
         """The key with this digest as the store knew it at most ``ttl`` seconds ago.
         Raises ``StorageError`` when the store cannot be read."""
-        entry = self._entries.get(digest)
+        entry = self._known.get(digest) or self._unknown.get(digest)
         if entry is not None and self._clock() - entry.loaded_at < self._ttl:
             return entry.key
         loading = self._loading.get(digest)
@@ -66,8 +75,27 @@ class KeyCache:
 
     async def _load(self, digest: str) -> ApiKey | None:
         key = await self._store.find(digest)
-        self._entries.pop(digest, None)
-        self._entries[digest] = _Entry(key, self._clock())
-        while len(self._entries) > self._max:
-            del self._entries[next(iter(self._entries))]
+        entry = _Entry(key, self._clock())
+        (self._known if key is not None else self._unknown).put(digest, entry)
+        (self._unknown if key is not None else self._known).drop(digest)
         return key
+
+
+class _Entries:
+    """Entries in the order they were loaded, at most ``limit`` of them."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._entries: dict[str, _Entry] = {}
+
+    def get(self, digest: str) -> _Entry | None:
+        return self._entries.get(digest)
+
+    def put(self, digest: str, entry: _Entry) -> None:
+        self._entries.pop(digest, None)
+        self._entries[digest] = entry
+        while len(self._entries) > self._limit:
+            del self._entries[next(iter(self._entries))]
+
+    def drop(self, digest: str) -> None:
+        self._entries.pop(digest, None)

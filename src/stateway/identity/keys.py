@@ -19,6 +19,7 @@ KEY_PREFIX: Final = "sk-sw-"
 KEY_BYTES: Final = 32
 KEY_LENGTH: Final = len(KEY_PREFIX) + 43
 """Characters in a key: the prefix and 32 bytes in unpadded base64url."""
+KEY_PATTERN: Final = re.compile(re.escape(KEY_PREFIX) + r"[A-Za-z0-9_-]{43}")
 
 TENANT_PATTERN: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 """A tenant id: it appears in resource URIs (``stateway://{tenant}/...``) and keys of the
@@ -72,8 +73,9 @@ def key_digest(key: str) -> str:
 
 
 def looks_like_key(credential: str) -> bool:
-    """Whether ``credential`` has a key's shape (not whether such a key exists)."""
-    return len(credential) == KEY_LENGTH and credential.startswith(KEY_PREFIX)
+    """Whether ``credential`` has a key's shape (not whether such a key exists): what
+    has not is refused before any lookup."""
+    return KEY_PATTERN.fullmatch(credential) is not None
 
 
 def checked_tenant(tenant_id: str) -> str:
