@@ -93,7 +93,9 @@ class MemoryConversations:
         if stored.last_turn is not None and self.responses is not None:
             turn = self.responses.records.get((tenant_id, stored.last_turn))
             served_by = None if turn is None else turn.served_by
-        return ConversationItems(list(stored.items), stored.next_position, served_by)
+        return ConversationItems(
+            list(stored.items), stored.next_position, served_by, stored.last_turn
+        )
 
     async def list_items(
         self,

@@ -4,6 +4,7 @@ conversation (context, appended items, the lock and when it is let go)."""
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -35,6 +36,8 @@ from stateway.core.errors import (
     InvalidRequest,
     NotFound,
     StorageError,
+    ThreadAlreadyContinued,
+    ThreadNotFound,
     UpstreamError,
 )
 from stateway.core.gateway import Gateway
@@ -822,3 +825,35 @@ async def test_a_thread_whose_first_turn_is_refused_leaves_no_conversation() -> 
     )
     await answered.wait()
     assert list(world.conversations.stored) == [("default", answered.state.conversation_id)]
+
+
+async def test_input_tokens_of_a_thread_turn_count_its_earlier_turns_and_system() -> None:
+    """A count of a thread's continue counts what its turn would send: the system it
+    inherits and the thread's items before the new turn; it holds and stores nothing."""
+    world = World()
+    system: list[Item] = [{"type": "message", "role": "system", "content": "y" * 400}]
+    first = await world.gateway.execute(
+        ME, CreateResponse(model="m", input=[user("x" * 400)], thread=ThreadTurn(system=system))
+    )
+    await first.wait()
+    records, stored = dict(world.store.records), dict(world.conversations.stored)
+
+    def count(thread: ThreadTurn | None) -> CountTokens:
+        return CountTokens(CreateResponse(model="m", input=[user("q")], store=False, thread=thread))
+
+    alone = await world.gateway.execute(ME, count(None))
+    created = await world.gateway.execute(ME, count(ThreadTurn()))
+    continued = ThreadTurn(previous_response_id=first.state.id, tools_given=False)
+    within = await world.gateway.execute(ME, count(continued))
+
+    assert created.input_tokens == alone.input_tokens
+    assert within.input_tokens >= alone.input_tokens + 200  # 800 bytes, about 200 tokens
+    assert (world.store.records, world.conversations.stored) == (records, stored)
+    with pytest.raises(ThreadNotFound):
+        await world.gateway.execute(ME, count(ThreadTurn(previous_response_id="resp_nope")))
+    second = await world.gateway.execute(
+        ME, CreateResponse(model="m", input=[user("r")], thread=replace(continued))
+    )
+    await second.wait()
+    with pytest.raises(ThreadAlreadyContinued):  # as its turn would be
+        await world.gateway.execute(ME, count(replace(continued)))

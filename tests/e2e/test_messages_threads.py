@@ -247,6 +247,29 @@ def test_an_unknown_message_is_thread_not_found(claude: Anthropic, message_id: s
     )
 
 
+def test_a_count_of_a_continue_counts_the_thread(claude: Anthropic) -> None:
+    """``count_tokens`` with ``thread`` counts what the turn would send: the thread's
+    earlier turns and system too; it is refused as the turn would be, and holds nothing."""
+    first = send(claude, [{"role": "user", "content": "tell " * 300}], system=SYSTEM, thread=CREATE)
+    new_turn: Any = [{"role": "user", "content": "and then?"}]
+
+    def count(thread: Any) -> int:
+        extra = {} if thread is None else {"thread": thread}
+        counted = claude.beta.messages.count_tokens(
+            model=MODEL, messages=new_turn, extra_body=extra
+        )
+        return counted.input_tokens
+
+    alone, within = count(None), count(after(first))
+    assert within >= alone + 300  # the first turn's 300 words at least
+    with pytest.raises(ThreadNotFoundError):
+        count({"type": "continue", "previous_message_id": "msg_nothing_here"})
+    second = send(claude, new_turn, thread=after(first))  # the count held nothing
+    assert second.stop_reason == "end_turn"
+    with pytest.raises(ThreadAlreadyContinuedError):
+        count(after(first))
+
+
 def test_a_message_made_outside_a_thread_is_thread_not_found(claude: Anthropic) -> None:
     plain = send(claude, [{"role": "user", "content": "hi"}])  # never stored
     with pytest.raises(ThreadNotFoundError):

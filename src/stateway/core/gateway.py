@@ -300,7 +300,10 @@ class Gateway:
             case CountTokens(request=request):
                 request = await resolved(self._store, principal.tenant_id, request, self._sealer)
                 with self.generations.lease() as generation:
-                    return await self._starter.count(principal, request, generation)
+                    count = partial(self._starter.count, principal, request, generation)
+                    if request.thread is None:
+                        return await count()
+                    return await self._threads.count(principal.tenant_id, request, count)
             case CancelResponse(response_id=response_id):
                 return await background.cancel(
                     self._store, self.runs, principal, response_id, self._signals, self._settler

@@ -301,6 +301,8 @@ class RunStarter:
         if command.conversation_id is not None:
             conversations = self._conversations("conversation")
             conversation = await conversations.context(principal.tenant_id, command.conversation_id)
+            if command.thread is not None:  # refused as its turn would be
+                check_continued(command.thread, conversation)
         items = None if conversation is None else conversation.items
         prior = await load_prior(self._store, principal.tenant_id, command, items)
         staged = await shaped(route, command, prior.items, conversation, counting=True)

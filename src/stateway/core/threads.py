@@ -41,7 +41,8 @@ later turns see the thread's system, that summary and what follows it
 A prewarm (``max_tokens: 0``) is no turn: it is checked as its turn would be (a continue
 from a message that is not the latest is ``thread_already_continued``) and answered, but
 it is not stored, holds nothing and takes no claim, so the turn it warms, sent next from
-the same message, is not refused; a prewarm's create makes no conversation.
+the same message, is not refused; a prewarm's create makes no conversation. A count of a
+turn's input tokens (:meth:`Threads.count`) is read the same way, and refused alike.
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ from stateway.core.errors import (
 from stateway.core.items import Item
 from stateway.core.ports import ResponseStore
 from stateway.core.response import APPENDED_ENDINGS, UNFINISHED, thread_left
+from stateway.core.results import TokenCount
 from stateway.core.runs import Run
 from stateway.core.tools.changes import tools_in_effect
 from stateway.core.tools.toolset import MCP
@@ -129,6 +131,21 @@ class Threads:
             except Exception:
                 await self._refused(tenant_id, command)
                 raise
+
+    async def count(
+        self,
+        tenant_id: str,
+        command: CreateResponse,
+        count: Callable[[], Awaitable[TokenCount]],
+    ) -> TokenCount:
+        """``count`` of ``command``, a turn of its thread (:meth:`resolve`): what the turn
+        would send, the thread's system, tools and items included, refused in the
+        thread's words as the turn would be. A count holds and makes nothing: a create's
+        makes no conversation."""
+        command.store = False
+        with _thread_refusals(command.thread):
+            await self.resolve(tenant_id, command)
+            return await count()
 
     async def _refused(self, tenant_id: str, command: CreateResponse) -> None:
         """A thread's first turn was refused before it began (an unknown model, an

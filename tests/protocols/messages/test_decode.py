@@ -1188,6 +1188,23 @@ def test_a_thread_continue_names_the_response_and_may_inherit() -> None:
     assert error.param == "messages.0.content.0.tool_use_id"  # no thread: nothing it answers
 
 
+def test_a_count_of_a_thread_turn_is_that_turn_and_stores_nothing() -> None:
+    """``count_tokens`` counts what the turn would send: its thread's too (the core)."""
+    result = {"type": "tool_result", "tool_use_id": "toolu_1", "content": "sunny"}
+    continued = {"type": "continue", "previous_message_id": "msg_abc"}
+    raw = body(thread=continued, messages=[{"role": "user", "content": [result]}])
+    command = decode_count_tokens(raw).request
+    assert command.thread is not None
+    assert command.thread.previous_response_id == "resp_abc"
+    assert (command.thread.system, command.thread.tools_given) == (None, False)
+    [output] = command.input  # answering a call of the thread's last response
+    assert (output["type"], output["call_id"]) == ("function_call_output", "toolu_1")
+    assert not command.store
+    with pytest.raises(InvalidRequest) as caught:
+        decode_count_tokens(body(thread={"type": "fork"}))
+    assert caught.value.param == "thread.type"
+
+
 @pytest.mark.parametrize(
     ("thread", "param"),
     [

@@ -76,10 +76,7 @@ def decode_messages(
     body = _validated(raw, MessagesBody, max_input_items)
     check_hosted_only(body)
     check_thinking_tool_choice(body.thinking, body.tool_choice)
-    thread = None
-    if body.thread is not None:
-        declared = body.tools is not None or body.mcp_servers is not None
-        thread = decode_thread(body.thread, tools_given=declared)
+    thread = _thread(body)
     command = _command(body, max_input_items, thread, compacting=body.compaction is not None)
     settings = command.settings
     settings.max_output_tokens = body.max_tokens
@@ -108,11 +105,21 @@ def decode_messages(
 
 
 def decode_count_tokens(raw: bytes, *, max_input_items: int | None = None) -> CountTokens:
+    """A count of a thread's turn counts what the turn would send, the thread's items
+    included (the core reads them); nothing is stored."""
     body = _validated(raw, CountTokensBody, max_input_items)
-    command = _command(body, max_input_items)
+    command = _command(body, max_input_items, _thread(body))
+    command.store = False
     if body.context_management is not None:
         decode_context_management(command, body, compacts=False)
     return CountTokens(command)
+
+
+def _thread(body: CountTokensBody) -> ThreadTurn | None:
+    if body.thread is None:
+        return None
+    declared = body.tools is not None or body.mcp_servers is not None
+    return decode_thread(body.thread, tools_given=declared)
 
 
 def _command(

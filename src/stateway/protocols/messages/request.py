@@ -63,6 +63,8 @@ class CountTokensBody(Wire):
     tool_choice: ToolChoice | None = None
     thinking: Thinking | None = None
     output_config: OutputConfig | None = None
+    thread: dict[str, Any] | None = None
+    """Checked by :mod:`stateway.protocols.messages.threads`."""
     output_format: dict[str, Any] | None = None
     """``output_config.format`` under its former (deprecated) name, which the
     structured-outputs beta and older SDKs send."""
@@ -82,8 +84,6 @@ class MessagesBody(CountTokensBody):
     metadata: Metadata | None = None
     service_tier: Literal["auto", "standard_only"] | None = None
     compaction: dict[str, Any] | None = None
-    thread: dict[str, Any] | None = None
-    """Checked by :mod:`stateway.protocols.messages.threads`."""
     fallbacks: list[dict[str, Any]] | Literal["default"] | None = None
     billing_policy: dict[str, Any] | None = None
     """Fields of hosted features, checked by

@@ -1,6 +1,7 @@
-"""``thread`` on ``POST /v1/messages``: server-held conversation state (Anthropic's
-Threads), decoded into the :class:`~stateway.core.commands.ThreadTurn` the core runs as a
-turn of a conversation (:mod:`stateway.core.threads`, ADR 0017).
+"""``thread`` on ``POST /v1/messages`` (and its ``count_tokens``): server-held
+conversation state (Anthropic's Threads), decoded into the
+:class:`~stateway.core.commands.ThreadTurn` the core runs as a turn of a conversation
+(:mod:`stateway.core.threads`, ADR 0017).
 
 - ``{"type": "create"}``: the response is stored, and the thread held under its ``id``.
 - ``{"type": "continue", "previous_message_id": "msg_..."}``: ``messages`` holds only the
@@ -14,7 +15,8 @@ Nothing else a request may ask is refused with a thread: thinking, ``cache_contr
 ``context_management``, any model (a continue may name another one) all work as without
 one, so ``thread_unsupported_request`` and ``thread_fingerprint_mismatch`` are never
 answered. A ``previous_message_id`` that is no message id is ``thread_not_found``, as any
-other the tenant has no thread state for.
+other the tenant has no thread state for. ``POST /v1/messages/count_tokens`` takes
+``thread`` too, and counts what its turn would send (the thread's earlier turns included).
 """
 
 from __future__ import annotations
