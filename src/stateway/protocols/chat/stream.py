@@ -63,6 +63,12 @@ _FAILED: Final = frozenset({"failed", "cancelled"})
 _OPENING: Final = {"role": "assistant", "content": "", "refusal": None}
 _OPENING_REFUSAL: Final = {"role": "assistant", "content": None, "refusal": ""}
 _OPENING_CALL: Final = {"role": "assistant", "content": None, "refusal": None}
+_CALL_SHAPES: Final = {
+    FUNCTION_CALL: ("function", "arguments"),
+    CUSTOM_TOOL_CALL: ("custom", "input"),
+}
+"""A client's call item type -> its ``tool_calls`` entry's ``type`` and what its body's
+streamed part is named."""
 _NO_TOKENS: Final = b'{"content":[],"refusal":null}'
 """The role chunk's ``logprobs`` when they are asked for, as hosted opens them: a stream
 that shows no text adds up to the completion's empty list, not to ``null``."""
@@ -150,22 +156,14 @@ class ChatStream:
                 if index is None:
                     return b""
                 return self._delta({"tool_calls": [{"index": index, "custom": {"input": delta}}]})
-            case ev.ItemAdded(output_index=at, item=item) if item.get("type") == CUSTOM_TOOL_CALL:
+            case ev.ItemAdded(output_index=at, item=item) if item.get("type") in _CALL_SHAPES:
+                kind, body = _CALL_SHAPES[item["type"]]
                 index = self._calls[at] = len(self._calls)
                 call = {
                     "index": index,
                     "id": item.get("call_id"),
-                    "type": "custom",
-                    "custom": {"name": item.get("name") or "", "input": ""},
-                }
-                return self._delta({"tool_calls": [call]})
-            case ev.ItemAdded(output_index=at, item=item) if item.get("type") == FUNCTION_CALL:
-                index = self._calls[at] = len(self._calls)
-                call = {
-                    "index": index,
-                    "id": item.get("call_id"),
-                    "type": "function",
-                    "function": {"name": item.get("name") or "", "arguments": ""},
+                    "type": kind,
+                    kind: {"name": item.get("name") or "", body: ""},
                 }
                 return self._delta({"tool_calls": [call]})
             case ev.ResponseCreated(response=state):
