@@ -113,6 +113,79 @@ async def test_total_timeout_ends_a_trickling_reply(loopback: Loopback) -> None:
     assert 3 < sent < 100
 
 
+@pytest.mark.parametrize("streams", [True, False])
+async def test_total_timeout_ends_a_trickling_relay(loopback: Loopback, streams: bool) -> None:
+    """The fast path's relay is bounded as a call is, streamed or read whole."""
+    sent = 0
+
+    async def trickles(request: web.Request) -> web.StreamResponse:
+        nonlocal sent
+        response = web.StreamResponse()
+        response.content_type = "text/event-stream" if streams else "application/json"
+        await response.prepare(request)
+        while sent < 200 and not loopback.released.is_set():
+            await response.write(b"x")
+            sent += 1
+            await asyncio.sleep(0.05)
+        return response
+
+    client = upstream(loopback, await loopback.serve(trickles), total_timeout=0.8, read_timeout=5)
+    relay = await client.relay("/chat/completions", b"{}")
+    try:
+        with pytest.raises(UpstreamTimeout, match="total_timeout") as caught:
+            async for _ in relay.chunks():
+                pass
+    finally:
+        await relay.aclose()
+    assert caught.value.status == 504
+    assert 3 < sent < 100
+
+
+async def test_a_calls_deadlines_end_with_it(
+    loopback: Loopback, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every timer a call or a relay arms is cancelled once it ends: none is left to fire
+    on the pooled connection, whose next request is another's. The body is sent once the
+    headers are in, so that it is read (and bounded) apart from them."""
+    headed = asyncio.Event()
+
+    async def answer(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        await response.prepare(request)
+        await headed.wait()
+        headed.clear()
+        await response.write(b'{"ok": true}')
+        return response
+
+    client = upstream(loopback, await loopback.serve(answer), first_token_timeout=5.0)
+    loop = asyncio.get_running_loop()
+    armed: list[asyncio.TimerHandle] = []
+    call_at = loop.call_at
+
+    def spied(when: float, callback: Any, *args: Any, **kwargs: Any) -> asyncio.TimerHandle:
+        handle = call_at(when, callback, *args, **kwargs)
+        armed.append(handle)
+        return handle
+
+    monkeypatch.setattr(loop, "call_at", spied)
+    async with client.post("/chat/completions", BODY, first_output=FirstOutput()) as reply:
+        headed.set()
+        assert await reply.read() == b'{"ok": true}'
+    relay = await client.relay("/chat/completions", b"{}")
+    headed.set()
+    try:
+        assert b"".join([chunk async for chunk in relay.chunks()]) == b'{"ok": true}'
+    finally:
+        await relay.aclose()
+    monkeypatch.undo()
+    # The keep-alive housekeeping of the pool (its idle connections' cleanup) and of the
+    # server aside, every timer armed meanwhile is the call's own.
+    housekeeping = ("_cleanup", "_process_keepalive")
+    left = [h for h in armed if not any(name in repr(h) for name in housekeeping)]
+    assert left
+    assert [handle for handle in left if not handle.cancelled()] == []
+
+
 async def test_streamed_reply_over_the_byte_budget_fails_early(loopback: Loopback) -> None:
     sent = 0
 

@@ -78,7 +78,7 @@ class TransportFailures:
                 f"The model server '{name}' sent nothing for {target.read_timeout:g} s "
                 "(read_timeout)."
             )
-        if isinstance(exc, TimeoutError):  # aiohttp's whole-call deadline
+        if isinstance(exc, TimeoutError):  # the whole-call deadline (a listing's: aiohttp's)
             if self._listing is not None:
                 asked = self._asked
                 what = "list its models" if asked == "/models" else f"answer GET {asked}"

@@ -17,7 +17,9 @@ One call (:meth:`UpstreamClient.post`) runs in this order:
    followed (it would send the conversation, and the backend's headers, where nobody
    configured): it is an upstream error;
 4. hand the caller an :class:`UpstreamReply`, which reads the body within ``read_timeout``
-   of silence and ``total_timeout`` for the whole call, and at most ``max_response_bytes``;
+   of silence and ``total_timeout`` for the whole call (one loop timer of the client's,
+   armed at the headers, ended with the connection: see :func:`_overdue`), and at most
+   ``max_response_bytes``;
    with ``first_token_timeout``, its first output within that of the headers (an inference
    call's :class:`~stateway.core.deadline.FirstOutput`, met by the round that reads it; a
    relay's first body chunk). Until that output an attempt may fail over, so the wait
@@ -78,9 +80,16 @@ class UpstreamClient:
         self._first_byte_timeout = (
             target.read_timeout if target.first_byte_timeout is None else target.first_byte_timeout
         )
-        self._timeout = _timeout(target, target.total_timeout)
-        """A call's first attempt's: all of ``total_timeout`` (made once: a frozen attrs
-        object of five fields cost ~8,600 CPU instructions a call)."""
+        self._timeout = aiohttp.ClientTimeout(
+            total=None, connect=target.connect_timeout, sock_read=None
+        )
+        """aiohttp's deadlines for every call: only ``connect_timeout`` for a connection.
+        The client bounds the rest itself, with timers it keeps anyway: up to the headers
+        the first byte's :class:`Deadline`, after them ``read_timeout`` on the socket and
+        the body's :func:`_overdue`. aiohttp's own ``total`` would arm a timer, a timer
+        context and a callback list of its own a call, and enter that context on every
+        wait for the body (~2% of a relayed request's instructions). Made once: a frozen
+        attrs object of five fields cost ~8,600 CPU instructions a call."""
         self._call_failures = TransportFailures(target, None, "/models")
 
     def full(self, pending: int = 0) -> bool:
@@ -168,16 +177,17 @@ class UpstreamClient:
         headers: Mapping[str, str] | None = None,
     ) -> aiohttp.ClientResponse:
         """One request, up to its response headers, within ``remaining`` seconds of the
-        call's ``total_timeout``."""
+        call's ``total_timeout``; its body, once its headers are in, within what is left
+        of them (:func:`_overdue`)."""
         if remaining <= 0:
             raise TimeoutError
-        total = self.target.total_timeout
-        timeout = self._timeout if remaining == total else _timeout(self.target, remaining)
+        loop = asyncio.get_running_loop()
+        until = loop.time() + remaining
         first_byte = Deadline(min(self._first_byte_timeout, remaining))
         try:
             with first_byte:
                 response = await session.post(
-                    url, data=data, timeout=timeout, headers=headers, allow_redirects=False
+                    url, data=data, timeout=self._timeout, headers=headers, allow_redirects=False
                 )
         except TimeoutError as exc:
             if first_byte.expired and self._first_byte_timeout < remaining:
@@ -186,11 +196,14 @@ class UpstreamClient:
                     f"{self._first_byte_timeout:g} s (first_byte_timeout)."
                 ) from exc
             raise
-        # From the headers on, silence between two reads is bounded by read_timeout.
-        protocol = response.connection.protocol if response.connection is not None else None
-        if protocol is not None:
-            protocol.read_timeout = self.target.read_timeout
-            protocol.start_timeout()
+        connection = response.connection
+        if connection is not None:  # else the body is in already, whole
+            protocol = connection.protocol
+            if protocol is not None:  # from here on, read_timeout bounds every silence
+                protocol.read_timeout = self.target.read_timeout
+                protocol.start_timeout()
+            overdue = loop.call_at(until, _overdue, response.content)
+            connection.add_callback(overdue.cancel)  # the connection given back or closed
         return response
 
     async def list_models(self, within: float = 5.0) -> list[str]:
@@ -358,8 +371,10 @@ class UpstreamCall:
             raise no_output(self._client.target.name, self._within) from exc
 
 
-def _timeout(target: UpstreamTarget, total: float) -> aiohttp.ClientTimeout:
-    """aiohttp's deadlines for one attempt: ``total`` for all of it (its reply's body
-    included), ``connect_timeout`` for a connection; silence after the headers is
-    bounded apart (``read_timeout``, on the socket)."""
-    return aiohttp.ClientTimeout(total=total, connect=target.connect_timeout, sock_read=None)
+def _overdue(body: aiohttp.StreamReader) -> None:
+    """The call's ``total_timeout`` is up while its body is still read: the read waiting
+    for it, and any after, fail with ``TimeoutError`` (:class:`TransportFailures` tells
+    it as ``total_timeout``), in whatever task reads it (a relay's is the client's
+    answer's). The timer is cancelled when the connection is given back or closed, so
+    it never reaches the pooled connection's next request."""
+    body.set_exception(TimeoutError())

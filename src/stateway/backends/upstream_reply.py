@@ -8,9 +8,10 @@ servers and proxies answer a streamed request with a 200 whose body is an error 
 Either way every byte is counted as it arrives, and the reply that outgrows
 ``max_response_bytes`` fails with :class:`~stateway.core.errors.UpstreamResponseTooLarge`
 before more of it is buffered; a declared ``Content-Length`` over the budget fails before
-the body is read at all. Deadlines are aiohttp's, set up by
-:class:`~stateway.backends.upstream_http.UpstreamClient`, and the wait for the first
-output's (``first_token_timeout``: :func:`no_output`, what it fails with). A stream that ends
+the body is read at all. Deadlines are the client's
+(:class:`~stateway.backends.upstream_http.UpstreamClient`: ``read_timeout`` on the socket,
+``total_timeout`` on the body), and the wait for the first output's
+(``first_token_timeout``: :func:`no_output`, what it fails with). A stream that ends
 before its answer is :func:`cut_short`, or :func:`no_answer` when it ends as if answered
 before any output.
 """
