@@ -7,22 +7,19 @@ before it."""
 from __future__ import annotations
 
 import asyncio
-import itertools
 from collections.abc import AsyncIterator
-from typing import Any, Final
+from typing import Any
 
 import orjson
 import pytest
 from aiohttp import web
 
-from stateway.backends.chat_reply import gave_up
 from stateway.backends.openai_chat import OpenAIChatBackend
 from stateway.backends.upstream_http import UpstreamClient
 from stateway.backends.upstream_relay import UpstreamRelay
-from stateway.backends.upstream_reply import cut_short, no_answer
+from stateway.backends.upstream_reply import cut_short
 from stateway.backends.upstream_target import UpstreamTarget
 from stateway.core.errors import GatewayError
-from stateway.core.usage import Usage
 from tests.backends.conftest import Loopback
 from tests.backends.test_chat_reported_errors import streamed_failure
 from tests.backends.test_redaction import inference
@@ -373,60 +370,6 @@ async def test_a_done_split_between_reads_is_judged_at_the_end(
     relayed, error = await relayed_until(await forwarded(loopback, *chunks))
     assert relayed == b"".join(chunks)
     same(error, await streamed_failure(loopback, relayed))
-
-
-ENDINGS: dict[str, tuple[bytes, GatewayError | None]] = {
-    "answered": (ROLE + OUTPUT + finished("stop") + USAGE + DONE, None),
-    "answered-crlf": (ROLE + OUTPUT + finished("stop") + USAGE + b"data:[DONE]\r\n\r\n", None),
-    "no-answer": (ROLE + DONE, no_answer("up")),
-    "given-up": (ROLE + OUTPUT + GIVEN_UP + DONE, gave_up("abort")),
-    "cut": (ROLE + OUTPUT + USAGE, cut_short("up")),
-    "cut-in-done": (ROLE + OUTPUT + USAGE + b"data: [DONE]\n", cut_short("up")),
-}
-"""Streams by how a run judges them (None: answered), each ending as a stream ends."""
-SPLIT: Final = 16
-"""The last bytes of a stream cut into reads: its ``[DONE]`` event (or its end) and more."""
-
-
-def split_endings() -> list[Any]:
-    """Each stream of :data:`ENDINGS` as reads: its last :data:`SPLIT` bytes cut at one
-    place or two (two or three reads), cut within the ``data:`` of the event before them,
-    or every byte of it read alone (a trickle)."""
-    params = []
-    for name, (body, _) in ENDINGS.items():
-        before = body.rfind(b"data:", 0, len(body) - SPLIT)
-        cuts = [(at,) for at in range(1, SPLIT)]
-        cuts += [(at, end) for at in range(1, SPLIT) for end in range(1, at)]
-        cuts += [(len(body) - before - at,) for at in range(1, 5)]
-        cuts += [tuple(range(len(body) - 1, 0, -1))]
-        for cut in cuts:
-            bounds = [0, *(len(body) - at for at in cut), len(body)]
-            writes = [body[start:end] for start, end in itertools.pairwise(bounds)]
-            tag = "trickle" if len(cut) > 2 else "-".join(map(str, cut))
-            params.append(pytest.param(name, writes, id=f"{name}-{tag}"))
-    return params
-
-
-@pytest.mark.parametrize(("name", "writes"), split_endings())
-async def test_a_stream_is_judged_the_same_however_its_last_bytes_are_split(
-    loopback: Loopback, name: str, writes: list[bytes]
-) -> None:
-    """A ``[DONE]`` split between reads, or read a byte at a time (reads as the network
-    cuts them: rare, but no stream's verdict may depend on them), is judged at the
-    stream's end as a whole one is: an answer is relayed whole, its usage found; no
-    answer and one given up on get the error a run gets; a stream ended without
-    ``[DONE]`` is cut short, whatever its last reads."""
-    body, failure = ENDINGS[name]
-    relay = await forwarded(loopback, *writes)
-    if failure is None:
-        assert await relayed_whole(relay) == body
-    else:
-        relayed, error = await relayed_until(relay)
-        told = writes[-1].endswith(DONE)  # by the read of its [DONE], which is left out
-        assert relayed == (body.removesuffix(DONE) if told else body)
-        same(error, failure)
-    if name != "no-answer":
-        assert relay.relay.usage() == Usage(input_tokens=3, output_tokens=1)
 
 
 FINISH_CRLF = finished("stop").replace(b"\n", b"\r\n")

@@ -13,12 +13,15 @@ it left out, and the route ends the stream with it in the OpenAI shape (what the
 
 So too for a stream that ends as no answer, which a run fails on and a client reading
 the relayed bytes could not tell from one; each is told once per stream, at its end,
-from the last chunks the relay keeps anyway, however its last bytes were split between
-reads (a read in which no event begins is kept with the one before it: :data:`KEPT`). A
-stream that ends without ``data: [DONE]`` and without a finish in its last chunks
-(:func:`unended`, :func:`unfinished`) was cut short (a proxy's timeout, a server dying
-between two events: the body ends cleanly), as is one that ends with no byte at all. At
-``[DONE]`` (:func:`done_at`, left out when it ends a failure), :func:`unanswered` reads
+from the last chunks the relay keeps anyway, however its bytes were split between reads
+(a read that ends no event, or goes on with one the read before it began, is kept with
+that read: :data:`KEPT`, :data:`EVENT_ENDS`; a ``data:`` split between two reads is
+counted: :func:`straddling`). A stream that ends without ``data: [DONE]`` and without a
+finish in its last chunks (:func:`unended`, :func:`unfinished`) was cut short (a proxy's
+timeout, a server dying between two events: the body ends cleanly), as is one that ends
+with no byte at all. At ``[DONE]`` (:func:`done_ending`: its read's last event, perhaps
+followed by a proxy's keepalive comments or blank lines; left out when it ends a
+failure), :func:`unanswered` reads
 the last chunks' events only when there were few (two at most: vLLM's ``[DONE]`` alone,
 after an error it dropped before the first token; a role chunk and ``[DONE]``, no
 output: ``no_answer``) or when the last ``finish_reason`` says the server gave up on the
@@ -29,16 +32,17 @@ search from the end), as a run reads them
 The relay's loop adds almost nothing to an ordinary chunk, one event that starts as an
 answer's chunk does (:data:`ORDINARY`): one ``startswith`` of a chunk whose ``data:``
 lines it counts anyway. Any other chunk (several events read together, a comment, an
-error, ``[DONE]``) is searched for the bytes ``error`` (with ``bytes.find``: ``in`` first
-tries its operand as an integer, raising and clearing a ``TypeError``, some 1,800
-instructions a search, counted with callgrind) and looked at for ``[DONE]`` at its end,
-and only one that holds ``error`` is read line by line (:func:`reported_error`; the key
-``"error"`` cannot appear inside a chunk's strings, where its quotes are escaped, nor can
-``[DONE]`` start a line there); one with no ``data:`` at all (an event's end read apart,
-a comment) is kept with the read before it (:data:`KEPT`), its split ``data:`` counted
-(:func:`straddling`). What is not seen so is relayed as it came: an error event split
-between two reads, or an ``error:`` line read together with the one ordinary event before
-it.
+error, ``[DONE]``) is searched for the bytes ``error`` and ``[DONE]`` (with ``bytes.find``
+and ``rfind``: ``in`` first tries its operand as an integer, raising and clearing a
+``TypeError``, some 1,800 instructions a search, counted with callgrind), its split
+``data:`` counted (:func:`straddling`), and only one that holds ``error`` is read line by
+line (:func:`reported_error`, from its first whole line; the key ``"error"`` cannot
+appear inside a chunk's strings, where its quotes are escaped, nor can ``[DONE]`` start
+a line there), one that holds ``[DONE]`` from its end (:func:`done_ending`); one that is
+not whole events (an event's end read apart, a comment, an event cut by the read's end)
+is kept with the read before it (:data:`KEPT`). What is not seen so is relayed as it
+came: an error event split between two reads, or an ``error:`` line read together with
+the one ordinary event before it.
 
 The status line has gone out with the first chunk, so an error before any output is the
 same error line after a 200 (a translated stream holds its status line for its first
@@ -114,18 +118,19 @@ def _reported(data: bytes, backend: str, scrub: Scrub) -> GatewayError | None:
 DONE: Final = b"data: [DONE]\n\n"
 """How every server known here ends a stream."""
 
-DONE_ENDS: Final = (DONE, b"data: [DONE]\r\n\r\n", b"data:[DONE]\n\n", b"data:[DONE]\r\n\r\n")
-"""How a read holding a stream's ``data: [DONE]`` ends: it is the stream's last event.
-Four endings, each tried against every read that is not one ordinary event: a ``[DONE]``
-split between reads (read apart from its blank line, or a byte at a time) is not told
-there, but by the stream's end (:func:`unended`)."""
+EVENT_ENDS: Final = (b"\n\n", b"\r\n\r\n")
+"""How a read that ends an event ends (a blank line): one that does not (an event cut by
+the read's end: a ``[DONE]`` split, its blank line read apart) is kept with the read
+before it (:data:`KEPT`). A read ended by ``\r\r`` (lines ended by a CR alone, which no
+server known here writes) is kept so too: kept, a read loses nothing."""
 
 KEPT: Final = 4096
-"""Bytes of the last read kept (for the usage and the stream's end) that a read in which
-no event begins (an event's end read apart, a comment) is kept after, not in its place:
-however a stream's last bytes were split between reads, the two reads kept then hold its
-``[DONE]`` and the usage before it (an event of a few hundred bytes). A bound, so that a
-stream read a byte at a time copies no more than this a read."""
+"""Bytes of the last read kept (for the usage and the stream's end) that a read that is
+not whole events (an event's end read apart, a comment, an event cut by the read's end:
+:data:`EVENT_ENDS`) is kept after, not in its place: however a stream's last bytes were
+split between reads, the two reads kept then hold its ``[DONE]``, and the usage and the
+finish before it (events of a few hundred bytes). A bound, so that a stream read a byte
+at a time copies no more than this a read."""
 
 
 def straddling(before: bytes, chunk: bytes) -> int:
@@ -152,6 +157,26 @@ def done_at(chunk: bytes) -> int:
         return -1
     start = chunk.rfind(b"\n", 0, at) + 1
     return start if chunk[start:at] in (b"data: ", b"data:") else -1
+
+
+def done_ending(chunk: bytes) -> int:
+    """Where the ``data: [DONE]`` line that ends ``chunk`` starts: the last event of it, a
+    blank line after it, and after that only comments (a proxy's keepalive) or blank lines
+    (a server's extra line break), which a run never reads (it stops at ``[DONE]``); -1
+    when no ``[DONE]`` ends it so (none, one not yet followed by its blank line, one in a
+    comment). Searched from the end: a few bytes read of a read that ends a stream."""
+    start = done_at(chunk)
+    if start < 0:
+        return -1
+    after = chunk[chunk.index(b"[DONE]", start) + 6 :].splitlines(keepends=True)
+    if not after or after[0].strip(b"\r\n"):  # more on its line: no [DONE] alone
+        return -1
+    for line in after[1:]:
+        if line[:1] in (b"\n", b"\r"):  # a blank line: [DONE] was dispatched
+            return start
+        if line[:1] != b":":  # a field of its event: its data is no [DONE] alone
+            return -1
+    return -1  # not dispatched (yet): its blank line may be in the next read
 
 
 def gave_up_at_end(tail: bytes) -> bool:
@@ -189,12 +214,13 @@ def unanswered(
 def unended(previous: bytes, last: bytes, events: int, backend: str) -> GatewayError | None:
     """The error of a stream whose body ended with no ``[DONE]`` told, after the reads
     ``previous`` and ``last`` and ``events`` data lines: judged as at ``[DONE]``
-    (:func:`unanswered`, from these two reads alone) when they end with one (a ``[DONE]``
-    split between reads, however: those in which no event begins were kept with the read
-    before them, :data:`KEPT`; the answer's finish, and its usage after it, may have come
-    reads before), else by its finish (:func:`unfinished`). Once a stream, at its end."""
+    (:func:`unanswered`, from these two reads alone) when they end with one
+    (:func:`done_ending`; a ``[DONE]`` split between reads, however: reads that are not
+    whole events were kept with the read before them, :data:`KEPT`, so these two hold the
+    answer's finish and its usage after it), else by its finish (:func:`unfinished`). Once
+    a stream, at its end."""
     tail = previous + last
-    if tail.endswith(DONE_ENDS):
+    if done_ending(tail) >= 0:
         return unanswered(b"", previous, last, events - 1, backend)
     return unfinished(tail, backend)
 

@@ -11,7 +11,8 @@ so, even to a streamed request) is the error it reports, not an answer, and one 
 ``finish_reason`` says the server gave up on it is that failure; so is an event of a 200
 stream that reports an error, raised after the events before it, and the end of one that
 is no whole answer (cut short, done before any output, given up on), told once, at its
-end, from the last two chunks kept for the usage (:mod:`~stateway.backends.relayed_stream`).
+end, from the last two reads kept for the usage (a read that ends no event kept with the
+one before it: :mod:`~stateway.backends.relayed_stream`).
 An error status is relayed as it came; :meth:`UpstreamRelay.failure` says what it means
 (how it counts on the backend's circuit), from the status and the body relayed. The body is
 counted against ``max_response_bytes`` as it is read (a declared ``Content-Length`` over
@@ -41,10 +42,10 @@ from stateway.backends.chat_reply import GAVE_UP, gave_up
 from stateway.backends.chat_usage import reported_usage
 from stateway.backends.relayed_stream import (
     DONE,
-    DONE_ENDS,
+    EVENT_ENDS,
     KEPT,
     ORDINARY,
-    done_at,
+    done_ending,
     reported_error,
     straddling,
     unanswered,
@@ -125,7 +126,8 @@ class UpstreamRelay:
         self._scrub = scrub
         self._failures = failures
         self._previous = self._last = b""
-        """The last two chunks relayed: where the answer's usage is (:meth:`usage`)."""
+        """The last two reads relayed (one that ends no event joined to the one before it):
+        where the answer's usage is (:meth:`usage`), and its end."""
         self._events = 0
         """The ``data:`` lines relayed (:meth:`output_estimate`)."""
         self._done = False
@@ -184,14 +186,22 @@ class UpstreamRelay:
                         chunk = _scrubbed(self._scrub, chunk)
                     events = chunk.count(b"data:")
                     if judged and (events != 1 or not chunk.startswith(ORDINARY)):
+                        if chunk != DONE:  # a data: line split between reads, counted
+                            events += straddling(self._previous[-4:] + self._last, chunk)
                         if (
-                            chunk == DONE or chunk.endswith(DONE_ENDS) or chunk.find(b"error") >= 0
+                            chunk == DONE
+                            or chunk.rfind(b"[DONE]") >= 0
+                            or chunk.find(b"error") >= 0
                         ) and (ending := self._ending(chunk, events)):
                             if ending[0]:
                                 yield self._noted(ending[0])
                             raise ending[1]
-                        if not events:  # no event begins in it: an event's end read apart
-                            self._joined(chunk)
+                        if not (
+                            events
+                            and chunk.endswith(EVENT_ENDS)
+                            and self._last.endswith(EVENT_ENDS)
+                        ):  # not whole events: an event's end, a comment, an event cut
+                            self._joined(chunk, events)
                             yield chunk
                             continue
                     self._previous, self._last = self._last, chunk
@@ -230,44 +240,54 @@ class UpstreamRelay:
             raise
 
     def _ending(self, chunk: bytes, events: int) -> tuple[bytes, GatewayError] | None:
-        """The error ``chunk`` (relayed, scrubbed; ``events`` data lines; told by
-        :func:`_telling`) ends the stream with, and what of the chunk goes before it: an
-        event's that reports one (:func:`~.relayed_stream.reported_error`), or that of its
-        ``[DONE]`` ending no answer (:func:`~.relayed_stream.unanswered`, which reads the
-        chunks before it); None when it ends none. ``[DONE]`` read alone (most streams'
-        last read) is told by one comparison; no read is read whole unless it holds
-        ``error``, and the ``[DONE]`` line is looked for only to end a failure before it:
-        an answer ended as every answer is costs a stream the fewest calls."""
-        split = 0
+        """The error ``chunk`` (relayed, scrubbed; ``events`` data lines, a split one
+        among them; told by :func:`_telling`) ends the stream with, and what of the chunk
+        goes before it: an event's that reports one (:func:`~.relayed_stream.reported_error`),
+        or that of its ``[DONE]`` ending no answer (:func:`~.relayed_stream.unanswered`,
+        which reads the chunks before it); None when it ends none. ``[DONE]`` read alone
+        (most streams' last read) is told by one comparison; no read is read whole unless
+        it holds ``error``, and one that holds ``[DONE]`` is read from its end
+        (:func:`~.relayed_stream.done_ending`: comments and blank lines may follow it): an
+        answer ended as every answer is costs a stream the fewest calls."""
+        at = 0
         if chunk != DONE:
             if chunk.find(b"error") >= 0:
-                reported = reported_error(chunk, self._backend, self._scrub or str)
+                reported = self._reported(chunk)
                 if reported is not None:
                     at, error = reported
                     return chunk[:at], error
-                if not chunk.endswith(DONE_ENDS):
-                    return None
-            split = straddling(self._previous[-4:] + self._last, chunk)  # counted in neither
-        self._done = True  # the answer's end judged here (its [DONE] line found if it fails)
-        before = self._events + events - 1 + split
+            at = done_ending(chunk)
+            if at < 0:  # no [DONE] ends it
+                return None
+        self._done = True  # the answer's end judged here
+        before = self._events + events - 1
         failed = unanswered(self._previous, self._last, chunk, before, self._backend)
-        if failed is None:
-            return None
-        at = done_at(chunk)
-        if at < 0:  # "[DONE]" ending no data line: no end
-            self._done = False
-            return None
-        return chunk[:at], failed
+        return None if failed is None else (chunk[:at], failed)
 
-    def _joined(self, chunk: bytes) -> None:
-        """``chunk`` of a 200 stream, relayed, in which no event begins (an event's end read
-        apart, a comment): counted with the ``data:`` line it ends if one began before it,
-        and kept after the last read kept (its last :data:`~.relayed_stream.KEPT` bytes), not
-        in its place: the last two reads kept hold a ``[DONE]`` and the usage before it
-        however the stream's last bytes were split. Rare: an ordinary read is one event."""
+    def _reported(self, chunk: bytes) -> tuple[int, GatewayError] | None:
+        """The first event in ``chunk`` that reports an error, and where it starts
+        (:func:`~.relayed_stream.reported_error`), from its first whole line: when the read
+        before it ended inside a line, ``chunk`` goes on with it (``error"}]}``, a finish
+        reason's value read apart, names no ``error`` field)."""
         last = self._last
-        self._events += straddling(self._previous[-4:] + last, chunk)
-        self._last = last[-KEPT:] + chunk
+        start = 0
+        if last and not last.endswith((b"\n", b"\r")):
+            start = chunk.find(b"\n") + 1
+            if not start:  # all of it on that line
+                return None
+        reported = reported_error(chunk[start:], self._backend, self._scrub or str)
+        return None if reported is None else (start + reported[0], reported[1])
+
+    def _joined(self, chunk: bytes, events: int) -> None:
+        """``chunk`` of a 200 stream, relayed, that is not whole events (its ``events`` data
+        lines counted, a split one among them): an event's end read apart, a comment, an
+        event cut by the read's end (a ``[DONE]`` split), one going on with the event the
+        read before it cut. Kept after the last read kept (its last
+        :data:`~.relayed_stream.KEPT` bytes), not in its place: the last two reads kept
+        hold a ``[DONE]``, the usage and the finish before it however the stream's last
+        bytes were split. Rare: an ordinary read is one event."""
+        self._last = self._last[-KEPT:] + chunk
+        self._events += events
 
     def _answer(self, chunks: list[bytes]) -> bytes:
         """A 200 body that is no event stream (a whole answer), read to its end; raises
@@ -337,9 +357,9 @@ class UpstreamRelay:
 
 def _telling(chunk: bytes) -> bool:
     """Whether a read that is not one ordinary event may end the stream: ``[DONE]`` (read
-    alone, or ending it) or the bytes ``error`` (the loop in :meth:`UpstreamRelay.chunks`
+    alone, or in it) or the bytes ``error`` (the loop in :meth:`UpstreamRelay.chunks`
     inlines this)."""
-    return chunk == DONE or chunk.endswith(DONE_ENDS) or chunk.find(b"error") >= 0
+    return chunk == DONE or chunk.rfind(b"[DONE]") >= 0 or chunk.find(b"error") >= 0
 
 
 def _scrubbed(scrub: KeyScrubber, chunk: bytes) -> bytes:

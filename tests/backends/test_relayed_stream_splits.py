@@ -1,0 +1,296 @@
+"""A relayed event stream (the Chat Completions fast path) is judged the same however the
+network cut it into reads: realistic streams of vLLM, SGLang and llama-server (answered,
+given up on, no answer, cut short; with a proxy's keepalive comments, trailing blank
+lines, CRLF) are relayed whole and cut at every place near their end, with a first read
+of a few bytes, a byte at a time, and at seeded random places; each relay's verdict and
+usage must be the unsplit stream's, which must be a run's
+(:mod:`stateway.backends.relayed_stream`)."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import random
+from collections.abc import Iterator
+from typing import Final
+
+import orjson
+import pytest
+from aiohttp import web
+
+from stateway.backends.chat_reply import gave_up
+from stateway.backends.openai_chat import OpenAIChatBackend
+from stateway.backends.relayed_stream import done_at
+from stateway.backends.upstream_http import UpstreamClient
+from stateway.backends.upstream_reply import cut_short, no_answer
+from stateway.backends.upstream_target import UpstreamTarget
+from stateway.core.errors import GatewayError
+from stateway.core.usage import Usage
+from tests.backends.conftest import Loopback
+from tests.backends.test_redaction import inference
+
+DONE: Final = b"data: [DONE]\n\n"
+KEEPALIVE: Final = b": keep-alive\n\n"
+"""A proxy's comment, kept between events and after the last."""
+USED = {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
+USAGE = Usage(input_tokens=3, output_tokens=2)
+
+
+def event(chunk: dict[str, object]) -> bytes:
+    return b"data: " + orjson.dumps(chunk) + b"\n\n"
+
+
+def vllm(delta: dict[str, object] | None, reason: str | None = None) -> bytes:
+    """vLLM's chunk: ``finish_reason`` in each, null but the last; None: its usage chunk."""
+    head = {"id": "chatcmpl-7", "object": "chat.completion.chunk", "created": 1, "model": "m"}
+    if delta is None:
+        return event({**head, "choices": [], "usage": USED})
+    choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": reason}
+    return event({**head, "choices": [choice]})
+
+
+def sglang(delta: dict[str, object] | None, reason: str | None = None) -> bytes:
+    """SGLang's chunk: ``"usage": null`` in each but its usage chunk."""
+    head = {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "m"}
+    if delta is None:
+        return event({**head, "choices": [], "usage": USED})
+    choice = {
+        "index": 0,
+        "delta": {"role": None, "content": None, "reasoning_content": None, **delta},
+        "logprobs": None,
+        "finish_reason": reason,
+        "matched_stop": None,
+    }
+    return event({**head, "choices": [choice], "usage": None})
+
+
+def llama(delta: dict[str, object], reason: str | None = None) -> bytes:
+    """llama-server's chunk: ``choices`` first; its last holds the usage and timings."""
+    choice = {"finish_reason": reason, "index": 0, "delta": delta}
+    chunk: dict[str, object] = {"choices": [choice], "created": 1, "id": "chatcmpl-x"}
+    chunk |= {"model": "m", "object": "chat.completion.chunk"}
+    if reason is not None:
+        chunk |= {"usage": USED, "timings": {"prompt_n": 3, "predicted_n": 2}}
+    return event(chunk)
+
+
+ROLE = vllm({"role": "assistant", "content": ""})
+ANSWER = ROLE + vllm({"content": "Hi"}) + vllm({"content": " there"})
+LLAMA = llama({"role": "assistant", "content": None}) + llama({"content": "Hi"})
+SGLANG = sglang({"role": "assistant", "content": ""}) + sglang({"content": "Hi"})
+AZURE = (
+    b'data: {"choices":[],"created":0,"id":"","model":"","object":"",'
+    b'"prompt_filter_results":[{"prompt_index":0,"content_filter_results":{}}]}\n\n'
+)
+"""How Azure OpenAI opens a stream, before its role chunk: no output."""
+
+STREAMS: dict[str, tuple[bytes, GatewayError | None, Usage | None]] = {
+    "vllm": (ANSWER + vllm({}, "stop") + vllm(None) + DONE, None, USAGE),
+    "vllm-aborted": (ANSWER + vllm({}, "abort") + vllm(None) + DONE, gave_up("abort"), USAGE),
+    "vllm-error": (ANSWER + vllm({}, "error") + DONE, gave_up("error"), None),
+    "vllm-no-answer": (ROLE + DONE, no_answer("up"), None),
+    "vllm-done-alone": (DONE, no_answer("up"), None),
+    "vllm-cut": (ANSWER + vllm(None), cut_short("up"), USAGE),
+    "vllm-cut-in-done": (ANSWER + vllm(None) + DONE[:-1], cut_short("up"), USAGE),
+    "vllm-finished-in-done": (ANSWER + vllm({}, "stop") + vllm(None) + DONE[:-1], None, USAGE),
+    "vllm-done-unspaced": (
+        ANSWER + vllm({}, "stop") + vllm(None) + b"data:[DONE]\n\n",
+        None,
+        USAGE,
+    ),
+    "vllm-crlf": (
+        (ANSWER + vllm({}, "abort") + vllm(None) + DONE).replace(b"\n", b"\r\n"),
+        gave_up("abort"),
+        USAGE,
+    ),
+    "sglang-proxied": (
+        KEEPALIVE + SGLANG + KEEPALIVE + sglang({}, "abort") + sglang(None) + DONE + KEEPALIVE,
+        gave_up("abort"),
+        USAGE,
+    ),
+    "sglang-blank-lines": (
+        SGLANG + sglang({}, "stop") + sglang(None) + DONE + b"\n\n",
+        None,
+        USAGE,
+    ),
+    "llama-server": (LLAMA + llama({}, "stop") + DONE, None, USAGE),
+    "llama-server-no-done": (LLAMA + llama({}, "stop"), None, USAGE),
+    "llama-server-proxied": (LLAMA + llama({}, "stop") + DONE + KEEPALIVE, None, USAGE),
+    "azure-no-answer": (AZURE + ROLE + DONE + b"\n", no_answer("up"), None),
+    "no-finish-proxied": (ROLE + vllm({"content": "Hi"}) + DONE + KEEPALIVE, None, None),
+}
+"""Streams as servers (and proxies before them) write them, each with a run's verdict
+(None: answered) and the usage the relay finds at its end."""
+
+NEAR_END: Final = 48
+"""The last bytes of a stream cut at every place: its ``[DONE]``, its finish and usage."""
+RANDOM: Final = 80
+"""Seeded random ways to cut each stream (anywhere, mostly near its end)."""
+
+
+def cuttings(size: int, rng: random.Random) -> Iterator[tuple[int, ...]]:
+    """Where to cut a body of ``size`` bytes into reads: once at every place near its end;
+    after a first read of one to four bytes (a ``data:`` split in a read that holds more),
+    and near its end; at every byte (a trickle); at random places."""
+    near = range(max(1, size - NEAR_END), size)
+    yield from ((at,) for at in near)
+    yield from ((first, at) for first in range(1, 5) for at in near[::5] if at > first)
+    yield tuple(range(1, size))
+    for _ in range(RANDOM):
+        count = rng.choice([2, 3, 4, 6, 12])
+        cuts = {
+            rng.randrange(1, size) if rng.random() < 0.3 else rng.choice(near) for _ in range(count)
+        }
+        if rng.random() < 0.3:
+            cuts.add(rng.randrange(1, min(5, size)))
+        yield tuple(sorted(cuts))
+
+
+def cut(body: bytes, cuts: tuple[int, ...]) -> list[bytes]:
+    bounds = [0, *cuts, len(body)]
+    return [body[start:end] for start, end in itertools.pairwise(bounds)]
+
+
+Verdict = tuple[type[GatewayError], int, str, str] | None
+
+
+def verdict(error: GatewayError | None) -> Verdict:
+    return None if error is None else (type(error), error.status, error.code, error.message)
+
+
+class Relays:
+    """One model server for many relays: each request is answered with the next writes,
+    each written once the one before it was relayed (so each is one read of the relay)."""
+
+    def __init__(self, loopback: Loopback) -> None:
+        self._loopback = loopback
+        self._writes: list[bytes] = []
+        self._relayed = asyncio.Event()
+        self._backend: OpenAIChatBackend | None = None
+
+    async def _answers(self, request: web.Request) -> web.StreamResponse:
+        writes, relayed = self._writes, self._relayed
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        for index, write in enumerate(writes):
+            if index:
+                await relayed.wait()
+                relayed.clear()
+                if relayed is not self._relayed:  # the relay ended before this write
+                    return response
+            await response.write(write)
+        await response.write_eof()
+        return response
+
+    async def relayed(self, writes: list[bytes]) -> tuple[bytes, Verdict, Usage | None]:
+        """What a relay of ``writes`` relays, its verdict, and the usage it found."""
+        if self._backend is None:
+            client = UpstreamClient(UpstreamTarget("up", await self._loopback.serve(self._answers)))
+            self._backend = OpenAIChatBackend(self._loopback.adopt(client))
+        self._writes, self._relayed = writes, relayed = [*writes], asyncio.Event()
+        relay = await self._backend.forward_chat(b'{"model": "m", "messages": [], "stream": true}')
+        chunks: list[bytes] = []
+        error: GatewayError | None = None
+        try:
+            async for chunk in relay.chunks():
+                chunks.append(chunk)
+                relayed.set()
+        except GatewayError as raised:
+            error = raised
+        finally:
+            self._relayed = asyncio.Event()
+            relayed.set()  # the server's handler, if waiting, ends
+            await relay.aclose()
+        return b"".join(chunks), verdict(error), relay.usage()
+
+
+async def run_verdict(loopback: Loopback, body: bytes) -> Verdict:
+    """A translated request's verdict on a stream of ``body``."""
+
+    async def answers(request: web.Request) -> web.Response:
+        return web.Response(body=body, content_type="text/event-stream")
+
+    client = UpstreamClient(UpstreamTarget("up", await loopback.serve(answers)))
+    backend = OpenAIChatBackend(loopback.adopt(client))
+    try:
+        async for _ in backend.infer(inference(True)):
+            pass
+    except GatewayError as error:
+        return verdict(error)
+    return None
+
+
+@pytest.mark.parametrize("name", STREAMS)
+async def test_a_stream_is_judged_the_same_however_it_is_cut_into_reads(
+    loopback: Loopback, name: str
+) -> None:
+    """Reads as the network cuts them are rare past a stream's opening, but no stream's
+    verdict may depend on them: cut anywhere, it gets the unsplit stream's verdict (a
+    run's) and its usage; it is relayed whole, but for a ``[DONE]`` read whole that ends
+    a failure, which is left out."""
+    body, failure, usage = STREAMS[name]
+    relays = Relays(loopback)
+    whole = await relays.relayed([body])
+    assert whole[1:] == (verdict(failure), usage)
+    assert await run_verdict(loopback, body) == verdict(failure)
+    undone = body[: done_at(body)] if failure is not None and b"[DONE]" in body else body
+    rng = random.Random(name)
+    for cuts in cuttings(len(body), rng):
+        relayed, judged, found = await relays.relayed(cut(body, cuts))
+        assert (judged, found) == whole[1:], cuts
+        assert relayed in (body, undone), cuts
+
+
+OUTPUT = vllm({"content": "Hi"})
+ABORTED = [vllm({}, "abort"), vllm(None)]
+"""An answer's finish saying the server gave up on it, and the usage after it: two reads."""
+FAILED = vllm({}, "error")
+"""vLLM's finish of an answer that failed: its ``error`` read alone is no error field."""
+
+
+@pytest.mark.parametrize(
+    ("writes", "failure"),
+    [
+        pytest.param([b"d", ROLE[1:] + b"data: [DO", b"NE]\n\n"], no_answer("up"), id="split-data"),
+        pytest.param(
+            [b"da", ROLE[2:] + DONE[:-1], b"\n"], no_answer("up"), id="split-data-done-apart"
+        ),
+        pytest.param(
+            [ROLE, OUTPUT, *ABORTED, b"data: [DO", b"NE]\n\n"], gave_up("abort"), id="finish-3-back"
+        ),
+        pytest.param(
+            [ROLE, OUTPUT, *ABORTED, DONE[:-1], b"\n"], gave_up("abort"), id="finish-3-back-blank"
+        ),
+        pytest.param(
+            [ROLE, OUTPUT, FAILED[:-11], FAILED[-11:-6], FAILED[-6:], DONE],
+            gave_up("error"),
+            id="finish-reason-error-apart",
+        ),
+        pytest.param([ROLE, OUTPUT, DONE + KEEPALIVE], None, id="done-keepalive"),
+        pytest.param([ROLE, DONE + b"\n"], no_answer("up"), id="done-blank-line"),
+        pytest.param(
+            [ROLE, OUTPUT, *ABORTED, DONE + KEEPALIVE],
+            gave_up("abort"),
+            id="done-keepalive-given-up",
+        ),
+        pytest.param(
+            [ROLE, OUTPUT, *ABORTED, b"data: [DONE]\n", KEEPALIVE],
+            gave_up("abort"),
+            id="done-keepalive-apart",
+        ),
+    ],
+)
+async def test_a_stream_whose_end_the_reads_hide_is_judged_as_a_run_judges_it(
+    loopback: Loopback, writes: list[bytes], failure: GatewayError | None
+) -> None:
+    """A ``data:`` split in a read that holds another event is counted (here the only
+    event before ``[DONE]``); a finish three reads before a split ``[DONE]`` is read, and
+    the value ``error`` of one read alone is no ``error:`` line; a ``[DONE]`` followed by
+    a comment or a blank line in its read ends the stream as one read alone does (left out
+    when it ends a failure)."""
+    body = b"".join(writes)
+    assert await run_verdict(loopback, body) == verdict(failure)
+    relayed, judged, _ = await Relays(loopback).relayed(writes)
+    assert judged == verdict(failure)
+    told = failure is not None and writes[-1].startswith(DONE)
+    assert relayed == (body[: body.rindex(DONE)] if told else body)
