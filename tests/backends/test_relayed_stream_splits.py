@@ -256,6 +256,9 @@ FAILED = vllm({}, "error")
             [b"da", ROLE[2:] + DONE[:-1], b"\n"], no_answer("up"), id="split-data-done-apart"
         ),
         pytest.param(
+            [AZURE, ROLE + b"d", b"ata: [DONE]\n\n\n"], no_answer("up"), id="split-done-data"
+        ),
+        pytest.param(
             [ROLE, OUTPUT, *ABORTED, b"data: [DO", b"NE]\n\n"], gave_up("abort"), id="finish-3-back"
         ),
         pytest.param(
@@ -284,7 +287,8 @@ async def test_a_stream_whose_end_the_reads_hide_is_judged_as_a_run_judges_it(
     loopback: Loopback, writes: list[bytes], failure: GatewayError | None
 ) -> None:
     """A ``data:`` split in a read that holds another event is counted (here the only
-    event before ``[DONE]``); a finish three reads before a split ``[DONE]`` is read, and
+    event before ``[DONE]``), and the read kept with the one it goes on from (here the
+    last event before ``[DONE]``); a finish three reads before a split ``[DONE]`` is read, and
     the value ``error`` of one read alone is no ``error:`` line; a ``[DONE]`` followed by
     a comment or a blank line in its read ends the stream as one read alone does (left out
     when it ends a failure)."""

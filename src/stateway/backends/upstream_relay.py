@@ -187,7 +187,7 @@ class UpstreamRelay:
                     events = chunk.count(b"data:")
                     if judged and (events != 1 or not chunk.startswith(ORDINARY)):
                         if chunk != DONE:  # a data: line split between reads, counted
-                            events += straddling(self._previous[-4:] + self._last, chunk)
+                            events += straddling(self._previous[-4:] + self._last[-4:], chunk)
                         if (
                             chunk == DONE
                             or chunk.rfind(b"[DONE]") >= 0
