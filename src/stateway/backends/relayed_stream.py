@@ -15,7 +15,7 @@ So too for a stream that ends as no answer, which a run fails on and a client re
 the relayed bytes could not tell from one; each is told once per stream, at its end,
 from the last chunks the relay keeps anyway, however its bytes were split between reads
 (a read that ends no event, or goes on with one the read before it began, is kept with
-that read: :data:`KEPT`, :data:`EVENT_ENDS`; a ``data:`` split between two reads is
+that read: :data:`KEPT`, :data:`OBJECT_ENDS`; a ``data:`` split between two reads is
 counted: :func:`straddling`). A stream that ends without ``data: [DONE]`` and without a
 finish in its last chunks (:func:`unended`, :func:`unfinished`) was cut short (a proxy's
 timeout, a server dying between two events: the body ends cleanly), as is one that ends
@@ -118,16 +118,20 @@ def _reported(data: bytes, backend: str, scrub: Scrub) -> GatewayError | None:
 DONE: Final = b"data: [DONE]\n\n"
 """How every server known here ends a stream."""
 
-EVENT_ENDS: Final = (b"\n\n", b"\r\n\r\n")
-"""How a read that ends an event ends (a blank line): one that does not (an event cut by
-the read's end: a ``[DONE]`` split, its blank line read apart) is kept with the read
-before it (:data:`KEPT`). A read ended by ``\r\r`` (lines ended by a CR alone, which no
-server known here writes) is kept so too: kept, a read loses nothing."""
-
+DONE_ENDS: Final = (DONE, b"data: [DONE]\r\n\r\n", b"data:[DONE]\n\n", b"data:[DONE]\r\n\r\n")
+"""How a read holding a stream's ``data: [DONE]`` mostly ends: it is the stream's last
+event, told by one ``endswith``. A read that holds ``[DONE]`` but ends otherwise (a
+proxy's keepalive comment or a blank line after it) is read from its end
+(:func:`done_ending`) unless it ends as an answer's chunk does (:data:`OBJECT_ENDS`)."""
+OBJECT_ENDS: Final = (b"}\n\n", b"}\r\n\r\n")
+"""How a read whose last event is an answer's chunk ends: no ``[DONE]`` looked for in it.
+One that ends otherwise (an event cut by the read's end: a ``[DONE]`` split, its blank
+line read apart; a comment), or that goes on with a ``data:`` line the read before it
+began, is kept with the read before it (:data:`KEPT`): kept, a read loses nothing."""
 KEPT: Final = 4096
 """Bytes of the last read kept (for the usage and the stream's end) that a read that is
 not whole events (an event's end read apart, a comment, an event cut by the read's end:
-:data:`EVENT_ENDS`) is kept after, not in its place: however a stream's last bytes were
+:data:`OBJECT_ENDS`) is kept after, not in its place: however a stream's last bytes were
 split between reads, the two reads kept then hold its ``[DONE]``, and the usage and the
 finish before it (events of a few hundred bytes). A bound, so that a stream read a byte
 at a time copies no more than this a read."""

@@ -42,9 +42,11 @@ from stateway.backends.chat_reply import GAVE_UP, gave_up
 from stateway.backends.chat_usage import reported_usage
 from stateway.backends.relayed_stream import (
     DONE,
-    EVENT_ENDS,
+    DONE_ENDS,
     KEPT,
+    OBJECT_ENDS,
     ORDINARY,
+    done_at,
     done_ending,
     reported_error,
     straddling,
@@ -186,21 +188,21 @@ class UpstreamRelay:
                         chunk = _scrubbed(self._scrub, chunk)
                     events = chunk.count(b"data:")
                     if judged and (events != 1 or not chunk.startswith(ORDINARY)):
-                        if chunk != DONE:  # a data: line split between reads, counted
-                            events += straddling(self._previous[-4:] + self._last[-4:], chunk)
+                        split = 0  # a data: line begun in the read before, counted
+                        if chunk[:1] != b"d":  # (no read going on with one starts so)
+                            split = straddling(self._previous[-4:] + self._last[-4:], chunk)
+                            events += split
+                        whole = chunk.endswith(OBJECT_ENDS)  # its last event an answer's
                         if (
                             chunk == DONE
-                            or chunk.rfind(b"[DONE]") >= 0
+                            or chunk.endswith(DONE_ENDS)
                             or chunk.find(b"error") >= 0
+                            or (not whole and chunk.rfind(b"[DONE]") >= 0)
                         ) and (ending := self._ending(chunk, events)):
                             if ending[0]:
                                 yield self._noted(ending[0])
                             raise ending[1]
-                        if not (
-                            events
-                            and chunk.endswith(EVENT_ENDS)
-                            and self._last.endswith(EVENT_ENDS)
-                        ):  # not whole events: an event's end, a comment, an event cut
+                        if split or not whole or not events:  # not whole events
                             self._joined(chunk, events)
                             yield chunk
                             continue
@@ -256,8 +258,8 @@ class UpstreamRelay:
                 if reported is not None:
                     at, error = reported
                     return chunk[:at], error
-            at = done_ending(chunk)
-            if at < 0:  # no [DONE] ends it
+            at = done_at(chunk) if chunk.endswith(DONE_ENDS) else done_ending(chunk)
+            if at < 0:  # no [DONE] ends it ("[DONE]" ending no data line: no end)
                 return None
         self._done = True  # the answer's end judged here
         before = self._events + events - 1
@@ -359,7 +361,12 @@ def _telling(chunk: bytes) -> bool:
     """Whether a read that is not one ordinary event may end the stream: ``[DONE]`` (read
     alone, or in it) or the bytes ``error`` (the loop in :meth:`UpstreamRelay.chunks`
     inlines this)."""
-    return chunk == DONE or chunk.rfind(b"[DONE]") >= 0 or chunk.find(b"error") >= 0
+    return (
+        chunk == DONE
+        or chunk.endswith(DONE_ENDS)
+        or chunk.find(b"error") >= 0
+        or (not chunk.endswith(OBJECT_ENDS) and chunk.rfind(b"[DONE]") >= 0)
+    )
 
 
 def _scrubbed(scrub: KeyScrubber, chunk: bytes) -> bytes:
