@@ -258,13 +258,23 @@ class UpstreamRelay:
                 if reported is not None:
                     at, error = reported
                     return chunk[:at], error
-            at = done_at(chunk) if chunk.endswith(DONE_ENDS) else done_ending(chunk)
-            if at < 0:  # no [DONE] ends it ("[DONE]" ending no data line: no end)
-                return None
-        self._done = True  # the answer's end judged here
+            if chunk.endswith(DONE_ENDS):
+                at = -1  # its [DONE] line found below, if it ends a failure
+            else:
+                at = done_ending(chunk)
+                if at < 0:  # no [DONE] ends it
+                    return None
+        self._done = True  # the answer's end judged here (its [DONE] line found if it fails)
         before = self._events + events - 1
         failed = unanswered(self._previous, self._last, chunk, before, self._backend)
-        return None if failed is None else (chunk[:at], failed)
+        if failed is None:
+            return None
+        if at < 0:
+            at = done_at(chunk)
+            if at < 0:  # "[DONE]" ending no data line: no end
+                self._done = False
+                return None
+        return chunk[:at], failed
 
     def _reported(self, chunk: bytes) -> tuple[int, GatewayError] | None:
         """The first event in ``chunk`` that reports an error, and where it starts
