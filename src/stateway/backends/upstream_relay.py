@@ -192,7 +192,7 @@ class UpstreamRelay:
                         if chunk[:1] != b"d":  # (no read going on with one starts so)
                             split = straddling(self._previous[-4:] + self._last[-4:], chunk)
                             events += split
-                        whole = chunk.endswith(OBJECT_ENDS)  # its last event an answer's
+                        whole = chunk == DONE or chunk.endswith(OBJECT_ENDS)  # ends an event
                         if (
                             chunk == DONE
                             or chunk.endswith(DONE_ENDS)
