@@ -188,10 +188,8 @@ class UpstreamRelay:
                         chunk = _scrubbed(self._scrub, chunk)
                     events = chunk.count(b"data:")
                     if judged and (events != 1 or not chunk.startswith(ORDINARY)):
-                        split = 0  # a data: line begun in the read before, counted
-                        if chunk[:1] != b"d":  # (no read going on with one starts so)
-                            split = straddling(self._previous[-4:] + self._last[-4:], chunk)
-                            events += split
+                        if chunk[:1] != b"d":  # may go on with a data: line split
+                            events += straddling(self._previous[-4:] + self._last[-4:], chunk)
                         whole = chunk == DONE or chunk.endswith(OBJECT_ENDS)  # ends an event
                         if (
                             chunk == DONE
@@ -202,7 +200,7 @@ class UpstreamRelay:
                             if ending[0]:
                                 yield self._noted(ending[0])
                             raise ending[1]
-                        if split or not whole or not events:  # not whole events
+                        if not whole or not events:  # not whole events: kept with the last
                             self._joined(chunk, events)
                             yield chunk
                             continue
