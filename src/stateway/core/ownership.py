@@ -41,6 +41,8 @@ _UNSTORED: Final = frozenset(
     {ServerRestarted.code, StorageError.code, StorageFull.code, StorageReadOnly.code}
 )
 """The error codes of a response that may have sent its watchers events never stored."""
+_DIED: Final = frozenset({ServerRestarted.code})
+"""The error code of a response whose process died while it ran."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,11 +157,7 @@ def end_as_stored(state: ResponseState, stored: ResponseRecord | None) -> Gatewa
 async def died_running(store: ResponseStore, tenant_id: str, response_id: str) -> bool:
     """Whether the response failed because its process died while it ran (its watchers
     there may have been sent events that were never stored)."""
-    record = await store.get(tenant_id, response_id)
-    if record is None or record.status != "failed":
-        return False
-    error = record.body.get("error")
-    return isinstance(error, dict) and error.get("code") == ServerRestarted.code
+    return await _failed_with(store, tenant_id, response_id, _DIED)
 
 
 async def sent_unstored(store: ResponseStore, tenant_id: str, response_id: str) -> bool:
@@ -170,8 +168,15 @@ async def sent_unstored(store: ResponseStore, tenant_id: str, response_id: str) 
     process's judging). Its stored terminal event may then be numbered below events a
     watcher was sent: such a watcher past it is given it (it is how the response ended),
     not refused as past the end of the log."""
+    return await _failed_with(store, tenant_id, response_id, _UNSTORED)
+
+
+async def _failed_with(
+    store: ResponseStore, tenant_id: str, response_id: str, codes: frozenset[str]
+) -> bool:
+    """Whether the stored response failed with an error of one of ``codes``."""
     record = await store.get(tenant_id, response_id)
     if record is None or record.status != "failed":
         return False
     error = record.body.get("error")
-    return isinstance(error, dict) and error.get("code") in _UNSTORED
+    return isinstance(error, dict) and error.get("code") in codes
