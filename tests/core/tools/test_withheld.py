@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import orjson
 import pytest
 
 from stateway.core import events as ev
@@ -286,6 +287,16 @@ NATIVE_CALLS = {
     "gone": {"type": "custom_tool_call", "call_id": "up_ct", "name": "gone", "input": "/"},
     "teleport": {"type": "teleport_call", "call_id": "up_tp", "to": "mars"},
 }
+SHOWN_AS = {
+    "shell": {"commands": ["rm -rf /"]},
+    "local_shell": {"command": ["rm", "-rf", "/"]},
+    "apply_patch": {"type": "delete_file", "path": "main.py"},
+    "computer": {"action": {"type": "click"}},
+    "rm_rf": {"input": "/"},
+    "gone": {"input": "/"},
+    "teleport": {"to": "mars"},
+}
+"""The arguments of the function call the model is shown it made, by what it asked."""
 
 
 @pytest.mark.parametrize("name", sorted(NATIVE_CALLS))
@@ -312,6 +323,8 @@ def test_a_responses_upstream_s_call_of_a_tool_not_offered_is_answered_unseen(
     assert name in caplog.records[0].getMessage()
     [_, called, answered] = session.withheld.woven(output)
     assert (called["type"], called["name"]) == ("function_call", name)
+    assert called["call_id"] == NATIVE_CALLS[name]["call_id"]  # the model's own call
+    assert orjson.loads(called["arguments"]) == SHOWN_AS[name]
     assert answered == {
         "type": "function_call_output",
         "call_id": called["call_id"],
@@ -332,7 +345,8 @@ def test_a_native_call_of_a_tool_sent_as_declared_is_the_client_s() -> None:
     exec_call = {"type": "custom_tool_call", "call_id": "up_ct", "name": "exec", "input": "ls"}
     image = {"type": "image_generation_call", "status": "completed", "result": "x"}
     searched = {"type": "tool_search_call", "call_id": "up_ts", "execution": "server"}
-    for item in (SHELL_CALL, computer, exec_call, image, searched):
+    found = {"type": "tool_search_output", "call_id": "up_ts", "tools": []}
+    for item in (SHELL_CALL, computer, exec_call, image, searched, found):
         assembled.item(item)
     assembled.finish()
     assert [item["type"] for item in output] == [
@@ -341,6 +355,7 @@ def test_a_native_call_of_a_tool_sent_as_declared_is_the_client_s() -> None:
         "custom_tool_call",
         "image_generation_call",
         "tool_search_call",
+        "tool_search_output",  # a call_id, but no call: the search's result
     ]
     assert assembled.refused == 0
 
