@@ -7,7 +7,7 @@ from typing import Any
 
 import orjson
 
-from stateway.backends.chat_custom_calls import CustomInputs
+from stateway.backends.chat_custom_calls import CustomInputs, whole_arguments
 from stateway.backends.chat_reply import from_upstream_chunk, from_upstream_completion
 from stateway.core.inference import Finish, ToolCallDelta
 
@@ -60,3 +60,14 @@ def test_a_function_call_beside_an_empty_custom_stays_a_function_call() -> None:
     assert from_upstream_chunk(_chunk(call), custom=CustomInputs()) == [
         ToolCallDelta(0, "c", "f", "{}")
     ]
+
+
+def test_a_whole_custom_call_without_input_has_an_empty_one() -> None:
+    """``input`` missing or null (a call of a tool that takes nothing): the offered
+    function's ``input`` is empty, not made up."""
+    for custom in (
+        {"name": "ping"},
+        {"name": "ping", "input": None},
+        {"name": "ping", "input": ""},
+    ):
+        assert orjson.loads(whole_arguments(custom)) == {"input": ""}

@@ -374,3 +374,23 @@ async def test_a_native_call_not_offered_gets_a_round_of_its_own() -> None:
         ("function_call", "shell"),
         ("function_call_output", None),
     ]
+
+
+@pytest.mark.parametrize(
+    ("declared", "refused"),
+    [
+        ([{"type": "computer_use_preview"}], True),  # another native tool offers no shell
+        ([{"type": "shell", "environment": {"type": "local"}}], False),
+        ([{"type": "shell_extra"}, {"type": "computer"}], False),  # a variant of its type
+    ],
+)
+def test_a_native_call_is_the_client_s_only_by_its_own_tool_s_type(
+    declared: list[Item], refused: bool
+) -> None:
+    """A ``shell_call`` is the client's when a tool of the ``shell`` type (or a variant
+    of it) was sent, not because some other native tool was."""
+    tools = Toolset([], [KEEP], native=declared)
+    session = ToolSession(GatewayTools(), tools, [], [].append)
+    assert (
+        session.withheld.refused_item(SHELL_CALL, session.catalog, declared) is not None
+    ) is refused
