@@ -522,15 +522,30 @@ async def test_a_live_watch_is_behind_by_the_bytes_it_has_not_given_yet() -> Non
     assert live.behind() == 0
 
 
+def settling(store: MemoryStore, backend: ScriptedBackend) -> tuple[Gateway, Settler]:
+    """A gateway over ``backend`` whose ends ``store`` fails to save its settler retries
+    (at once: pauses of 10-20 ms)."""
+    settler = Settler(store, encode_event_json, first_pause=0.01, max_pause=0.02)
+    router = Router([BackendEntry(backend, {}, catch_all=True)])
+    loop = Loop(store, settler=settler)
+    return Gateway(store, router, loop, RunRegistry(), encoder=encode_event_json), settler
+
+
+async def first_logged(store: MemoryStore, key: tuple[str, str]) -> list[str]:
+    """The events of the run ``key`` names once its first are logged."""
+    for _ in range(1000):
+        if store.events.get(key):
+            break
+        await asyncio.sleep(0.001)
+    return list(store.events[key])
+
+
 async def test_an_end_whose_save_failed_is_the_answer_until_its_retry_lands() -> None:
     """The run ended here but its end could not be stored: its row stays in progress until
     the settler's retry lands. A retrieve sees the failed end, not a run in progress, and a
     cancel returns it instead of taking it for another process's run (409)."""
     store = MemoryStore(fail_final=True)
-    settler = Settler(store, encode_event_json, first_pause=0.01, max_pause=0.02)
-    router = Router([BackendEntry(ScriptedBackend(script("x")), {}, catch_all=True)])
-    loop = Loop(store, settler=settler)
-    gateway = Gateway(store, router, loop, RunRegistry(), encoder=encode_event_json)
+    gateway, settler = settling(store, ScriptedBackend(script("x")))
     run = await create(gateway, background=True)
     await ended(run)
     assert store.records[("default", run.id)].status == "in_progress"
@@ -562,18 +577,10 @@ async def test_a_watch_of_an_end_whose_save_failed_gives_the_log_then_that_end()
     store it: the watcher does not wait for the retry to land."""
     gate = asyncio.Event()
     store = MemoryStore()
-    settler = Settler(store, encode_event_json, first_pause=0.01, max_pause=0.02)
-    router = Router([BackendEntry(ScriptedBackend(script("a", "b"), gate), {}, catch_all=True)])
-    gateway = Gateway(
-        store, router, Loop(store, settler=settler), RunRegistry(), encoder=encode_event_json
-    )
+    gateway, settler = settling(store, ScriptedBackend(script("a", "b"), gate))
     run = await create(gateway, background=True)
     key = ("default", run.id)
-    for _ in range(1000):  # the run's first events logged
-        if store.events.get(key):
-            break
-        await asyncio.sleep(0.001)
-    stored = list(store.events[key])
+    stored = await first_logged(store, key)
     store.fail_final = True
     store.fail_events = True
     gate.set()
@@ -595,11 +602,7 @@ async def test_an_end_stored_while_its_row_is_read_is_still_the_answer(
     """The settler's retry lands (and forgets the end) while a retrieve or cancel holds the
     row it read in progress: the end it looked for first answers."""
     store = MemoryStore(fail_final=True)
-    settler = Settler(store, encode_event_json, first_pause=0.01, max_pause=0.02)
-    router = Router([BackendEntry(ScriptedBackend(script("x")), {}, catch_all=True)])
-    gateway = Gateway(
-        store, router, Loop(store, settler=settler), RunRegistry(), encoder=encode_event_json
-    )
+    gateway, settler = settling(store, ScriptedBackend(script("x")))
     run = await create(gateway, background=True)
     await ended(run)
     read = store.get
@@ -625,20 +628,10 @@ async def test_a_watch_past_the_stored_log_of_an_end_stored_late_gets_that_end()
     that number)."""
     gate = asyncio.Event()
     store = MemoryStore()
-    settler = Settler(store, encode_event_json, first_pause=0.01, max_pause=0.02)
-    router = Router(
-        [BackendEntry(ScriptedBackend(script("a", "b", "c"), gate), {}, catch_all=True)]
-    )
-    gateway = Gateway(
-        store, router, Loop(store, settler=settler), RunRegistry(), encoder=encode_event_json
-    )
+    gateway, settler = settling(store, ScriptedBackend(script("a", "b", "c"), gate))
     run = await create(gateway, background=True)
     key = ("default", run.id)
-    for _ in range(1000):  # the run's first events logged
-        if store.events.get(key):
-            break
-        await asyncio.sleep(0.001)
-    stored = len(store.events[key])
+    stored = len(await first_logged(store, key))
     store.fail_final = store.fail_events = True
     gate.set()
     await ended(run)
