@@ -175,9 +175,10 @@ async def test_a_run_failed_after_its_upstream_counted_the_prompt_reports_that_c
     assert charged_tokens(run.state) == 900 + sum(item_tokens(i) for i in run.state.output)
 
 
-async def test_a_run_whose_client_left_keeps_its_partial_output_marked_incomplete() -> None:
-    backend = ScriptedBackend([TextDelta("partial")], gate=asyncio.Event())
-    store = MemoryStore()
+async def left_after_text(deltas: list[Delta], store: MemoryStore) -> Run:
+    """A streamed run of ``deltas`` (the backend then waits) whose client left once its
+    first text came, ended."""
+    backend = ScriptedBackend(deltas, gate=asyncio.Event())
     run = await gateway_for(backend, store).execute(
         Principal(), CreateResponse(model="m", input=[user("hi")], stream=True)
     )
@@ -186,6 +187,12 @@ async def test_a_run_whose_client_left_keeps_its_partial_output_marked_incomplet
             break
     run.cancel()
     await run.wait()
+    return run
+
+
+async def test_a_run_whose_client_left_keeps_its_partial_output_marked_incomplete() -> None:
+    store = MemoryStore()
+    run = await left_after_text([TextDelta("partial")], store)
 
     assert run.state.incomplete_reason == "client_disconnected"
     assert run.state.output[0]["status"] == "incomplete"
@@ -196,18 +203,8 @@ async def test_a_run_whose_client_left_keeps_its_partial_output_marked_incomplet
 
 
 async def test_a_run_whose_client_left_after_a_count_reports_that_count() -> None:
-    backend = ScriptedBackend(
-        [UsageReport(PROMPT_COUNTED), TextDelta("partial")], gate=asyncio.Event()
-    )
     store = MemoryStore()
-    run = await gateway_for(backend, store).execute(
-        Principal(), CreateResponse(model="m", input=[user("hi")], stream=True)
-    )
-    async for _, event in run.subscribe():
-        if isinstance(event, ev.TextDelta):
-            break
-    run.cancel()
-    await run.wait()
+    run = await left_after_text([UsageReport(PROMPT_COUNTED), TextDelta("partial")], store)
 
     assert run.state.incomplete_reason == "client_disconnected"
     assert run.state.usage == Usage(input_tokens=900, cached_tokens=600, cache_write_tokens=200)
