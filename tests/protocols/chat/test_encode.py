@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 import pytest
 from openai.lib.streaming.chat import ChatCompletionStreamState
-from openai.types.chat import ChatCompletion, ChatCompletionChunk
+from openai.types.chat import ChatCompletion, ChatCompletionChunk, ParsedChatCompletion
 
 from stateway.core import events as ev
 from stateway.core.commands import GenerationSettings
@@ -66,6 +66,14 @@ def state(output: list[Item], **fields: Any) -> ResponseState:
     for key, value in fields.items():
         setattr(made, key, value)
     return made
+
+
+def added_up(chunks: list[Any]) -> ParsedChatCompletion[None]:
+    """The completion the ``openai`` SDK adds ``chunks`` up to, as a client reads it."""
+    accumulated: ChatCompletionStreamState[None] = ChatCompletionStreamState()
+    for chunk in chunks:
+        accumulated.handle_chunk(ChatCompletionChunk.model_validate(chunk))
+    return accumulated.get_final_completion()
 
 
 def test_a_completion_shows_text_reasoning_and_client_calls_only() -> None:
@@ -136,10 +144,9 @@ def test_an_answer_of_nothing_has_empty_content_streamed_as_not() -> None:
         events: list[ev.Event] = [ev.ResponseCreated(done)]
         if output == [REASONING]:
             events.append(ev.ReasoningDelta(0, 0, "rs_1", "hm"))
-        accumulated: ChatCompletionStreamState[None] = ChatCompletionStreamState()
-        for chunk in play([*events, ev.ResponseFinished(done)], False)[:-1]:
-            accumulated.handle_chunk(ChatCompletionChunk.model_validate(chunk))
-        streamed = accumulated.get_final_completion().choices[0].message
+        streamed = (
+            added_up(play([*events, ev.ResponseFinished(done)], False)[:-1]).choices[0].message
+        )
         assert whole["content"] == streamed.content == "", output
 
 
@@ -163,10 +170,7 @@ def test_an_empty_text_beside_a_call_or_a_refusal_is_no_content_streamed_as_not(
             shown,
             ev.ResponseFinished(done),
         ]
-        accumulated: ChatCompletionStreamState[None] = ChatCompletionStreamState()
-        for chunk in play(events, False)[:-1]:
-            accumulated.handle_chunk(ChatCompletionChunk.model_validate(chunk))
-        streamed = accumulated.get_final_completion().choices[0].message
+        streamed = added_up(play(events, False)[:-1]).choices[0].message
         assert whole["content"] is streamed.content is None, output
 
 
@@ -422,10 +426,7 @@ def test_a_streamed_answer_carries_its_citations_once_with_its_finish(include_us
         chunk for chunk in got[:-1] if chunk["choices"] and chunk["choices"][0]["finish_reason"]
     ]
     assert finish["choices"][0]["delta"] == {"annotations": whole["annotations"]}
-    accumulated = ChatCompletionStreamState()
-    for chunk in got[:-1]:
-        accumulated.handle_chunk(ChatCompletionChunk.model_validate(chunk))
-    streamed = accumulated.get_final_completion().choices[0].message
+    streamed = added_up(got[:-1]).choices[0].message
     assert streamed.content == whole["content"]
     assert [a.model_dump() for a in streamed.annotations or []] == whole["annotations"]
 
@@ -476,10 +477,7 @@ def test_asked_for_logprobs_a_stream_without_text_adds_up_to_the_completions() -
         ev.ItemAdded(0, {**call("c1"), "arguments": ""}),
         ev.ResponseFinished(done),
     ]
-    accumulated: ChatCompletionStreamState[None] = ChatCompletionStreamState()
-    for chunk in play(events, False)[:-1]:
-        accumulated.handle_chunk(ChatCompletionChunk.model_validate(chunk))
-    streamed = accumulated.get_final_completion().choices[0].logprobs
+    streamed = added_up(play(events, False)[:-1]).choices[0].logprobs
     assert streamed is not None
     whole = encode_completion(done)["choices"][0]["logprobs"]
     assert streamed.model_dump() == whole == {"content": [], "refusal": None}
@@ -541,9 +539,6 @@ def test_reasoning_before_a_call_or_a_refusal_streams_no_content() -> None:
             shown,
             ev.ResponseFinished(done),
         ]
-        accumulated: ChatCompletionStreamState[None] = ChatCompletionStreamState()
-        for chunk in play(events, False)[:-1]:
-            accumulated.handle_chunk(ChatCompletionChunk.model_validate(chunk))
-        streamed = accumulated.get_final_completion().choices[0].message
+        streamed = added_up(play(events, False)[:-1]).choices[0].message
         assert whole["content"] is streamed.content is None, output
         assert (streamed.model_extra or {})["reasoning_content"] == "hm"
