@@ -140,6 +140,31 @@ def test_thinking_round_trip(claude: Anthropic, send: Any) -> None:
 
 
 @pytest.mark.parametrize("send", SEND)
+@pytest.mark.parametrize(
+    "thinking", [{"type": "enabled", "budget_tokens": 1024}, {"type": "adaptive"}]
+)
+def test_thinking_an_upstream_hides_is_shown_as_its_summary(
+    claude: Anthropic, keyed_upstream: str, upstream_api: str, send: Any, thinking: Any
+) -> None:
+    """A Responses upstream's reasoning model hides its reasoning (``[[hidden]]``: as
+    OpenAI's do) and gives only a summary, when asked for one: thinking that is shown is
+    asked for it (``summary: auto``), so the thinking block has text on every upstream;
+    ``display: "omitted"`` asks for none (the block has no text to show)."""
+    clear(keyed_upstream)
+    prompt = "[[reason:let me think]] [[hidden]] hi"
+    message = send(claude, [{"role": "user", "content": prompt}], thinking=thinking)
+    block = message.content[0]
+    assert block.type == "thinking"
+    assert block.thinking == "let me think"
+    omitted = {**thinking, "display": "omitted"}
+    send(claude, [{"role": "user", "content": prompt}], thinking=omitted)
+    shown, hidden = (entry["body"] for entry in upstream_log(keyed_upstream))
+    if upstream_api == "responses":
+        assert shown["reasoning"]["summary"] == "auto"
+        assert "summary" not in hidden["reasoning"]
+
+
+@pytest.mark.parametrize("send", SEND)
 def test_thinking_without_its_text_round_trip(claude: Anthropic, send: Any) -> None:
     """``display: "omitted"`` (what Claude Code asks for): the thinking block comes without
     its text, which its signature carries (Anthropic's, or the gateway's seal); sent back,

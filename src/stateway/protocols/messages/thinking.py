@@ -7,6 +7,9 @@ level as it is, ``max`` too; ``high`` when absent or a level the gateway does no
 as newer models think unasked (Chat and Responses upstreams get their servers' default,
 since not every server takes the effort ``none``); no thinking blocks are shown, as
 Anthropic answers it.
+Thinking that is shown asks for a summary (``reasoning_summary: "auto"``): a Responses
+upstream's reasoning model (OpenAI's) hides its reasoning and gives only the summary, and
+only when asked; the summary is then the thinking block's text. ``omitted`` asks for none.
 ``between_tools`` (thinking off, the model's short progress notes between tool calls
 shown as thinking blocks) is taken as ``disabled``: no open model writes such notes, and
 ``disabled`` is what Anthropic's own fallback rules run a model that lacks
@@ -60,6 +63,8 @@ def apply_thinking(
         return
     if thinking.display is not None:  # a value Anthropic adds later: as summarized
         settings.reasoning_display = "omitted" if thinking.display == "omitted" else "summarized"
+    if settings.reasoning_display != "omitted":
+        settings.reasoning_summary = "auto"  # a model that hides its reasoning shows this
     if thinking.type == "adaptive":
         settings.reasoning_adaptive = True
         settings.reasoning_effort = effort if effort in ADAPTIVE_EFFORTS else ADAPTIVE_DEFAULT
