@@ -600,7 +600,6 @@ def test_the_deprecated_top_level_output_format_is_still_taken() -> None:
             ),
             "tools.1.name",
         ),
-        (body(tool_choice={"type": "tool", "name": "nope"}), "tool_choice.name"),
         (body(service_tier="priority"), "service_tier"),
         (body(tool_choice={"type": "sometimes"}), "tool_choice.type"),
         (body(thinking={"type": "enabled"}), "thinking.budget_tokens"),
@@ -969,6 +968,38 @@ def test_a_tool_only_code_execution_may_call_is_refused() -> None:
     direct = {**tool, "allowed_callers": ["direct", "code_execution_20250825"]}
     [function] = decode_messages(body(tools=[direct])).settings.tools
     assert function["name"] == "f"
+
+
+@pytest.mark.parametrize(
+    ("tools", "choice", "param", "words"),
+    [
+        (
+            [],
+            {"type": "any"},
+            "tool_choice",
+            "tool_choice.any may only be specified while providing tools",
+        ),
+        (
+            [],
+            {"type": "tool", "name": "f"},
+            "tool_choice.name",
+            "Tool 'f' not found in provided tools",
+        ),
+        (
+            [{"name": "g", "input_schema": OBJECT}],
+            {"type": "tool", "name": "f"},
+            "tool_choice.name",
+            "Tool 'f' not found in provided tools",
+        ),
+    ],
+)
+def test_a_tool_choice_forcing_an_undeclared_tool_is_refused_in_hosted_words(
+    tools: list[Any], choice: dict[str, Any], param: str, words: str
+) -> None:
+    error = refused(body(tools=tools, tool_choice=choice))
+    assert (error.param, error.code, error.message) == (param, "invalid_value", words)
+    with pytest.raises(InvalidRequest):
+        decode_count_tokens(body(tools=tools, tool_choice=choice))
 
 
 def test_a_tool_choice_of_a_tool_without_its_name_is_a_missing_field() -> None:

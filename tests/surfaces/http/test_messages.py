@@ -279,6 +279,55 @@ async def test_bad_requests(raw: bytes, status: int, kind: str, named: str | Non
         assert named in message
 
 
+ECHO_TOOL = {"name": "echo", "input_schema": {"type": "object"}}
+
+
+@pytest.mark.parametrize("path", ["/v1/messages", "/v1/messages/count_tokens"])
+@pytest.mark.parametrize("tools", [None, []])
+@pytest.mark.parametrize(
+    ("choice", "words"),
+    [
+        ({"type": "any"}, "tool_choice.any may only be specified while providing tools"),
+        (
+            {"type": "any", "disable_parallel_tool_use": True},
+            "tool_choice.any may only be specified while providing tools",
+        ),
+        ({"type": "tool", "name": "echo"}, "Tool 'echo' not found in provided tools"),
+    ],
+)
+async def test_a_forcing_tool_choice_without_tools_is_refused_as_hosted(
+    path: str, tools: list[Any] | None, choice: dict[str, Any], words: str
+) -> None:
+    fields: dict[str, Any] = {"tool_choice": choice}
+    if tools is not None:
+        fields["tools"] = tools
+    reply = await post(build(), body(**fields), path)
+    assert assert_anthropic_error(reply, 400, "invalid_request_error") == words
+
+
+@pytest.mark.parametrize("tools", [None, [], [ECHO_TOOL]])
+@pytest.mark.parametrize(
+    "choice",
+    [{"type": "auto"}, {"type": "none"}, {"type": "auto", "disable_parallel_tool_use": True}],
+)
+async def test_a_tool_choice_forcing_nothing_needs_no_tools(
+    tools: list[Any] | None, choice: dict[str, Any]
+) -> None:
+    fields: dict[str, Any] = {"tool_choice": choice}
+    if tools is not None:
+        fields["tools"] = tools
+    assert (await post(build(), body(**fields))).status == 200
+
+
+async def test_a_named_tool_choice_of_no_declared_tool_is_refused_as_hosted() -> None:
+    raw = body(tools=[ECHO_TOOL], tool_choice={"type": "tool", "name": "clock"})
+    reply = await post(build(), raw)
+    message = assert_anthropic_error(reply, 400, "invalid_request_error")
+    assert message == "Tool 'clock' not found in provided tools"
+    forced = body(tools=[ECHO_TOOL], tool_choice={"type": "any"})
+    assert (await post(build(), forced)).status == 200
+
+
 async def test_a_tool_result_without_its_tool_use() -> None:
     stray = [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_9"}]}]
     message = assert_anthropic_error(

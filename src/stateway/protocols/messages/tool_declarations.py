@@ -16,7 +16,8 @@ may call) is a 400. The ``web_search_YYYYMMDD`` server tool becomes the gateway'
 defines by value is checked and decoded the same way (:func:`decode_definition`), its
 errors naming it where it is (``messages.N.content.M.tool.definition...``). ``tool_choice``
 ``auto``/``any``/``tool``/``none`` -> ``auto``/``required``/the named function (or
-``web_search``)/``none``.
+``web_search``)/``none``; ``any`` with no tools, or ``tool`` naming none declared, is a
+400 in hosted Anthropic's words.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any
 import orjson
 import pydantic
 
+from stateway.core.errors import InvalidRequest
 from stateway.core.items import Item
 from stateway.core.tools.web_search import domain_name
 from stateway.protocols.messages.client_tools import CLIENT_TOOLS, function_of
@@ -203,21 +205,30 @@ def _web_search(tool: WebSearchToolParam, where: str) -> Item:
 def decode_tool_choice(
     choice: ToolChoice | None, tools: list[Item], *, inherited: bool = False
 ) -> str | dict[str, Any]:
-    """``inherited``: the tools are a thread's, not known yet: the core judges a named
-    one against them."""
+    """A choice that forces a tool the request does not declare is refused in hosted
+    Anthropic's words: ``any`` with no tools (or ``tools: []``), ``tool`` naming none of
+    them; ``auto`` and ``none`` need no tools. ``inherited``: the tools are a thread's,
+    not known yet: the core judges the choice against them."""
     if choice is None or choice.type == "auto":
         return "auto"
-    if choice.type == "any":
-        return "required"
     if choice.type == "none":
         return "none"
+    if choice.type == "any":
+        if not tools and not inherited:
+            raise InvalidRequest(
+                "tool_choice.any may only be specified while providing tools",
+                param="tool_choice",
+                code="invalid_value",
+            )
+        return "required"
     if choice.name is None:
         raise field_error("tool_choice.name", "Field required", "missing_required_parameter")
     if choice.name == WEB_SEARCH and any(tool["type"] == WEB_SEARCH for tool in tools):
         return {"type": WEB_SEARCH}
     if not inherited and choice.name not in {tool.get("name") for tool in tools}:
-        raise field_error(
-            "tool_choice.name",
-            f"the tool {choice.name!r} to use is not among the tools.",
+        raise InvalidRequest(
+            f"Tool '{choice.name}' not found in provided tools",
+            param="tool_choice.name",
+            code="invalid_value",
         )
     return {"type": "function", "name": choice.name}
