@@ -11,8 +11,11 @@ import pytest
 from openai import OpenAI
 from openai.types.chat import ChatCompletionChunk
 
-from stateway.fake_upstream.chat import SYSTEM_NOT_FIRST
+from stateway.fake_upstream.chat import SYSTEM_NOT_FIRST, parse_chat_request
+from stateway.fake_upstream.chat_tools import ToolServer
+from stateway.fake_upstream.errors import UpstreamError
 from stateway.fake_upstream.launch import start_fake_upstream
+from stateway.fake_upstream.listing import Windows
 
 
 def _ask(client: OpenAI, text: str, **kwargs: Any) -> Any:
@@ -438,3 +441,42 @@ def test_bad_logprobs_settings_are_refused(client: OpenAI, fields: dict[str, Any
     with pytest.raises(openai.BadRequestError) as caught:
         _ask(client, "x", **fields)
     assert caught.value.body["param"] in ("logprobs", "top_logprobs")  # type: ignore[index]
+
+
+FUNCTION_TOOL = {"type": "function", "function": {"name": "get_time"}}
+CUSTOM_TOOL = {"type": "custom", "custom": {"name": "run_sql"}}
+ALLOWED = {"type": "allowed_tools", "allowed_tools": {"mode": "auto", "tools": [FUNCTION_TOOL]}}
+
+
+@pytest.mark.parametrize(
+    ("server", "tools", "choice", "refusal"),
+    [
+        ("openai", [FUNCTION_TOOL, CUSTOM_TOOL], ALLOWED, None),
+        ("vllm", [FUNCTION_TOOL], None, None),
+        ("vllm", [FUNCTION_TOOL, CUSTOM_TOOL], None, "tools.1.type\n  Input should be 'function'"),
+        ("vllm", [FUNCTION_TOOL], ALLOWED, "tool_choice.type\n  Input should be 'function'"),
+        ("llama.cpp", [FUNCTION_TOOL], ALLOWED, None),  # read as auto
+        ("llama.cpp", [CUSTOM_TOOL], None, 'Unsupported tool type: {"type":"custom"'),
+    ],
+)
+def test_tools_are_taken_as_the_server_played_takes_them(
+    server: ToolServer, tools: list[Any], choice: Any, refusal: str | None
+) -> None:
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "tools": tools}
+    if choice is not None:
+        body["tool_choice"] = choice
+    if refusal is None:
+        parse_chat_request(body, tool_server=server)
+        return
+    with pytest.raises(UpstreamError) as refused:
+        parse_chat_request(body, tool_server=server)
+    assert refused.value.status == 400
+    assert refusal in refused.value.message
+
+
+@pytest.mark.parametrize(
+    ("windows", "server"),
+    [(Windows(), "openai"), (Windows(max_model_len=8), "vllm"), (Windows(ctx_size=8), "llama.cpp")],
+)
+def test_the_window_told_tells_the_server_played(windows: Windows, server: str) -> None:
+    assert windows.server == server

@@ -41,7 +41,8 @@ room they leave).
 One told as llama.cpp tells it (``windows.ctx_size`` over ``windows.parallel`` slots) is
 kept as llama-server keeps a slot's: a prompt that fills it is refused in its words, and
 an answer stops (``length``) where prompt and output fill it, whatever ``max_tokens``
-asked.
+asked. The Chat wire takes tools as the server its window plays takes them: a ``custom``
+tool only without one (as OpenAI; :mod:`~stateway.fake_upstream.chat_tools`).
 """
 
 from __future__ import annotations
@@ -130,12 +131,14 @@ class FakeUpstreamApp:
     ) -> None:
         self.api_key = api_key
         self.tokenizer = tokenizer
+        windows = windows or Windows()
         chat = partial(
             parse_chat_request,
             system_first=system_first,
             text_only=text_only,
             reasoning_efforts=reasoning_efforts,
             reasoning_field=reasoning_field,
+            tool_server=windows.server,
         )
         responses = partial(parse_responses_request, min_output_tokens=min_output_tokens)
         self._parsers = _PARSERS | {
@@ -146,7 +149,6 @@ class FakeUpstreamApp:
         self.requests: deque[dict[str, Any]] = deque(maxlen=REQUEST_LOG_SIZE)
         self.counts: Counter[str] = Counter()
         """Generation requests by the model they asked for, unbounded unlike the log."""
-        windows = windows or Windows()
         self._window = windows.max_model_len
         """The window kept as vLLM keeps it (``--max-model-len``), whatever the script."""
         self._renderer = windows.renderer

@@ -14,7 +14,8 @@ reasoning goes in, both ways: ``reasoning_content`` (the default) as llama.cpp, 
 older vLLM write it, read back from an assistant message's ``reasoning_content`` or
 ``reasoning``; or ``reasoning``, as vLLM writes it since it dropped ``reasoning_content``
 (vllm-project/vllm#33402), reading back only ``reasoning`` (an assistant message's
-``reasoning_content`` is left out of the model's view, as vLLM leaves it).
+``reasoning_content`` is left out of the model's view, as vLLM leaves it). Its tools and
+``tool_choice`` are taken as ``tool_server`` takes them (:mod:`.chat_tools`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import Any, Final, Literal
 
 import orjson
 
+from stateway.fake_upstream.chat_tools import ToolServer, check_tools
 from stateway.fake_upstream.conversation import Conversation, ConversationBuilder, content_text
 from stateway.fake_upstream.delivery import END, PAYLOAD, STRUCT, Frame
 from stateway.fake_upstream.errors import (
@@ -88,6 +90,7 @@ def parse_chat_request(
     text_only: bool = False,
     reasoning_efforts: tuple[str, ...] | None = None,
     reasoning_field: ReasoningField = "reasoning_content",
+    tool_server: ToolServer = "openai",
 ) -> ChatRequest:
     model = require_str(body, "model")
     messages = body.get("messages")
@@ -105,6 +108,7 @@ def parse_chat_request(
             )
         _add_message(builder, message, _READ[reasoning_field])
     _check_continuation(body, messages)
+    check_tools(body, tool_server)
     if reasoning_efforts is not None:
         _check_effort(body.get("reasoning_effort"), reasoning_efforts)
     options = body.get("stream_options")

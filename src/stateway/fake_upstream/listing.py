@@ -22,6 +22,8 @@ from typing import Any, Final
 
 import orjson
 
+from stateway.fake_upstream.chat_tools import ToolServer
+
 N_CTX_TRAIN: Final = 131072
 
 
@@ -35,6 +37,14 @@ class Windows:
     renderer: bool = False
     """``max_model_len`` kept as vLLM's renderer (0.16 on) keeps it: its count of a prompt
     stops one token past the room ``max_tokens`` leaves (:mod:`~stateway.fake_upstream.answer`)."""
+
+    @property
+    def server(self) -> ToolServer:
+        """The server whose Chat tools the fake takes as it does: the one its window is
+        told as (:mod:`~stateway.fake_upstream.chat_tools`)."""
+        if self.max_model_len is not None:
+            return "vllm"
+        return "openai" if self.ctx_size is None else "llama.cpp"
 
     @property
     def slot(self) -> int | None:
