@@ -2,7 +2,8 @@
 hosted OpenAI, as ``required`` over the named function alone to llama.cpp, which reads a
 named one as ``auto``, and to any server not known to force it; which server it is,
 learned from its listing (read by the window discovery, or asked by the first call naming
-a function); scripted servers on loopback."""
+a function); whether it takes custom tools as sent (hosted OpenAI alone); scripted servers
+on loopback."""
 
 from __future__ import annotations
 
@@ -202,3 +203,20 @@ def test_as_required_keeps_a_body_offering_no_function_of_the_name() -> None:
     body = {"tools": tools, "tool_choice": choice}
     as_required(body, choice)
     assert body == {"tools": tools, "tool_choice": choice}
+
+
+@pytest.mark.parametrize(
+    "listing", [OPENAI, VLLM, SGLANG, VLLM_OWNED, LLAMA_CPP_NOW, LLAMA_SWAP, OLLAMA, []]
+)
+async def test_custom_tools_are_taken_as_sent_by_hosted_openai_alone(
+    loopback: Loopback, listing: list[dict[str, Any]]
+) -> None:
+    """vLLM, SGLang and llama.cpp refuse a ``custom`` tool: the fast path translates a
+    request declaring one for any server but OpenAI's, and for it until its listing told."""
+    server = Server(listing)
+    chat = await backend(server, loopback)
+    assert not chat.takes_custom_tools
+    await sent(chat, server)
+    assert not chat.takes_custom_tools  # no call asks it
+    await chat.advertised_windows()
+    assert chat.takes_custom_tools is (listing is OPENAI)

@@ -38,6 +38,8 @@ class ScriptedBackend:
     """A subclass forwarding Chat Completions is a ChatForwarder: its bodies unsalted."""
     takes_named_choice = True
     """... and a named ``tool_choice`` forwarded as it came."""
+    takes_custom_tools = True
+    """... and so are custom tools."""
     places: int | None = None
     """Calls it takes before a call is refused at once (None: any number)."""
 

@@ -134,9 +134,11 @@ NAMED = {"type": "function", "function": {"name": "get_time"}}
 
 
 ALLOWED = {"type": "allowed_tools", "allowed_tools": {"mode": "auto", "tools": []}}
+CUSTOM_TOOL = {"type": "custom", "custom": {"name": "run_sql"}}
+FUNCTION_TOOL = {"type": "function", "function": {"name": "get_time"}}
 
 
-@pytest.mark.parametrize("choice", ["auto", "required", None, ALLOWED])
+@pytest.mark.parametrize("choice", ["auto", "required", None])
 async def test_a_choice_naming_no_function_is_forwarded_whatever_the_server(choice: Any) -> None:
     backend = Forwarding()
     backend.takes_named_choice = False
@@ -167,6 +169,47 @@ async def test_a_named_choice_is_translated_for_any_other_server() -> None:
     await result.wait()
     assert backend.forwarded == []
     assert len(backend.requests) == 1
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"tools": [FUNCTION_TOOL, CUSTOM_TOOL]},
+        {"tools": [CUSTOM_TOOL], "tool_choice": {"type": "custom", "custom": {"name": "run_sql"}}},
+        {"tools": [FUNCTION_TOOL], "tool_choice": ALLOWED},
+    ],
+)
+async def test_custom_tools_are_translated_for_a_server_taking_functions_alone(
+    fields: dict[str, Any],
+) -> None:
+    """vLLM and llama.cpp refuse a custom tool: translated, it is offered as a function."""
+    backend = Forwarding()
+    backend.takes_custom_tools = False
+    sent = {"model": "m", "messages": [], **fields}
+    result = await gateway(backend).execute(Principal(), forward(sent, command()))
+    assert isinstance(result, Run)
+    await result.wait()
+    assert backend.forwarded == []
+    backend.takes_custom_tools = True  # hosted OpenAI's, its listing read
+    relayed = await gateway(backend).execute(Principal(), forward(sent, command()))
+    assert isinstance(relayed, HeldRelay)
+    assert backend.forwarded == [orjson.dumps(sent)]
+    await relayed.aclose()
+
+
+@pytest.mark.parametrize(
+    "tools", [[FUNCTION_TOOL], [], None, "junk", [None, {"type": 1}], [{"function": {}}]]
+)
+async def test_a_request_without_custom_tools_is_forwarded_whatever_the_server(
+    tools: Any,
+) -> None:
+    """Its tools as vLLM takes them, or malformed: the server's to judge."""
+    backend = Forwarding()
+    backend.takes_custom_tools = backend.takes_named_choice = False
+    fields = {"model": "m", "messages": [], "tools": tools, "tool_choice": {"type": ["x"]}}
+    result = await gateway(backend).execute(Principal(), forward(fields))
+    assert isinstance(result, HeldRelay)
+    await result.aclose()
 
 
 async def test_an_upstream_that_cannot_forward_runs_the_translation() -> None:

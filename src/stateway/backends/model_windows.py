@@ -17,7 +17,9 @@ discover_context_window``; :mod:`stateway.core.routing.windows` asks and keeps i
   llama.cpp reads a named ``tool_choice`` as ``auto``: a listing tells the servers that
   do not (:func:`forces_named_choice`, :mod:`stateway.backends.named_choice`), and
   llama.cpp's own (:func:`serves_llama_cpp`), whose Messages endpoint keeps only a tool
-  choice's kind (:mod:`stateway.backends.anthropic_tool_choice`).
+  choice's kind (:mod:`stateway.backends.anthropic_tool_choice`); hosted OpenAI's tells
+  a server taking custom tools as sent (:func:`takes_custom_tools`; the others take
+  functions alone).
 - OpenAI's listing, and other servers', say nothing: no window. Ollama's and LM Studio's
   own APIs are not asked (Ollama's ``/api/show`` and LM Studio's ``/api/v0/models`` tell
   the most a model takes, not the context it is loaded with: Ollama's ``num_ctx``): such
@@ -83,7 +85,9 @@ def _slot_windows(listing: Sequence[object]) -> dict[str, int]:
     return windows
 
 
-NAMED_CHOICE_OWNERS: Final = frozenset({"vllm", "sglang", "system", "openai", "openai-internal"})
+OPENAI_OWNERS: Final = frozenset({"system", "openai", "openai-internal"})
+"""The ``owned_by`` of hosted OpenAI's own models in its listing."""
+NAMED_CHOICE_OWNERS: Final = frozenset({"vllm", "sglang"}) | OPENAI_OWNERS
 """The ``owned_by`` of a listing's entries that tell a server forcing a named
 ``tool_choice`` as named: vLLM's, SGLang's, hosted OpenAI's (its own models')."""
 
@@ -100,6 +104,14 @@ def forces_named_choice(listing: Sequence[object]) -> bool:
         and ("max_model_len" in entry or entry.get("owned_by") in NAMED_CHOICE_OWNERS)
         for entry in listing
     )
+
+
+def takes_custom_tools(listing: Sequence[object]) -> bool:
+    """Whether ``listing`` (a ``GET /models``'s ``data``) is hosted OpenAI's, whose Chat
+    Completions takes a ``custom`` tool, and a ``custom`` or ``allowed_tools``
+    ``tool_choice``: an entry owned by it. vLLM, SGLang and llama.cpp take functions
+    alone (a custom tool is a 400), and a server unknown may be any of them."""
+    return any(isinstance(e, dict) and e.get("owned_by") in OPENAI_OWNERS for e in listing)
 
 
 def serves_llama_cpp(listing: Sequence[object]) -> bool:

@@ -23,7 +23,8 @@ content holds between ``<think>`` tags is taken out of its text as reasoning
 (:mod:`stateway.backends.think_tags`): such a backend is a :class:`ChatBackend`, which
 forwards no Chat Completions request untouched (its answers need rewriting); any other is
 an :class:`OpenAIChatBackend`, which does (the fast path; one whose ``tool_choice`` names
-a function only to a server known to force it as named). With ``reasoning_efforts``, an effort the
+a function only to a server known to force it as named, one declaring a custom tool only
+to a server known to take it: hosted OpenAI's). With ``reasoning_efforts``, an effort the
 server does not take is sent at its nearest level, on the fast path too
 (:mod:`stateway.backends.reasoning_efforts`), as is ``alternate_roles``' one user message
 for each run of them (:mod:`stateway.backends.chat_system_messages`). With
@@ -49,7 +50,8 @@ from stateway.backends.chat_reply import from_upstream_chunk, from_upstream_comp
 from stateway.backends.chat_request import REASONING_FIELDS, TEXT_PARTS, to_upstream
 from stateway.backends.chat_system_messages import merge_user_turns
 from stateway.backends.guided_decoding import GuidedDecoding, as_tool_input, guide
-from stateway.backends.model_windows import listed_windows
+from stateway.backends.listed_trait import ListedTrait
+from stateway.backends.model_windows import listed_windows, takes_custom_tools
 from stateway.backends.named_choice import NamedChoices
 from stateway.backends.reasoning_efforts import effort_levels, level_sent
 from stateway.backends.think_tags import TaggedReply, untagged
@@ -134,6 +136,9 @@ class ChatBackend:
         self._tokenizer = UpstreamTokenizer(client)
         self._choices = NamedChoices(client)
         """How its server takes a named ``tool_choice``, once its listing told."""
+        self._custom_tools = ListedTrait(client, takes_custom_tools)
+        """Whether its server takes custom tools as sent (hosted OpenAI's), once its
+        listing told: asked by no call, only read on the fast path."""
         self._tokens_whole = False
         """Set once the server refused ``logprobs`` with tools streamed (llama-server):
         such rounds are asked whole from then on."""
@@ -288,9 +293,10 @@ class ChatBackend:
 
     async def advertised_windows(self) -> AdvertisedWindows:
         """The windows its listing tells, which also tells how its server takes a named
-        ``tool_choice`` (:mod:`stateway.backends.named_choice`)."""
+        ``tool_choice`` (:mod:`stateway.backends.named_choice`), and custom tools."""
         _, page = await self._client.model_page()
         self._choices.learn(page["data"])
+        self._custom_tools.learn(page["data"])
         return await listed_windows(self._client, page["data"])
 
     async def count_tokens(self, request: InferenceRequest) -> int | None:
@@ -318,6 +324,13 @@ class OpenAIChatBackend(ChatBackend):
         request naming a function is translated, not forwarded, so that :meth:`infer`
         sends the choice as the server takes it."""
         return self._choices.taken is True
+
+    @property
+    def takes_custom_tools(self) -> bool:
+        """Whether its server is known to take custom tools (and a ``custom`` or
+        ``allowed_tools`` choice) as sent: else a request declaring one is translated,
+        the tool offered as a function."""
+        return self._custom_tools.known is True
 
     async def forward_chat(self, body: bytes) -> UpstreamRelay:
         """The stateless fast path: ``body`` as the client sent it (given the backend's

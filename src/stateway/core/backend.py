@@ -132,6 +132,11 @@ class ChatForwarder(Protocol):
     """Whether its server is known to force the function a named ``tool_choice`` names,
     as sent: a request naming one is forwarded only then, else translated (the backend
     sends the choice as its server takes it)."""
+    takes_custom_tools: bool
+    """Whether its server is known to take OpenAI's tools beyond functions as sent (a
+    ``custom`` tool; a ``custom`` or ``allowed_tools`` ``tool_choice``): OpenAI's own does,
+    vLLM, SGLang and llama.cpp take functions alone. A request asking for one is forwarded
+    only then, else translated (the backend offers a custom tool as a function)."""
 
     async def forward_chat(self, body: bytes) -> Relay:
         """Send ``body`` to the upstream's ``/chat/completions`` once a connection slot is

@@ -253,12 +253,6 @@ class ForwardChat:
         options = self.fields.get("stream_options")
         return isinstance(options, dict) and options.get("include_usage") is True
 
-    @property
-    def names_function(self) -> bool:
-        """Whether its ``tool_choice`` names a function (``{"type": "function", ...}``)."""
-        choice = self.fields.get("tool_choice")
-        return isinstance(choice, dict) and choice.get("type") == "function"
-
     def body_for(self, upstream_model: str) -> bytes:
         """The body to forward to an upstream that knows the model as ``upstream_model``."""
         if upstream_model == self.model:

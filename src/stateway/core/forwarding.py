@@ -8,9 +8,11 @@ telemetry and the rate limits learn what it used from its tail, and its candidat
 circuit how it ended, as a translated attempt's end tells it (:func:`_counted`); to a
 backend whose cache is kept per tenant (``cache_salt``), the body carries its tenant's
 salt. Anything else, a stream that would not report its usage while tokens are counted,
-and a ``tool_choice`` naming a function to a server not known to force it as named
-(llama.cpp reads one as ``auto``; the backend sends it in a form the server forces), is
-translated into a ``CreateResponse`` and started as any run.
+a ``tool_choice`` naming a function to a server not known to force it as named
+(llama.cpp reads one as ``auto``; the backend sends it in a form the server forces), and
+a ``custom`` tool, or a ``custom`` or ``allowed_tools`` choice, to a server not known to
+take them (vLLM and llama.cpp refuse a custom tool: the backend offers it as a function),
+is translated into a ``CreateResponse`` and started as any run (:func:`takes_tools`).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from collections.abc import Iterator
 from functools import partial
 from typing import Any
 
-from stateway.core.backend import Relay
+from stateway.core.backend import ChatForwarder, Relay
 from stateway.core.commands import ForwardChat
 from stateway.core.errors import GatewayError, ServerShuttingDown
 from stateway.core.generations import Generations, HeldRelay
@@ -71,7 +73,7 @@ class ChatForwarding:
                 forwarder is not None
                 and not command.needs_gateway
                 and forwardable
-                and (not command.names_function or forwarder.takes_named_choice)
+                and takes_tools(command.fields, forwarder)
             ):
                 if (
                     forwarder.cache_salted
@@ -171,3 +173,20 @@ def _images(fields: dict[str, Any]) -> Iterator[tuple[str, int]]:
             image = part.get("image_url") if isinstance(part, dict) else None
             if isinstance(image, dict) and isinstance(url := image.get("url"), str):
                 yield url, image_tokens(image)
+
+
+def takes_tools(fields: dict[str, Any], forwarder: ChatForwarder) -> bool:
+    """Whether ``forwarder``'s server takes the tools and ``tool_choice`` of a request's
+    ``fields`` as sent: a named function only if it forces one as named, a ``custom`` tool
+    (or a choice of one, or of ``allowed_tools``) only if it takes them. A request without
+    either costs two lookups; anything else malformed is the server's to judge."""
+    choice, tools = fields.get("tool_choice"), fields.get("tools")
+    if type(choice) is dict:
+        kind = choice.get("type")
+        if kind == "function" and not forwarder.takes_named_choice:
+            return False
+        if (kind == "custom" or kind == "allowed_tools") and not forwarder.takes_custom_tools:
+            return False
+    if not tools or type(tools) is not list or forwarder.takes_custom_tools:
+        return True
+    return not any(type(tool) is dict and tool.get("type") == "custom" for tool in tools)
