@@ -93,3 +93,26 @@ def test_a_request_declaring_functions_alone_is_forwarded(
     body = sent(upstreams[server], marker)
     assert body["tools"] == [WEATHER]
     assert "parallel_tool_calls" not in body  # as it came: the fast path
+
+
+@pytest.mark.parametrize("server", ["llama", "vllm"])
+@pytest.mark.parametrize("mode", ["auto", "required"])
+def test_an_allowed_tools_choice_is_translated_as_its_mode_over_the_tools_it_lists(
+    client: OpenAI, upstreams: dict[str, str], server: str, mode: str
+) -> None:
+    """vLLM refuses the choice, llama.cpp reads it as ``auto`` over every tool: each is
+    sent its ``mode`` with only the tools it allows offered."""
+    marker = uuid.uuid4().hex
+    allowed = {"mode": mode, "tools": [{"type": "custom", "custom": {"name": "run_sql"}}]}
+    call = orjson.dumps({"input": QUERY}).decode()
+    completion = client.chat.completions.create(
+        model=f"{server}-model",
+        messages=[{"role": "user", "content": f"{marker} [[tool:run_sql:{call}]]"}],
+        tools=[WEATHER, RUN_SQL],
+        tool_choice={"type": "allowed_tools", "allowed_tools": allowed},  # type: ignore[typeddict-item]
+    )
+    [answered] = completion.choices[0].message.tool_calls or []
+    assert answered.type == "custom"
+    body = sent(upstreams[server], marker)
+    assert body["tool_choice"] == mode
+    assert [tool["function"]["name"] for tool in body["tools"]] == ["run_sql"]

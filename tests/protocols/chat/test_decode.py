@@ -242,6 +242,22 @@ def test_a_custom_tool_and_its_choice_are_their_responses_forms() -> None:
     assert command.settings.tool_choice == {"type": "custom", "name": "note"}
 
 
+def test_an_allowed_tools_choice_is_its_responses_form() -> None:
+    function = {"type": "function", "function": {"name": "f"}}
+    allowed = {
+        "mode": "required",
+        "tools": [{"type": "custom", "custom": {"name": "note"}}, {"type": "function", **function}],
+    }
+    text = {"type": "custom", "custom": {"name": "note"}}
+    choice = {"type": "allowed_tools", "allowed_tools": allowed}
+    command = decode(tools=[function, text], tool_choice=choice).command
+    assert command.settings.tool_choice == {
+        "type": "allowed_tools",
+        "mode": "required",
+        "tools": [{"type": "custom", "name": "note"}, {"type": "function", "name": "f"}],
+    }
+
+
 def test_a_custom_call_and_its_answer_are_custom_items() -> None:
     call = {"id": "c1", "type": "custom", "custom": {"name": "apply_patch", "input": "raw"}}
     messages = [
@@ -395,6 +411,31 @@ def test_logprobs_are_the_text_logprobs_include() -> None:
             "invalid_value",
         ),
         ({"tool_choice": "sometimes"}, "tool_choice", "invalid_value"),
+        (
+            {
+                "tools": [{"type": "function", "function": {"name": "f"}}],
+                "tool_choice": {
+                    "type": "allowed_tools",
+                    "allowed_tools": {
+                        "mode": "auto",
+                        "tools": [
+                            {"type": "function", "function": {"name": "f"}},
+                            {"type": "function", "function": {"name": "nope"}},
+                        ],
+                    },
+                },
+            },
+            "tool_choice.allowed_tools.tools[1].function.name",
+            "invalid_value",
+        ),
+        (
+            {
+                "tools": [{"type": "function", "function": {"name": "f"}}],
+                "tool_choice": {"type": "allowed_tools", "allowed_tools": {"tools": []}},
+            },
+            "tool_choice.allowed_tools.mode",
+            "missing_required_parameter",
+        ),
         (  # an object is judged as the named choice, not as one of the strings
             {"tool_choice": {"type": "function"}},
             "tool_choice.function",

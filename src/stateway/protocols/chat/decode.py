@@ -13,12 +13,9 @@ Settings: ``max_completion_tokens`` (else ``max_tokens``) -> ``max_output_tokens
 ``prompt_cache_options``, ``service_tier`` (one of the API's, as hosted checks it),
 ``metadata`` (as hosted limits it) as they are; ``logprobs`` as the
 ``message.output_text.logprobs`` include, with its ``top_logprobs``; ``response_format``
--> the text format (a ``json_schema`` name checked as hosted checks it); tools
-(``function``: ``strict: false`` unless sent true, as Chat means it, where a
-Responses tool without ``strict`` is strict; ``custom``, its grammar ``format`` flattened
-as Responses has it) and ``tool_choice`` (``auto``/``none``/``required``/a named function
-or custom tool) as their Responses forms,
-``parallel_tool_calls`` as it is; ``web_search_options`` as the gateway's ``web_search``
+-> the text format (a ``json_schema`` name checked as hosted checks it); ``tools`` and
+``tool_choice`` as their Responses forms (:mod:`.tools`), ``parallel_tool_calls`` as it
+is; ``web_search_options`` as the gateway's ``web_search``
 tool (such a request is always translated, never forwarded).
 What the gateway cannot carry once translated is a 400 naming it: ``n`` other than 1,
 audio, the legacy ``functions``/``function_call``, ``logit_bias``, ``prediction``, a
@@ -49,13 +46,10 @@ from stateway.protocols.chat.request import (
     PART_TYPES,
     ROLES,
     ChatBody,
-    CustomTool,
-    FunctionTool,
-    NamedCustomChoice,
-    NamedToolChoice,
     ResponseFormat,
     WebSearchOptions,
 )
+from stateway.protocols.chat.tools import decode_tool_choice, decode_tools
 from stateway.protocols.moderation import check_moderation
 from stateway.protocols.responses.metadata import decode_metadata
 from stateway.protocols.responses.nesting import check_nesting
@@ -135,7 +129,7 @@ def decode_chat(fields: dict[str, Any], *, max_input_items: int | None = None) -
     items = decode_messages(body.messages)
     if max_input_items is not None:
         _check_count(len(items), max_input_items)
-    tools = _tools(body.tools or [])
+    tools = decode_tools(body.tools or [])
     if body.web_search_options is not None:
         tools.append(_web_search(body.web_search_options))
     settings = GenerationSettings(
@@ -145,7 +139,7 @@ def decode_chat(fields: dict[str, Any], *, max_input_items: int | None = None) -
         seed=body.seed,
         max_output_tokens=body.max_completion_tokens or body.max_tokens,
         tools=tools,
-        tool_choice=_tool_choice(body.tool_choice, tools),
+        tool_choice=decode_tool_choice(body.tool_choice, tools),
         parallel_tool_calls=body.parallel_tool_calls is not False,
         text_format=_text_format(body.response_format),
         verbosity=body.verbosity,
@@ -242,79 +236,6 @@ def _check_count(count: int, limit: int) -> None:
             param="messages",
             code="array_above_max_length",
         )
-
-
-def _tools(tools: list[FunctionTool | CustomTool]) -> list[Item]:
-    decoded: list[Item] = []
-    seen: set[str] = set()
-    for index, tool in enumerate(tools):
-        declared = tool.function if isinstance(tool, FunctionTool) else tool.custom
-        if declared.name in seen:
-            param = f"tools[{index}].{tool.type}.name"
-            raise InvalidRequest(
-                f"Invalid value for '{param}': the tool name '{declared.name}' is declared twice.",
-                param=param,
-                code="invalid_value",
-            )
-        seen.add(declared.name)
-        if isinstance(tool, CustomTool):
-            decoded.append(_custom_tool(tool))
-            continue
-        function = tool.function
-        item: Item = {"type": "function", "name": function.name}
-        item["parameters"] = function.parameters or {"type": "object", "properties": {}}
-        if function.description is not None:
-            item["description"] = function.description
-        # Chat's tools are non-strict unless asked; a Responses tool without ``strict`` is
-        # made strict (its schema normalized: every property required), so say it.
-        item["strict"] = bool(function.strict)
-        decoded.append(item)
-    return decoded
-
-
-def _custom_tool(tool: CustomTool) -> Item:
-    """A ``custom`` tool in its Responses form: its grammar's ``syntax`` and
-    ``definition`` on the ``format`` itself."""
-    custom = tool.custom
-    item: Item = {"type": "custom", "name": custom.name}
-    if custom.description is not None:
-        item["description"] = custom.description
-    fmt = custom.format
-    if fmt is not None and fmt.type == "grammar" and fmt.grammar is not None:
-        grammar = fmt.grammar
-        item["format"] = {
-            "type": "grammar",
-            "syntax": grammar.syntax,
-            "definition": grammar.definition,
-        }
-    elif fmt is not None:
-        item["format"] = {"type": "text"}
-    return item
-
-
-def _tool_choice(
-    choice: str | NamedToolChoice | NamedCustomChoice | None, tools: list[Item]
-) -> str | dict[str, Any]:
-    if choice is None:
-        return "auto"
-    if choice == "required" and not tools:  # nothing the model could call
-        raise InvalidRequest(
-            "Invalid value for 'tool_choice': 'tool_choice' is only allowed when 'tools' are "
-            "specified.",
-            param="tool_choice",
-            code="invalid_value",
-        )
-    if isinstance(choice, str):
-        return choice
-    name = choice.function.name if isinstance(choice, NamedToolChoice) else choice.custom.name
-    if name not in {tool["name"] for tool in tools if tool["type"] == choice.type}:
-        param = f"tool_choice.{choice.type}.name"
-        raise InvalidRequest(
-            f"Invalid value for '{param}': the tool '{name}' is not among the declared tools.",
-            param=param,
-            code="invalid_value",
-        )
-    return {"type": choice.type, "name": name}
 
 
 def _text_format(response_format: ResponseFormat | None) -> dict[str, Any]:

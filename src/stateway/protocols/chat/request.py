@@ -190,6 +190,18 @@ class NamedCustomChoice(_Wire):
     custom: NamedFunction
 
 
+class AllowedTools(_Wire):
+    mode: Literal["auto", "required"]
+    tools: list[NamedToolChoice | NamedCustomChoice]
+
+
+class AllowedToolsChoice(_Wire):
+    """The tools the model may call, narrowed to those ``allowed_tools`` lists."""
+
+    type: Literal["allowed_tools"]
+    allowed_tools: AllowedTools
+
+
 class StreamOptions(_Wire):
     include_usage: bool | None = None
     include_obfuscation: bool | None = None
@@ -216,7 +228,11 @@ class ChatBody(_Wire):
     tools: list[FunctionTool | CustomTool] | None = None
     web_search_options: WebSearchOptions | None = None
     tool_choice: (
-        Literal["none", "auto", "required"] | NamedToolChoice | NamedCustomChoice | None
+        Literal["none", "auto", "required"]
+        | NamedToolChoice
+        | NamedCustomChoice
+        | AllowedToolsChoice
+        | None
     ) = None
     parallel_tool_calls: bool | None = None
     max_tokens: int | None = Field(default=None, ge=1)
