@@ -345,6 +345,26 @@ def test_a_slot_is_given_back_once() -> None:
     assert not slot.held
 
 
+async def test_an_in_process_slot_is_free_for_all_without_waiting() -> None:
+    """A run's end waits for its slot's give-back (:meth:`Slot.given_back`): in process,
+    that costs no step of the event loop."""
+    slots = MemoryRequestSlots()
+    slot = await slots.take("k", 1)
+    assert slot is not None
+    with pytest.raises(StopIteration):
+        slot.given_back().send(None)  # done in its first step
+    assert slots.held("k") == 0
+
+
+async def test_a_slots_give_back_waits_for_its_store_only_a_while() -> None:
+    never: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    slot = Slot(lambda: never, wait=0.01)
+    await slot.given_back()
+    assert not slot.held
+    await slot.given_back()  # again: the same answer awaited, nothing given back twice
+    assert not never.done()
+
+
 async def test_slots_given_back_one_at_a_time_are_counted_down_one_at_a_time() -> None:
     slots = MemoryRequestSlots()
     first, second = await slots.take("k", 2), await slots.take("k", 2)

@@ -8,12 +8,17 @@ the server: drop the members whose lease ran out, then add one if fewer than the
 are left. Each process renews the leases of every slot it holds in one round trip every
 third of :data:`LEASE` (a background run keeps its slot for as long as it runs); a
 process that dies stops renewing, and its slots are free again within a lease. Giving
-one back is a ``ZREM``, sent beside the request's end; until it is answered, this
-process's next take of the same principal drops it first, so a request that follows
-another's end (a steered successor) never finds its slot still held; a ``ZREM`` that
-failed (Redis away a moment) is left to that take too. A take whose request
-is cancelled while Redis answers (its client left) gives back the slot it took once the
-answer comes, instead of leaving it held for a lease.
+one back is a ``ZREM``, sent as the request ends, and the end waits for its answer
+(:meth:`Slot.given_back <stateway.core.concurrency.Slot.given_back>`) before it is
+stored or told (a run's terminal event, a relay's last bytes, an answer, an error): a
+client sending its next request to another replica the moment it learns of the end finds
+the slot free. The wait is bounded by :data:`GIVE_BACK_WAIT`, so a Redis slow to answer
+holds no end back longer; past it the ``ZREM`` goes on beside the end. Until it is
+answered, this process's next take of the same principal drops it first, so a request
+that follows another's end here (a steered successor) never finds its slot still held;
+a ``ZREM`` that failed (Redis away a moment) is left to that take too, and to the lease
+elsewhere. A take whose request is cancelled while Redis answers (its client left) gives
+back the slot it took once the answer comes, instead of leaving it held for a lease.
 
 When Redis cannot be reached requests are let through, holding no slot (a warning is
 logged once per outage), and no request asks Redis again until a background probe is
@@ -42,6 +47,8 @@ log = logging.getLogger(__name__)
 
 LEASE: Final = 30.0
 """Seconds a slot outlives the last renewal of its process (renewed every third of it)."""
+GIVE_BACK_WAIT: Final = 0.075
+"""Seconds a request's end waits at most for Redis to answer its slot's ``ZREM``."""
 
 _NOW: Final = (
     lua_now(2)
@@ -90,6 +97,7 @@ class RedisRequestSlots:
         prefix: str = "stateway:",
         *,
         lease: float = LEASE,
+        give_back_wait: float = GIVE_BACK_WAIT,
         clock: Callable[[], float] | None = None,
         outage: RedisOutage | None = None,
     ) -> None:
@@ -99,6 +107,7 @@ class RedisRequestSlots:
         self._redis = client
         self._prefix = prefix
         self._lease = lease
+        self._give_back_wait = give_back_wait
         self._clock = clock
         self._take = client.register_script(_TAKE)
         self._renew = client.register_script(_RENEW)
@@ -133,7 +142,7 @@ class RedisRequestSlots:
         self._held[slot_id] = name
         if self._renewing is None:
             self._renewing = asyncio.create_task(self._renew_forever())
-        return Slot(partial(self._give_back, name, slot_id))
+        return Slot(partial(self._give_back, name, slot_id), self._give_back_wait)
 
     async def renew(self) -> None:
         """Renew the lease of every slot this process holds, in one round trip."""
@@ -166,12 +175,15 @@ class RedisRequestSlots:
         if not answer.cancelled() and answer.exception() is None and answer.result():
             self._give_back(name, slot_id)
 
-    def _give_back(self, name: str, slot_id: str) -> None:
+    def _give_back(self, name: str, slot_id: str) -> asyncio.Future[None]:
+        """Remove the slot in Redis: the removal under way (done once Redis answered, or
+        failed to)."""
         self._held.pop(slot_id, None)
         self._given_back.setdefault(name, set()).add(slot_id)
         task = asyncio.create_task(self._remove(name, slot_id))
         self._removing.add(task)
         task.add_done_callback(self._removing.discard)
+        return task
 
     async def _remove(self, name: str, slot_id: str) -> None:
         try:

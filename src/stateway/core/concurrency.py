@@ -9,6 +9,14 @@ once. :meth:`Gateway.execute <stateway.core.gateway.Gateway.execute>` is the one
 takes and hands over each slot; a :class:`Slot` is given back once, however many times
 :meth:`Slot.release` is called.
 
+Whoever learns that a request ended may send the next one at once, to any replica: so the
+end waits for its slot to be free everywhere before it is told (a run's before its end is
+stored and its terminal event emitted, a relay's before its body's last bytes, an answer
+or an error before it is returned): :meth:`Slot.given_back`. Slots counted in process are
+free as they are released, and it costs nothing; a slot in Redis is free once Redis
+answered its removal, which the end waits for only a moment (a Redis slow to answer
+leaves it to be freed beside the end, as when it fails).
+
 The slots live behind :class:`RequestSlots`: :class:`MemoryRequestSlots` counts them in
 process (one gateway); :mod:`stateway.coordination.request_slots` keeps them in Redis,
 shared by every replica, each held under a lease its process renews.
@@ -16,6 +24,7 @@ shared by every replica, each held under a lease its process renews.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from functools import partial
 from typing import Protocol
@@ -25,12 +34,15 @@ class Slot:
     """One slot held by a model request. :meth:`release` gives it back the first time it
     is called, and does nothing after."""
 
-    __slots__ = ("_give_back",)
+    __slots__ = ("_answer", "_give_back", "_wait")
 
-    def __init__(self, give_back: Callable[[], None] | None = None) -> None:
+    def __init__(self, give_back: GiveBack | None = None, wait: float = 0.0) -> None:
         """``give_back`` frees it where it is kept (None: a slot nothing keeps, handed out
-        while its store cannot be asked)."""
+        while its store cannot be asked); ``wait``: the seconds :meth:`given_back` waits
+        at most for its store's answer."""
         self._give_back = give_back
+        self._wait = wait
+        self._answer: asyncio.Future[None] | None = None
 
     @property
     def held(self) -> bool:
@@ -39,7 +51,22 @@ class Slot:
     def release(self) -> None:
         give_back, self._give_back = self._give_back, None
         if give_back is not None:
-            give_back()
+            self._answer = give_back()
+
+    async def given_back(self) -> None:
+        """:meth:`release` it, and return once it is free for every process: at once for a
+        slot its store freed as it was released; else once its store answered, or after
+        ``wait`` seconds without an answer, or at once when it failed (the slot is then
+        freed later, beside its request's end)."""
+        self.release()
+        answer = self._answer
+        if answer is not None and not answer.done():
+            await asyncio.wait([answer], timeout=self._wait)
+
+
+GiveBack = Callable[[], "asyncio.Future[None] | None"]
+"""Frees a slot where it is kept: None once it is free for every process, else the answer
+of its store under way."""
 
 
 class RequestSlots(Protocol):

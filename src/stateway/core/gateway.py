@@ -264,19 +264,26 @@ class Gateway:
         """Serve a model request holding ``slot``, one of its principal's concurrent
         requests (:mod:`stateway.core.concurrency`), and hand the slot over to what it
         started: a run gives it back as it ends, a relayed answer as its relay closes;
-        anything else (a compaction), and any failure on the way (a refusal, an upstream
-        error, its caller cancelled), gives it back now. The one place a slot is held."""
+        anything else (a compaction, an attached run already over), and any failure on the
+        way (a refusal, an upstream error), gives it back now. Each end waits for the slot
+        to be free on every replica before it is told (:meth:`Slot.given_back`); a caller
+        cancelled, told nothing, gives it back without waiting. The one place a slot is
+        held."""
         try:
             result = await self._served(principal, command)
+        except Exception:
+            await slot.given_back()
+            raise
         except BaseException:
             slot.release()
             raise
         if isinstance(result, Run) and not result.closed:  # an attached run is over here
-            limits.release_after(slot, result.wait)
+            result.before_end = slot.given_back
+            limits.release_after(slot, result.wait)  # a run closed without finishing
         elif isinstance(result, HeldRelay):
-            result.also_ended(slot.release)
+            result.also_ended(slot.release, slot.given_back)
         else:
-            slot.release()
+            await slot.given_back()
         return result
 
     async def _served(self, principal: Principal, command: Command) -> Result:

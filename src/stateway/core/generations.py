@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
@@ -162,6 +162,7 @@ class HeldRelay:
     """
 
     __slots__ = (
+        "_after_close",
         "_ended",
         "_ending",
         "_error",
@@ -201,6 +202,8 @@ class HeldRelay:
         """Until the body has been relayed to its end (or failed)."""
         self._error: GatewayError | None = None
         """The upstream's error that failed or cut it, once one did."""
+        self._after_close: Callable[[], Awaitable[object]] | None = None
+        """What :meth:`aclose` awaits last (:meth:`also_ended`)."""
 
     async def open(self, forwarder: ChatForwarder, body: bytes) -> HeldRelay:
         """Send ``body`` upstream: this relay, once its status line came. Raises what
@@ -270,8 +273,11 @@ class HeldRelay:
             raise
         self._outcome = "ok" if self.status < 400 else "failed"
 
-    def also_ended(self, told: Callable[[], None]) -> None:
-        """Tell ``told`` too when it ends, after ``ended`` (at once if it has ended)."""
+    def also_ended(self, told: Callable[[], None], closed: Callable[[], Awaitable[object]]) -> None:
+        """Tell ``told`` too when it ends, after ``ended`` (at once if it has ended); and
+        have :meth:`aclose` await ``closed()`` once it has told them (a slot's give-back
+        answered: its route closes it before the last bytes of its answer)."""
+        self._after_close = closed
         if self._held is None:
             told()
             return
@@ -303,6 +309,9 @@ class HeldRelay:
             if self._held is not None:
                 self._generations.release(self._held)
                 self._gone(self._relay, self._outcome)
+        closed, self._after_close = self._after_close, None
+        if closed is not None:
+            await closed()
 
     def _gone(self, relay: Relay | None, outcome: Outcome) -> None:
         """Forgotten by ``runs``, its lease no longer its own, ``ended`` told."""

@@ -126,7 +126,9 @@ class RateLimits:
                 raise RateLimited("requests", self._requests, wait)
 
     def release_after(self, slot: Slot, ended: Callable[[], Awaitable[object]]) -> None:
-        """Give ``slot`` back once ``ended()`` is done (a run's end)."""
+        """Give ``slot`` back once ``ended()`` is done (a run's end), if it is not yet: a
+        run finishing gives it back before its end is told (:attr:`Run.before_end
+        <stateway.core.runs.Run.before_end>`); this is for one closed without finishing."""
 
         async def release() -> None:
             try:

@@ -16,7 +16,8 @@ whatever the ending: completed, incomplete (length, content filter, client gone)
 cancelled (deleted, or cancelled by its client) or failed (including the server shutting
 down). A response whose final save fails reports no ``completed_at`` and tells its client
 it was not stored. A background run's final save also stores the rest of its event log,
-terminal event included (:mod:`.journal`).
+terminal event included (:mod:`.journal`). Before both, :attr:`Run.before_end
+<stateway.core.runs.Run.before_end>` is awaited (the run's concurrent slot freed).
 
 A conversation turn writes its row before its run starts (:meth:`Loop.begin_turn`), since
 that write takes the conversation: a turn refused it never starts. Its end lets the
@@ -306,6 +307,8 @@ class Loop:
         run that ends before its first output is announced here, once its row is durable;
         one whose row could not be written is not announced at all."""
         run.finishing = True  # nothing is noted between the events the final save stores
+        if run.before_end is not None:  # its slot freed before anyone can learn of the end
+            await run.ending()
         state = run.state
         if state.status == "completed":
             state.completed_at = time.time()

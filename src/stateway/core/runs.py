@@ -9,7 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import enum
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine, Iterator
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Coroutine,
+    Iterator,
+)
 from contextlib import aclosing
 from dataclasses import replace
 from typing import TYPE_CHECKING, Protocol
@@ -52,6 +59,7 @@ class Run:
         "__weakref__",  # a finished run must be freed by reference counting; tests watch it
         "_done",
         "_waiters",
+        "before_end",
         "began",
         "cache_salt",
         "cancel_reason",
@@ -143,6 +151,10 @@ class Run:
         of its gateway tool loop, and a successor takes the input."""
         self.journal: RunJournal | None = None
         """A background run's wire log: its events encoded once and persisted in batches."""
+        self.before_end: Callable[[], Awaitable[object]] | None = None
+        """Awaited once as the run starts finishing, before its end is stored or its
+        terminal event emitted (:meth:`ending`): the give-back of its concurrent request's
+        slot, so that whoever learns of the end finds the slot free on every replica."""
         self.progress: Callable[[], list[Item]] | None = None
         """The output as it stands, the item being written included (the round's
         :meth:`~stateway.core.assembler.OutputAssembler.output_so_far`), set by the loop."""
@@ -177,6 +189,13 @@ class Run:
         self.events.append(event)
         if self._waiters:  # most events find none (an attached run has no subscriber)
             self._wake()
+
+    async def ending(self) -> None:
+        """Await :attr:`before_end`, the first time only: its driver calls it as the run
+        starts finishing, before anything tells of the end."""
+        step, self.before_end = self.before_end, None
+        if step is not None:
+            await step()
 
     def note(self, notice: Notice) -> bool:
         """Log ``notice`` at the next sequence number, between the run's own events; False

@@ -361,6 +361,7 @@ class RunStarter:
                 error = InternalError()
                 run.state.fail(error)
                 run.error = run.error or error
+                await run.ending()
                 run.emit(ev.ResponseFinished(run.state))
                 run.close()
         finally:
