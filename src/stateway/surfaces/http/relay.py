@@ -3,23 +3,25 @@
 The Chat Completions fast path answers with a :class:`RelayResponse`: an event stream's
 status line and the headers a client needs go out at once, then each body chunk as it
 arrives. The relay is closed however the answer ends, which closes an unfinished upstream
-request: the route cancels the answer when its client leaves (its ``DisconnectWatch``
-notices even while the upstream is silent). Any other body's status line waits for its
-first chunk, and a whole answer's (a 200 that is no event stream:
-:attr:`~stateway.core.backend.Relay.whole`) for all of it, which then follows in one
-message (:meth:`RelayResponse.held`): an upstream failing before that (silent past its
-read timeout, its connection reset after the headers) is answered as an error, not as a
-status whose body never comes. When the upstream fails part-way, an event stream ends
-with one OpenAI-shaped ``data: {"error": ...}`` line (what the ``openai`` SDK raises), on
-a line of its own after what was relayed; any other body (an upstream's error body: a
-200 one is read whole before it is relayed, :mod:`stateway.backends.upstream_relay`) is
-cut short, closing the connection. An event stream whose credential is revoked (an API
-key) or expires while it is relayed ends the same way, with the 401
-(:class:`~stateway.surfaces.auth.revocation.RevocationWatch`), its upstream request closed
-as when the client leaves. A relay ended so, or by the server shutting down, is logged at
-info (expected endings); one its upstream fails part-way, as a warning naming the server.
-A body left unfinished on purpose is not reported by uvicorn as the app's error
-(:func:`~stateway.surfaces.http.unfinished.leave_unfinished`).
+request; an answer that ends with a last message has it closed before that message goes
+out, so that what it held (its request's concurrent slot, given back in Redis) is free on
+every replica before its client learns that it ended. The route cancels the answer when
+its client leaves (its ``DisconnectWatch`` notices even while the upstream is silent). Any
+other body's status line waits for its first chunk, and a whole answer's (a 200 that is no
+event stream: :attr:`~stateway.core.backend.Relay.whole`) for all of it, which then
+follows in one message (:meth:`RelayResponse.held`): an upstream failing before that
+(silent past its read timeout, its connection reset after the headers) is answered as an
+error, not as a status whose body never comes. When the upstream fails part-way, an event
+stream ends with one OpenAI-shaped ``data: {"error": ...}`` line (what the ``openai`` SDK
+raises), on a line of its own after what was relayed; any other body (an upstream's error
+body: a 200 one is read whole before it is relayed,
+:mod:`stateway.backends.upstream_relay`) is cut short, closing the connection. An event
+stream whose credential is revoked (an API key) or expires while it is relayed ends the
+same way, with the 401 (:class:`~stateway.surfaces.auth.revocation.RevocationWatch`), its
+upstream request closed as when the client leaves. A relay ended so, or by the server
+shutting down, is logged at info (expected endings); one its upstream fails part-way, as a
+warning naming the server. A body left unfinished on purpose is not reported by uvicorn as
+the app's error (:func:`~stateway.surfaces.http.unfinished.leave_unfinished`).
 """
 
 from __future__ import annotations
@@ -95,7 +97,7 @@ class RelayResponse:
         headers = [(name.encode(), value.encode()) for name, value in relay.headers.items()]
         await send({"type": "http.response.start", "status": relay.status, "headers": headers})
         if self._body is not None:
-            await send({"type": "http.response.body", "body": self._body, "more_body": False})
+            await self._end(send, self._body)
             return
         if self._first is not None:
             await send({"type": "http.response.body", "body": self._first, "more_body": True})
@@ -118,9 +120,15 @@ class RelayResponse:
             frame = encode_error_chunk(error)
             if not self._last.endswith(b"\n\n"):  # cut within an event: the error goes apart
                 frame = b"\n\n" + frame
-            await send({"type": "http.response.body", "body": frame, "more_body": False})
+            await self._end(send, frame)
             return
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
+        await self._end(send, b"")
+
+    async def _end(self, send: Send, body: bytes) -> None:
+        """Send the body's last message, the relay closed first: what it holds (its
+        request's concurrent slot) is given back before its client learns that it ended."""
+        await self._relay.aclose()
+        await send({"type": "http.response.body", "body": body, "more_body": False})
 
     async def _relay_revocable(self, scope: Scope, send: Send) -> CredentialRevoked | None:
         """Relay an event stream's chunks, cut off if its credential is revoked or expires
