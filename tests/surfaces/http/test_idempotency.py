@@ -356,14 +356,42 @@ async def test_the_same_key_to_cancel_another_response_is_a_409() -> None:
     gate.set()
 
 
-def test_a_requests_digest_covers_its_method_path_and_body() -> None:
+async def test_the_same_key_with_another_include_on_an_append_is_a_409() -> None:
+    """The query is part of the request: an append answered with one ``include`` is not
+    the answer to an append asking for another."""
+    app = build(ScriptedBackend([TextDelta("a"), Finish("stop")]))
+    conversation = (await post(app, "/v1/conversations", b"{}", key=None)).json()["id"]
+    path = f"/v1/conversations/{conversation}/items"
+    body = b'{"items": [{"type": "message", "role": "user", "content": "hi"}]}'
+    first = await call(app, "POST", path, body, headers=keyed("c"))
+    assert first.status == 200
+    again = await call(app, "POST", path, body, headers=keyed("c"))
+    assert again.body == first.body
+    include = "include[]=reasoning.encrypted_content"
+    reused = await call(app, "POST", path, body, query=include, headers=keyed("c"))
+    assert reused.status == 409
+    error = reused.json()["error"]
+    assert (error["code"], error["param"]) == ("idempotency_key_reused", "Idempotency-Key")
+    listed = await call(app, "GET", path)
+    assert len(listed.json()["data"]) == 1
+
+
+def test_a_requests_digest_covers_its_method_path_query_and_body() -> None:
     def request(method: str, path: str) -> Request:
         return Request({"type": "http", "method": method, "path": path, "headers": []})
 
+    def queried(query: bytes) -> Request:
+        scope = {"type": "http", "method": "POST", "path": "/v1/conversations/c"}
+        return Request({**scope, "query_string": query, "headers": []})
+
     digests = {
+        request_digest(queried(b"include[]=message.output_text.logprobs"), b"{}"),
         request_digest(request("POST", "/v1/conversations/c"), b"{}"),
         request_digest(request("DELETE", "/v1/conversations/c"), b"{}"),
         request_digest(request("POST", "/v1/conversations/d"), b"{}"),
         request_digest(request("POST", "/v1/conversations/c"), b""),
     }
-    assert len(digests) == 4
+    assert len(digests) == 5
+    assert request_digest(queried(b""), b"{}") == request_digest(
+        request("POST", "/v1/conversations/c"), b"{}"
+    ), "a request without a query digests as before queries counted"

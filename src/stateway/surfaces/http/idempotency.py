@@ -5,7 +5,7 @@ first request with it runs, and every retry, even one that arrives while the fir
 still running, is answered with the first one's JSON body, byte for byte, with 200. A
 streamed create remembers its response instead, and a retry streams that response's log
 from the start (``responses.py``). The same key with another request (method, path,
-body) is a 409 ``idempotency_key_reused``. A request that failed leaves no answer behind:
+query, body) is a 409 ``idempotency_key_reused``. A request that failed leaves no answer behind:
 its retry runs again.
 """
 
@@ -32,7 +32,14 @@ def command_id(request: Request) -> str | None:
 
 
 def request_digest(request: Request, body: bytes = b"") -> str:
-    return fingerprint(request.method.encode(), request.url.path.encode(), body)
+    """The request's method, path, query (an append's ``include`` shapes its answer) and
+    body; a request without a query digests as it did before the query counted, so an
+    answer remembered then still answers its retry."""
+    parts = [request.method.encode(), request.url.path.encode(), body]
+    query = request.scope.get("query_string", b"")
+    if query:
+        parts.append(query)
+    return fingerprint(*parts)
 
 
 def replayed(outcome: Outcome) -> Response:
