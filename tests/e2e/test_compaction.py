@@ -82,6 +82,13 @@ def test_compact_refusals(client: OpenAI) -> None:
     with pytest.raises(openai.BadRequestError) as unknown:
         client.responses.compact(model=MODEL, previous_response_id="resp_unknown")
     assert unknown.value.code == "previous_response_not_found"
+    conversation = client.conversations.create(items=[user("hello")])  # type: ignore[list-item]
+    with pytest.raises(openai.BadRequestError) as not_a_param:
+        client.responses.compact(
+            model=MODEL, input="hi", extra_body={"conversation": conversation.id}
+        )
+    assert not_a_param.value.code == "unknown_parameter"
+    assert not_a_param.value.body["param"] == "conversation"  # type: ignore[index]
 
 
 def test_compact_sends_its_safety_identifier_and_tier_with_the_summary_and_echoes_them(

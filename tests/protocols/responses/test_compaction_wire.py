@@ -157,6 +157,19 @@ def test_compact_refusals(fields: dict[str, Any], param: str, code: str) -> None
     assert (error.param, error.code) == (param, code)
 
 
+@pytest.mark.parametrize("conversation", ["conv_1", {"id": "conv_1"}, 3])
+def test_compact_refuses_a_conversation_rather_than_compact_something_else(
+    conversation: object,
+) -> None:
+    """``/compact`` takes no conversation (nor does hosted's); ignored, it would answer
+    with the compaction of the input alone, or of nothing at all."""
+    for fields in ({"input": "hi"}, {}):
+        error = refused(decode_compact, model="m", conversation=conversation, **fields)
+        assert (error.param, error.code) == ("conversation", "unknown_parameter")
+        assert error.message.startswith("Unknown parameter: 'conversation'.")
+    assert decode_compact(body(model="m", input="hi", conversation=None)).input != []
+
+
 def test_compact_checks_the_item_count_first() -> None:
     with pytest.raises(InvalidRequest) as caught:
         decode_compact(

@@ -115,12 +115,20 @@ def decode_create_fields(
 
 def decode_compact(raw: bytes, *, max_input_items: int | None = None) -> CompactResponse:
     """``POST /v1/responses/compact``: ``model`` is required; ``input`` and/or
-    ``previous_response_id`` name what to compact."""
+    ``previous_response_id`` name what to compact (a ``conversation`` does not: refused,
+    as hosted refuses a field it does not know, where others are ignored)."""
     data = parse_body(raw, max_input_items)
     try:
         body = CompactBody.model_validate(data, strict=True)
     except pydantic.ValidationError as exc:
         raise invalid_request(exc) from None
+    if body.conversation is not None:
+        raise InvalidRequest(
+            "Unknown parameter: 'conversation'. A conversation is not compacted by name: "
+            "send its items as 'input'.",
+            param="conversation",
+            code="unknown_parameter",
+        )
     if not body.input and body.previous_response_id is None:
         raise InvalidRequest(
             "Missing required parameter: 'input' (or 'previous_response_id'); there is "

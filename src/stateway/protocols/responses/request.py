@@ -165,6 +165,9 @@ class CompactBody(BaseModel):
     prompt_cache_options: PromptCacheOptions | None = None
     service_tier: CompactServiceTier | None = None
     image: ImageOptions | None = None
+    conversation: object = None
+    """Not a field of ``/compact`` (hosted's answers ``unknown_parameter``): refused by
+    :mod:`.decode` when sent, since ignored it would compact the input alone."""
 
 
 class InputTokensBody(BaseModel):
