@@ -89,6 +89,10 @@ def test_compact_refusals(client: OpenAI) -> None:
         )
     assert not_a_param.value.code == "unknown_parameter"
     assert not_a_param.value.body["param"] == "conversation"  # type: ignore[index]
+    with pytest.raises(openai.BadRequestError) as neither:
+        client.responses.compact(model=MODEL, input=5)  # type: ignore[arg-type]
+    assert (neither.value.code, neither.value.body["param"]) == ("invalid_type", "input")  # type: ignore[index]
+    assert "expected one of a string or array of input items" in neither.value.message
 
 
 def test_compact_sends_its_safety_identifier_and_tier_with_the_summary_and_echoes_them(

@@ -11,14 +11,14 @@ above maximum value. Expected a value <= 2, but got 3 instead.``
 (``decimal_above_max_value``), ``Invalid type for 'x': expected an integer, but got a
 string instead.`` (``invalid_type``), ``Invalid value: 'x'. Supported values are: 'auto'
 and 'disabled'.`` (``invalid_value``: a string none of a field's values). A value a
-union's alternatives all refuse, and a bound hosted's wording is not known for (a string
-or array shorter than a minimum above one), keep pydantic's sentence (``Invalid value for
-'x': ...``)."""
+union's alternatives all refuse, where hosted's wording for that field is not known,
+and a bound hosted's wording is not known for (a string or array shorter than a minimum
+above one), keep pydantic's sentence (``Invalid value for 'x': ...``)."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 import pydantic
@@ -34,13 +34,17 @@ def invalid_request(
     exc: pydantic.ValidationError,
     param_of: Callable[[Location], str],
     tag_of: Callable[[Location], str] | None = None,
+    unions: Mapping[str, str] | None = None,
 ) -> InvalidRequest:
     """The error that got furthest into the body (of a union's alternatives, the one that
     names the field best: the most array indices, then the deepest, so an object given
     for a union of a literal and a model is judged as the model): a missing field, a body
     that is no object, a value of the wrong type, out of its bounds, or a wrong value.
     ``tag_of``: the discriminator of a tagged union (``role``, ``type``), for a wire that
-    names it as the field missing or holding an unknown tag."""
+    names it as the field missing or holding an unknown tag. ``unions``: what a union
+    field (by its ``param``) is said to expect when every alternative refused the value's
+    type, where hosted's words for it are known (``one of a string or array of input
+    items``)."""
     errors = exc.errors(include_url=False)
     error = max(errors, key=_reach)
     kind = error["type"]
@@ -54,7 +58,10 @@ def invalid_request(
     if kind == "union_tag_invalid" and tag_of is not None:
         param = f"{param}.{tag_of(error['loc'])}"
     hosted = _hosted(error, param)
-    if hosted is not None and not (kind in _EXPECTED and _alternatives(errors, param_of, param)):
+    if kind in _EXPECTED and _alternatives(errors, param_of, param):
+        if unions is not None and param in unions:
+            return wrong_type(param, unions[param], error["input"])
+    elif hosted is not None:
         return hosted
     code = "invalid_type" if kind.endswith("_type") else "invalid_value"
     return InvalidRequest(f"Invalid value for '{param}': {error['msg']}.", param=param, code=code)

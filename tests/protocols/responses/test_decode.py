@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stateway.core.errors import InvalidRequest
-from stateway.protocols.responses.decode import decode_create
+from stateway.protocols.responses.decode import decode_compact, decode_create, decode_input_tokens
 from stateway.protocols.responses.reads import decode_list_input_items
 
 
@@ -276,6 +276,24 @@ def test_wrong_types_are_invalid_type_and_name_the_deepest_field() -> None:
     with pytest.raises(InvalidRequest) as caught:
         decode_create(b'{"model": "m", "stream": "yes"}')
     assert (caught.value.param, caught.value.code) == ("stream", "invalid_type")
+
+
+@pytest.mark.parametrize(
+    ("value", "kind"), [(5, "an integer"), ({"role": "user"}, "an object"), (True, "a boolean")]
+)
+def test_an_input_of_neither_type_is_refused_in_hosteds_words(value: object, kind: str) -> None:
+    """``input`` is a string or an array: a value of another type is said to be neither,
+    as hosted says it, by every body that takes an ``input`` (create, ``/compact``,
+    ``/input_tokens``)."""
+    raw = orjson.dumps({"model": "m", "input": value})
+    for decode in (decode_create, decode_compact, decode_input_tokens):
+        with pytest.raises(InvalidRequest) as caught:
+            decode(raw)
+        assert (caught.value.param, caught.value.code) == ("input", "invalid_type")
+        assert caught.value.message == (
+            "Invalid type for 'input': expected one of a string or array of input items, "
+            f"but got {kind} instead."
+        )
 
 
 @pytest.mark.parametrize(

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 import orjson
 import pydantic
@@ -38,7 +38,11 @@ def check_item_count(data: Any, limit: int) -> None:
 
 def invalid_request(exc: pydantic.ValidationError) -> InvalidRequest:
     """A body's validation error in the OpenAI shape, its field named as Responses does."""
-    return validation.invalid_request(exc, param_of)
+    return validation.invalid_request(exc, param_of, unions=UNIONS)
+
+
+UNIONS: Final = {"input": "one of a string or array of input items"}
+"""What a union field is said to expect, by hosted, when a value is of none of its types."""
 
 
 UNION_TAGS = frozenset(
