@@ -144,7 +144,7 @@ class Loop:
             row = asyncio.get_running_loop().create_future()
             row.set_result(None)
             announce(run)
-        elif state.store and stream and run.cancel_reason is None:
+        elif state.store and stream:  # cancelled before it began too: announced once stored
             record = started_record(state, run.stored_input, self._owner)
             row = asyncio.ensure_future(self._store.save(record))
             row.add_done_callback(partial(announce_once_durable, run))

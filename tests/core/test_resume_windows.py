@@ -1,0 +1,88 @@
+"""Whoever holds a response's id may watch it: a client told ``response.created`` finds the
+response stored, and a log that is being stored is waited for, not refused. Each test
+holds the store's write at the point where the window was open."""
+
+from __future__ import annotations
+
+import asyncio
+
+import orjson
+
+from stateway.core import events as ev
+from stateway.core.commands import CreateResponse, GetResponse, WatchResponse
+from stateway.core.gateway import Gateway
+from stateway.core.ports import ResponseRecord, StoredChain
+from stateway.core.runs import Run
+from tests.core.fakes import MemoryStore, ScriptedBackend
+from tests.core.test_background import (
+    ME,
+    ended,
+    gateway_for,
+    payloads,
+    script,
+    types,
+    user,
+)
+
+
+async def yielded() -> None:
+    """Let every task that is ready run as far as it goes without waiting on anything."""
+    for _ in range(10):
+        await asyncio.sleep(0)
+
+
+async def test_a_run_ended_by_the_shutdown_before_it_began_is_stored_before_it_is_announced() -> (
+    None
+):
+    """A background run registered as the drain window closed (``end_all`` ran while it was
+    admitted) ends as soon as it starts. It was announced before any row of it was
+    written: its client got its id (a 200 ``in_progress``) while a retrieve, a watch or
+    a cancel of it found nothing, and the row written then held no event log, so its
+    stream could not be resumed. It is announced once its row is stored, like any run."""
+    gate = asyncio.Event()
+
+    class ClosingStore(MemoryStore):
+        async def load_context(self, tenant_id: str, response_id: str) -> StoredChain | None:
+            gateway.runs.closing = True  # end_all ran while the context was being read
+            return await super().load_context(tenant_id, response_id)
+
+    store = ClosingStore()
+    await store.save(ResponseRecord("default", "resp_0", None, "completed", 0.0, {}, [], []))
+    store.save_gate = gate  # every write of the run held
+    backend = ScriptedBackend(script("a"))
+    gateway = gateway_for(backend, store)
+    command = CreateResponse(
+        model="m", input=[user("hi")], previous_response_id="resp_0", background=True
+    )
+    run = await gateway.execute(ME, command)
+
+    first_watch = asyncio.create_task(watched_once_announced(gateway, run))
+    await yielded()
+    assert run.events == []  # nothing announced while no row is written
+    assert not first_watch.done()
+    gate.set()
+    await ended(run)
+
+    assert backend.requests == []
+    assert [type(e) for e in run.events] == [
+        ev.ResponseCreated,
+        ev.ResponseInProgress,
+        ev.ResponseFinished,
+    ]
+    told = orjson.loads(await first_watch)  # watched as soon as its id was known
+    stored = await gateway.execute(ME, GetResponse(run.id))
+    assert told["type"] == "response.failed"
+    assert (stored.status, told["response"]["status"]) == ("failed", "failed")
+    assert stored.error is not None
+    assert stored.error["code"] == told["response"]["error"]["code"] == "server_shutting_down"
+    replayed = await payloads(await gateway.execute(ME, WatchResponse(run.id)))
+    assert types(replayed) == ["response.created", "response.in_progress", "response.failed"]
+    assert replayed[-1] == orjson.dumps(told)
+
+
+async def watched_once_announced(gateway: Gateway, run: Run) -> bytes:
+    """The last payload of a watch (``GET ?stream=true``) started as soon as ``run`` is
+    announced, as its client would start one on reading its id."""
+    await run.announced()
+    log = await payloads(await gateway.execute(ME, WatchResponse(run.id)))
+    return log[-1]
