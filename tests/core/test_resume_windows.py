@@ -20,6 +20,7 @@ from tests.core.test_background import (
     gateway_for,
     payloads,
     script,
+    settling,
     types,
     user,
 )
@@ -29,6 +30,60 @@ async def yielded() -> None:
     """Let every task that is ready run as far as it goes without waiting on anything."""
     for _ in range(10):
         await asyncio.sleep(0)
+
+
+async def test_a_log_kept_after_its_run_ended_is_resumed_once_stored_not_refused() -> None:
+    """WebSocket mode stores a create's log only when its connection closes before the
+    lane sent it all; when the run has ended by then, the whole log is written after the
+    final save. A client reconnecting to resume meanwhile found the run gone from the
+    registry and the stored response ended with no log: "no event log to resume"."""
+    store = MemoryStore()
+    gateway = gateway_for(ScriptedBackend(script("a", "b")), store)
+    command = CreateResponse(model="m", input=[user("hi")], stream=True, journaled=True)
+    run = await gateway.execute(ME, command)  # as a socket's response.create
+    await ended(run)
+    assert gateway.runs.get(run.id) is None
+    assert run.journal is not None
+    store.events_gate = asyncio.Event()  # the late write is held
+    run.journal.keep()  # the connection closed before the last frames went out
+
+    resume = WatchResponse(run.id, 0, replay=True, refuse_at_end=True)
+    watching = asyncio.create_task(gateway.execute(ME, resume))
+    await yielded()
+    assert not watching.done()  # waits for the log, rather than refusing it
+    store.events_gate.set()
+
+    resumed = await payloads(await watching)
+    assert resumed == run.journal.wire[1:]
+    assert types(resumed)[-1] == "response.completed"
+
+
+async def test_a_log_kept_while_its_end_fails_to_be_saved_is_not_waited_for() -> None:
+    """Kept while the final save was under way, the log is stored with the terminal event
+    that save was to store; that save failed (the settler stores the end later), so no
+    late write comes, and a resume is answered (with the end the settler will store)
+    rather than left waiting for it."""
+
+    class FailingEnd(MemoryStore):
+        async def finish(self, record: ResponseRecord) -> bool:
+            assert run.journal is not None
+            run.journal.keep()  # its connection closed as the end was being saved
+            return await super().finish(record)
+
+    store = FailingEnd(fail_final=True)
+    gateway, settler = settling(store, ScriptedBackend(script("a")))
+    command = CreateResponse(model="m", input=[user("hi")], stream=True, journaled=True)
+    run = await gateway.execute(ME, command)
+    await ended(run)
+
+    resume = WatchResponse(run.id, 0, replay=True, refuse_at_end=True)
+    watching = asyncio.create_task(gateway.execute(ME, resume))
+    await yielded()
+    assert watching.done()
+    assert types(await payloads(watching.result())) == ["response.failed"]
+    assert store.appends == []
+    store.fail_final = False
+    await settler.settled()
 
 
 async def test_a_run_ended_by_the_shutdown_before_it_began_is_stored_before_it_is_announced() -> (

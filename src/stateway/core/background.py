@@ -253,6 +253,7 @@ async def watch(
         if command.refuse_at_end and run.closed and after == len(run.events) - 1:
             raise _at_end(response_id, after, run.state.status)
         return LiveWatch(run, run.journal, after)
+    await runs.log_stored(principal.tenant_id, response_id)  # kept as its run ended
     log = await store.read_events(principal.tenant_id, response_id, after)
     if log is None:
         raise ResponseNotFound(response_id)

@@ -14,8 +14,11 @@ retried with the next one. A streamed create sent with a command id is journaled
 that a retry can replay it (a response that is not stored keeps its journal in memory
 only). A ``deferred`` journal (WebSocket mode's creates) stores nothing unless
 :meth:`RunJournal.keep` is called before the run's end: then its writer starts from the
-first event, as if it had been running all along. Other runs have no journal and pay
-nothing.
+first event, as if it had been running all along. Kept once the final save has begun, its
+whole log is written after that save; the run registry holds that write until it is done
+(:meth:`~stateway.core.runs.RunRegistry.storing_log`), since the run may leave meanwhile
+and a resume of its stored response, which shows no log yet, must wait for it rather than
+be refused. Other runs have no journal and pay nothing.
 
 With an :class:`~stateway.core.coordination.EventFanout` (Redis), each batch is also
 published once it is committed, and the last one (the terminal event with it) once the
@@ -39,7 +42,7 @@ from stateway.core import events as ev
 from stateway.core.coordination import EventFanout
 from stateway.core.errors import StorageError
 from stateway.core.ports import EventBatch, ResponseStore
-from stateway.core.runs import Run
+from stateway.core.runs import Run, RunRegistry
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +73,7 @@ class RunJournal:
         "_last",
         "_late",
         "_run",
+        "_runs",
         "_sealed",
         "_stored",
         "_task",
@@ -88,8 +92,11 @@ class RunJournal:
         interval: float = FLUSH_INTERVAL,
         fanout: EventFanout | None = None,
         deferred: bool = False,
+        runs: RunRegistry | None = None,
     ) -> None:
-        """``deferred``: store nothing until :meth:`keep` (``store`` None: never)."""
+        """``deferred``: store nothing until :meth:`keep` (``store`` None: never); ``runs``
+        is told of a log kept too late to go with the final save while it is stored
+        (:meth:`RunRegistry.storing_log`)."""
         self._events = run.events  # the list itself, not the run: no reference cycle
         self._key = (run.state.tenant_id, run.id)
         self._encode = encode
@@ -116,7 +123,9 @@ class RunJournal:
         self._late: ResponseStore | None = None
         """Kept once the final save had begun: the whole log is stored once sealed."""
         self._stored: asyncio.Future[None] | None = None
-        """That late write, done once the log is readable."""
+        """That late write, done once the log is readable (or once it is known that
+        nothing will be stored: :meth:`ended`)."""
+        self._runs = runs
         if store is None:  # a response that is not stored keeps its log in memory
             self._fanout = None
         elif deferred:
@@ -128,7 +137,8 @@ class RunJournal:
         """Store a deferred journal's log after all: from its first event, the rest with
         the run's final save; once that save has begun, the whole log after it, in one
         batch, whose write is returned (done once the log is readable; a failed write is
-        logged, not raised). Idempotent."""
+        logged, not raised; done at once, nothing written, when that save failed: see
+        :meth:`ended`). Idempotent."""
         store, self._deferred = self._deferred, None
         run, self._run = self._run, None
         if store is None:
@@ -138,6 +148,8 @@ class RunJournal:
             return None
         self._late = store
         self._stored = asyncio.get_running_loop().create_future()
+        if self._runs is not None:  # its run may leave before the log is readable
+            self._runs.storing_log(*self._key, self._stored)
         if self._sealed:  # the terminal event is logged by now
             self._store_late(self.encoded(0, len(self._events)))
         return self._stored
@@ -202,6 +214,17 @@ class RunJournal:
             self._fanout.publish(*self._key, last, True)
         if self._late is not None and terminal is not None:  # kept during the final save
             self._store_late([*self.encoded(0, len(self._events)), terminal])
+
+    async def ended(self) -> None:
+        """The run is over (its task ends): the batch writer stops, and a log whose final
+        save stored no terminal event (it failed: the settler stores the end) is stored
+        no more, kept or not: whoever waits for that is let go."""
+        await self.stop()
+        if self._sealed:
+            return
+        self._deferred = self._run = self._late = None
+        if self._stored is not None and not self._stored.done():
+            self._stored.set_result(None)
 
     async def stop(self) -> None:
         """End the batch writer, waiting for a write under way (it may store events the

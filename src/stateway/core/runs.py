@@ -294,6 +294,8 @@ class RunRegistry:
         """Set by :meth:`end_all`: runs added later are ended as soon as they start."""
         self._idle: asyncio.Future[None] | None = None
         """Resolved when the last run leaves, while someone waits in :meth:`settle`."""
+        self._logs: dict[tuple[str, str], asyncio.Future[None]] = {}
+        """Logs kept after their run left, being stored, by tenant and response id."""
 
     def add(self, run: Run) -> None:
         self._runs[run.id] = run
@@ -319,6 +321,22 @@ class RunRegistry:
 
     def get(self, response_id: str) -> Run | None:
         return self._runs.get(response_id)
+
+    def storing_log(self, tenant_id: str, response_id: str, stored: asyncio.Future[None]) -> None:
+        """The log of ``response_id`` was kept once its run's end was being saved, and is
+        stored after it (:meth:`RunJournal.keep <stateway.core.journal.RunJournal.keep>`):
+        until ``stored`` is done, the run may have left while its stored response shows
+        no log, so a watch waits for it (:meth:`log_stored`)."""
+        key = (tenant_id, response_id)
+        self._logs[key] = stored
+        stored.add_done_callback(lambda _: self._logs.pop(key, None))
+
+    async def log_stored(self, tenant_id: str, response_id: str) -> None:
+        """Return once the log of ``response_id`` being stored after its run's end is
+        readable (its write done, stored or not); at once when none is."""
+        stored = self._logs.get((tenant_id, response_id))
+        if stored is not None:
+            await asyncio.shield(stored)
 
     def __len__(self) -> int:
         return len(self._runs)

@@ -261,8 +261,9 @@ class RunStarter:
             stream = True  # its row is written first, and it logs events as they come
         elif journal is not None and stream and self._encoder is not None:
             stored = self._store if run.state.store else None  # a retry may replay it
+            deferred = journal == "on_demand"
             run.journal = RunJournal(
-                run, stored, self._encoder, fanout=self._fanout, deferred=journal == "on_demand"
+                run, stored, self._encoder, fanout=self._fanout, deferred=deferred, runs=self.runs
             )
         self.runs.add(run)
         self._pending += 1  # until its driving begins
@@ -367,7 +368,7 @@ class RunStarter:
         finally:
             self._telemetry.run_ended(_report(run, plan))  # before the ending's clients read on
             if run.journal is not None:
-                await run.journal.stop()
+                await run.journal.ended()
             self.runs.discard(run)
             self.generations.release(generation)
             run.task = None  # a cancelled task keeps its CancelledError, whose frames hold the run
