@@ -150,8 +150,9 @@ class Drain:
     """Ends what is still in flight after ``timeout``; returns, once it has ended, how
     many it ended."""
     settled: Callable[[], Awaitable[None]] | None = None
-    """Returns once work no request waits for (background runs) is done: it gets the
-    drain window too, after the requests in flight."""
+    """Returns once work no request waits for (background runs, the logs kept for a
+    resume as their runs ended) is done: it gets the drain window too, after the requests
+    in flight."""
     sessions: Callable[[], Awaitable[None]] | None = None
     """Drains the WebSocket sessions (their requests end, then they are closed): first,
     with no new connection accepted, since the server would close them at once (1012)."""

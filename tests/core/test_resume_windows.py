@@ -58,6 +58,26 @@ async def test_a_log_kept_after_its_run_ended_is_resumed_once_stored_not_refused
     assert types(resumed)[-1] == "response.completed"
 
 
+async def test_the_drain_waits_for_a_log_kept_after_its_run_ended() -> None:
+    """Its client resumes it after the restart, maybe on another process: the log must
+    be in the store before the store is closed."""
+    store = MemoryStore()
+    gateway = gateway_for(ScriptedBackend(script("a")), store)
+    command = CreateResponse(model="m", input=[user("hi")], stream=True, journaled=True)
+    run = await gateway.execute(ME, command)
+    await ended(run)
+    assert run.journal is not None
+    store.events_gate = asyncio.Event()
+    run.journal.keep()
+
+    settling = asyncio.create_task(gateway.runs.settle())
+    await yielded()
+    assert not settling.done()
+    store.events_gate.set()
+    await settling
+    assert store.events["default", run.id] == run.journal.wire
+
+
 async def test_a_log_kept_while_its_end_fails_to_be_saved_is_not_waited_for() -> None:
     """Kept while the final save was under way, the log is stored with the terminal event
     that save was to store; that save failed (the settler stores the end later), so no

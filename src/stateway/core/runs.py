@@ -345,11 +345,16 @@ class RunRegistry:
         return iter(list(self._runs.values()))
 
     async def settle(self) -> None:
-        """Return once no run is in flight: background runs have no request that a server
-        draining its connections would wait for."""
-        while self._runs:
-            self._idle = self._idle or asyncio.get_running_loop().create_future()
-            await asyncio.shield(self._idle)
+        """Return once no run is in flight, and no log kept as its run ended is still
+        being stored: background runs have no request that a server draining its
+        connections would wait for, and a log kept for a resume is resumed after the
+        restart."""
+        while self._runs or self._logs:
+            if self._runs:
+                self._idle = self._idle or asyncio.get_running_loop().create_future()
+                await asyncio.shield(self._idle)
+            else:
+                await asyncio.wait(list(self._logs.values()))
 
     async def end_all(self, reason: CancelReason) -> int:
         """Cancel every run for ``reason`` and wait until each has ended; with
