@@ -37,9 +37,11 @@ class Outbox:
         "_room",
         "_send",
         "_sending",
+        "_sent",
         "_timer",
         "_writer",
         "closed",
+        "put_count",
     )
 
     def __init__(
@@ -65,6 +67,10 @@ class Outbox:
         self._timer: asyncio.TimerHandle | None = None
         self.closed = False
         """The connection is closing or gone: nothing more is sent."""
+        self.put_count = 0
+        """Frames put so far: the mark :meth:`sent` tells of."""
+        self._sent = 0
+        """Frames the transport took so far."""
 
     @property
     def pending(self) -> int:
@@ -76,8 +82,14 @@ class Outbox:
             return
         self._frames.append(frame)
         self._bytes += len(frame)
+        self.put_count += 1
         if self._writer is None:
             self._writer = asyncio.get_running_loop().create_task(self._write())
+
+    def sent(self, mark: int) -> bool:
+        """Whether the first ``mark`` frames put went out (a frame the closing dropped
+        never does)."""
+        return self._sent >= mark
 
     async def room(self) -> None:
         """Return once fewer than ``limit`` bytes wait (or the outbox closed)."""
@@ -111,6 +123,7 @@ class Outbox:
                     self._check_at(self._check_every)
                 await self._send(frame)
                 self._sending = False
+                self._sent += 1
                 frames.popleft()
                 self._bytes -= len(frame)
                 self._wake()

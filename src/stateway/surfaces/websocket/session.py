@@ -17,7 +17,8 @@ continues as it would a completed response.
 A ``response.create`` runs as the HTTP route's streamed create does (with its
 ``command_id`` through ``Gateway.once``), journaled, and the lane streams the journal's
 payloads with its ``stream_id`` (a stored response's log is stored for a command id's
-retry, or when the connection closes while a lane streams it, for a resume): the
+retry, or when the connection closes before all of it went out, for a resume:
+:mod:`.kept_logs`): the
 same JSON as the SSE stream's ``data:`` lines, from ``response.created`` at sequence
 number 0. A frame whose ``previous_response_id`` names
 a response this connection keeps (a checkpoint) runs on those items, stored or not. A
@@ -62,6 +63,7 @@ from stateway.protocols.responses.frames import (
 )
 from stateway.surfaces.auth.authenticator import current_principal
 from stateway.surfaces.auth.revocation import RevocationWatch
+from stateway.surfaces.websocket.kept_logs import KeptLogs
 from stateway.surfaces.websocket.lanes import Checkpoints, LaneKey, Lanes
 from stateway.surfaces.websocket.outbox import Outbox
 from stateway.surfaces.websocket.starts import started
@@ -105,10 +107,10 @@ class Session:
     __slots__ = (
         "_closer",
         "_closing",
+        "_logs",
         "_running",
         "_scope",
         "_send",
-        "_storing",
         "_surface",
         "_watches",
         "checkpoints",
@@ -133,8 +135,7 @@ class Session:
         """What each lane streams now: how far it trails is what piles up for the client."""
         self._closing = False
         self._closer: asyncio.Task[None] | None = None
-        self._storing: list[asyncio.Future[None]] = []
-        """Logs kept after their run's end, being written (the close frame waits)."""
+        self._logs = KeptLogs(self.outbox)
 
     async def serve(self, receive: Receive) -> None:
         """The receive loop, until the client is gone; a revoked API key's or an expired
@@ -297,8 +298,11 @@ class Session:
             self._running.pop(run.id, None)  # a command id's retry may stream it too
             # Stopped before the end, or the connection closing with the last frames
             # perhaps unsent (4429, the client gone): resumable after the end too.
-            if (not run.closed or self.outbox.closed) and run.journal is not None:
-                run.journal.keep()
+            if run.journal is not None:
+                if not run.closed or self.outbox.closed:
+                    run.journal.keep()
+                else:  # streamed to its end: its last frames may still wait to go out
+                    self._logs.streamed(run.journal)
         if not run.closed or self.outbox.closed:
             return None
         state = run.state
@@ -380,17 +384,13 @@ class Session:
         self._closer = asyncio.get_running_loop().create_task(self._send_close(message))
 
     def _keep_logs(self) -> None:
-        """The connection is closing while lanes still stream runs (4429, the client
-        gone): their logs are stored, so that they can be resumed after their end too."""
-        for streaming in self._watches.values():
-            if isinstance(streaming.watch, LiveWatch):
-                stored = streaming.watch.keep()
-                if stored is not None:  # after the run's end: the close frame waits for it
-                    self._storing.append(stored)
+        """The connection is closing: the logs its client may not have had all of are
+        stored (:mod:`.kept_logs`), so that they can be resumed after their end too."""
+        self._logs.keep(s.watch for s in self._watches.values() if isinstance(s.watch, LiveWatch))
 
     async def _send_close(self, message: dict[str, Any]) -> None:
         # A client that reconnects on the close resumes from a log that is stored by then.
-        if self._storing:
-            await asyncio.wait(self._storing, timeout=LOG_WAIT)
+        with suppress(TimeoutError):  # a write that hangs holds the close no longer
+            await asyncio.wait_for(self._logs.stored(), LOG_WAIT)
         with suppress(OSError):  # gone already
             await self._send(message)
