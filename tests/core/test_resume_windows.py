@@ -1,6 +1,6 @@
 """Whoever holds a response's id may watch it: a client told ``response.created`` finds the
-response stored, and a log that is being stored is waited for, not refused. Each test
-holds the store's write at the point where the window was open."""
+response stored, and a log that is being stored is waited for, not refused (nor left
+waiting when it never will be). The store's writes are held where each window was open."""
 
 from __future__ import annotations
 
