@@ -528,6 +528,7 @@ def test_invalid_function_schemas_are_named(parameters: dict[str, object], param
     [
         ({"type": "mcp", "server_label": "a__b"}, "tools[0].server_label"),
         ({"type": "mcp", "server_label": "s", "connector_id": "c"}, "tools[0].connector_id"),
+        ({"type": "mcp", "server_label": "s", "tunnel_id": "t"}, "tools[0].tunnel_id"),
         (
             {"type": "mcp", "server_label": "s", "require_approval": "sometimes"},
             "tools[0].require_approval",

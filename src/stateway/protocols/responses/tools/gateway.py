@@ -58,6 +58,10 @@ def decode_web_search(tool: dict[str, Any], path: str) -> Item:
 
 
 _APPROVALS = frozenset({"always", "never"})
+_HOSTED_ONLY = {"connector_id": "MCP connectors", "tunnel_id": "Secure MCP Tunnels"}
+"""Fields naming a server only hosted OpenAI can reach, instead of ``server_url``: refused
+by name, never ignored (a declaration under a configured label would otherwise reach
+that server instead)."""
 
 
 def decode_mcp(tool: dict[str, Any], path: str) -> Item:
@@ -69,13 +73,14 @@ def decode_mcp(tool: dict[str, Any], path: str) -> Item:
             param=f"{path}.server_label",
             code="missing_required_parameter" if label is None else "invalid_value",
         )
-    if tool.get("connector_id") is not None:
-        raise InvalidRequest(
-            "MCP connectors ('connector_id') are not supported; give 'server_url' or the "
-            "label of a configured server.",
-            param=f"{path}.connector_id",
-            code="unsupported_parameter",
-        )
+    for key, what in _HOSTED_ONLY.items():
+        if tool.get(key) is not None:
+            raise InvalidRequest(
+                f"{what} ('{key}') are not supported; give 'server_url' or the label of a "
+                "configured server.",
+                param=f"{path}.{key}",
+                code="unsupported_parameter",
+            )
     out: Item = {"type": "mcp", "server_label": label}
     for key in ("server_url", "server_description", "authorization"):
         value = tool.get(key)
