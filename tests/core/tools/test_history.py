@@ -132,6 +132,24 @@ def test_an_unanswered_approval_request_is_left_out_and_a_denied_one_is_declined
     assert seen[1]["output"] == DECLINED
 
 
+def test_a_denials_reason_is_told_to_the_model() -> None:
+    """``reason`` ("Optional reason for the decision") is what the model needs to go on
+    without the call: it follows the word that the call was declined."""
+    deny = {
+        "type": "mcp_approval_response",
+        "approval_request_id": "r",
+        "approve": False,
+        "reason": "Do not touch production.",
+    }
+    seen = model_items([REQUEST, deny])
+    assert shape(seen) == [("function_call", "r"), ("function_call_output", "r")]
+    assert seen[1]["output"] == (
+        "The user declined to run this tool call. Their reason: Do not touch production."
+    )
+    for blank in ("", "  ", None):
+        assert model_items([REQUEST, {**deny, "reason": blank}])[1]["output"] == DECLINED
+
+
 def test_an_approved_call_answers_its_request() -> None:
     request = {"id": "r", "type": "mcp_approval_request", "server_label": "s", "name": "t"}
     approve = {"type": "mcp_approval_response", "approval_request_id": "r", "approve": True}

@@ -249,6 +249,17 @@ def part(**fields: Any) -> dict[str, Any]:
             "Invalid type for 'input[0].approve': expected a boolean, but got a string instead.",
         ),
         (
+            {
+                "type": "mcp_approval_response",
+                "approval_request_id": "a",
+                "approve": False,
+                "reason": ["no"],
+            },
+            "input[0].reason",
+            "invalid_type",
+            "Invalid type for 'input[0].reason': expected a string, but got an array instead.",
+        ),
+        (
             {"type": "shell_call_output", "call_id": "c", "output": "x"},
             "input[0].output",
             "invalid_type",

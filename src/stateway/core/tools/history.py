@@ -18,7 +18,8 @@ and tool search, under the name the request offers the tool by:
   errors were objects carry). One that ran after an approval answers the
   ``mcp_approval_request``, which is the call.
 - ``mcp_approval_request``: the call, once answered: by the ``mcp_call`` it led to, or by
-  a denying ``mcp_approval_response`` (the model is told it was declined). The answer
+  a denying ``mcp_approval_response`` (the model is told it was declined, and the
+  ``reason`` the client gave, if any). The answer
   comes where the client gave it, the approving or denying response (or the
   ``mcp_call``, when the response is not in the history). An unanswered request is left
   out: a model must never see a call without its output.
@@ -122,6 +123,16 @@ _COMPACTION: Final = frozenset({"compaction", "compaction_trigger", CONFIGURATIO
 DECLINED: Final = "The user declined to run this tool call."
 
 
+def denial_text(answer: Item) -> str:
+    """What the model is told of a denying ``mcp_approval_response``: that the call was
+    declined, and the ``reason`` the client gave for it (what the model needs to go on
+    without the call), when it gave one."""
+    reason = answer.get("reason")
+    if isinstance(reason, str) and reason.strip():
+        return f"{DECLINED} Their reason: {reason.strip()}"
+    return DECLINED
+
+
 _REWRITTEN: Final = (
     _COMPACTION | client_hosted.ITEM_TYPES | _TOOL_SEARCH | _GATEWAY | {ADDITIONAL_TOOLS}
 )
@@ -189,7 +200,7 @@ def _model_items(
             if request_id in ran:
                 answers.give(request_id, _output(request_id, mcp_output(ran[request_id])))
             elif item.get("approve") is False:
-                answers.give(request_id, _output(request_id, DECLINED))
+                answers.give(request_id, _output(request_id, denial_text(item)))
         elif kind == WEB_SEARCH_CALL:
             out += _web_search_pair(item, names.of(WEB_SEARCH_FUNCTION))
         elif kind not in _GATEWAY and kind != ADDITIONAL_TOOLS:

@@ -138,6 +138,8 @@ def _item(raw: dict[str, Any], path: str) -> Item:
             _require_str(raw, path, "approval_request_id")
             if not isinstance(raw.get("approve"), bool):
                 raise missing_or_wrong_type(raw, path, "approve", "a boolean")
+            if raw.get("reason") is not None:  # told to the model with a denial
+                _require_str(raw, path, "reason")
             item = dict(raw)
             if not isinstance(item.get("id"), str) or not item["id"]:
                 item["id"] = new_id(ID_PREFIXES[kind])
