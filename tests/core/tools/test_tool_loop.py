@@ -1055,6 +1055,39 @@ async def test_an_output_over_max_output_bytes_fails_the_call_and_the_model_is_t
     assert "1026 bytes" in seen_by_model(setup.backend.requests[-1])["output"]
 
 
+async def test_an_error_result_over_max_output_bytes_fails_by_its_size_too() -> None:
+    """A tool's ``isError`` result is as much the server's answer as an output: past the
+    cap, its content is neither stored, echoed nor read by the model."""
+
+    async def long_error(arguments: Mapping[str, Any]) -> str:
+        text = "é" * arguments["n"]  # two bytes each
+        raise ToolFailure(ToolError.execution([{"type": "text", "text": text}], text))
+
+    mcp = FakeMcp({"docs": [ADD]}, {"add": long_error})
+    setup = Setup(
+        [
+            tools_round(call("docs__add", {"n": 512}), call("docs__add", {"n": 513}, 1)),
+            answer(),
+        ],
+        mcp=mcp,
+        policy=ToolPolicy(max_output_bytes=1024),
+    )
+    run = await setup.create([MCP_TOOL])
+    kept, refused = [i for i in run.state.output if i["type"] == "mcp_call"]
+    assert kept["error"] == {
+        "type": "mcp_tool_execution_error",
+        "content": [{"type": "text", "text": "é" * 512}],
+    }, "1024 bytes: at the cap, kept"
+    assert refused["status"] == "failed"
+    assert refused["error"]["type"] == "mcp_protocol_error"
+    assert refused["error"]["code"] == -32010
+    assert refused["error"]["message"].startswith(
+        "MCP server 'docs' answered the call of 'add' with an error of 1026 bytes; at most 1024"
+    )
+    assert "é" * 513 not in orjson.dumps(run.state.output).decode()
+    assert "1026 bytes" in seen_by_model(setup.backend.requests[-1])["output"]
+
+
 async def test_an_allowed_tools_choice_narrows_every_round_and_forces_only_the_first() -> None:
     setup = Setup([tools_round(call("docs__add", {"a": 1, "b": 2})), answer("3")])
     function = {"type": "function", "name": "other", "parameters": {"type": "object"}}

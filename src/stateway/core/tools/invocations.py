@@ -9,8 +9,9 @@ call, and what it leaves on the call's item.
 - A gateway tool search finds deferred tools in the catalog; what it loaded is offered
   from the next round on.
 - An MCP call sends the arguments to its server, as the response's tenant uses it; an
-  output over ``max_output_bytes`` fails the call. Calls of a tool that is not
-  parallel-safe never overlap.
+  output over ``max_output_bytes`` fails the call, as does an ``isError`` result whose
+  text is (its content would be stored, echoed and read as an output is). Calls of a
+  tool that is not parallel-safe never overlap.
 """
 
 from __future__ import annotations
@@ -119,8 +120,16 @@ class Invocations:
         cap = self._tools.policy.max_output_bytes
 
         async def calling() -> str:
-            output = await client.call_tool(server, name, mcp.parse_arguments(pending.arguments))
-            if len(output) > cap // 4 and len(output.encode()) > cap:  # inline: rarely long
+            arguments = mcp.parse_arguments(pending.arguments)
+            try:
+                output = await client.call_tool(server, name, arguments)
+            except ToolFailure as failure:  # an isError result's content is its answer too
+                error = failure.error
+                if error.kind != "execution" or not mcp.over_cap(error.message, cap):
+                    raise
+                too_long = mcp.output_too_long(binding.label, name, error.message, cap, error=True)
+                raise ToolFailure(too_long) from None
+            if mcp.over_cap(output, cap):
                 raise ToolFailure(mcp.output_too_long(binding.label, name, output, cap))
             return output
 

@@ -188,14 +188,22 @@ def approval_item(entry: Entry) -> Item:
     }
 
 
-def output_too_long(label: str, name: str, output: str, cap: int) -> ToolError:
-    """Why a call whose output is over ``[tools] max_output_bytes`` failed (what the model
-    and the client read)."""
+def over_cap(text: str, cap: int) -> bool:
+    """Whether an answer's ``text`` is over ``[tools] max_output_bytes`` (``cap``)."""
+    return len(text) > cap // 4 and len(text.encode()) > cap  # inline: rarely long
+
+
+def output_too_long(
+    label: str, name: str, output: str, cap: int, *, error: bool = False
+) -> ToolError:
+    """Why a call whose output (or, ``error``, whose ``isError`` result's text) is over
+    ``[tools] max_output_bytes`` failed (what the model and the client read)."""
+    size = len(output.encode())
+    answer = f"an error of {size} bytes" if error else f"{size} bytes of output"
     return ToolError.protocol(
         GATEWAY_REFUSED,
-        f"MCP server '{label}' answered the call of '{name}' with {len(output.encode())} "
-        f"bytes of output; at most {cap} are taken. Ask for less (a narrower query, a "
-        "smaller range).",
+        f"MCP server '{label}' answered the call of '{name}' with {answer}; at most {cap} "
+        "are taken. Ask for less (a narrower query, a smaller range).",
     )
 
 
