@@ -313,12 +313,18 @@ def test_approval_stops_the_turn_and_the_answer_decides(setup: Setup) -> None:
         model="m",
         previous_response_id=first.id,
         input=[
-            {"type": "mcp_approval_response", "approval_request_id": request.id, "approve": False}
+            {
+                "type": "mcp_approval_response",
+                "approval_request_id": request.id,
+                "approve": False,
+                "reason": "not on a Friday",
+            }
         ],
         tools=[asked],
     )
     assert [i.type for i in denied.output] == ["message"]
     assert "declined" in denied.output_text
+    assert "Their reason: not on a Friday" in denied.output_text
     assert setup.server.stats.calls_started == started + 1
 
 
