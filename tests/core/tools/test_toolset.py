@@ -84,6 +84,36 @@ def test_an_allowed_url_is_used_as_given_with_its_headers() -> None:
     assert binding.approval.required("anything")  # a request-named server: always, as hosted
 
 
+def test_authorization_is_the_one_authorization_header_sent() -> None:
+    """``authorization`` beside an ``Authorization`` header of ``headers`` (in any case)
+    replaces it: two would reach the server, each taken by some and not by others."""
+    tool = {
+        "type": "mcp",
+        "server_label": "other",
+        "server_url": "http://ok.test/mcp",
+        "headers": {"authorization": "Bearer old", "X-A": "1"},
+        "authorization": "tok",
+    }
+    binding = resolve_one(tool)
+    assert binding.server.headers == (("Authorization", "Bearer tok"), ("X-A", "1"))
+
+
+def test_a_header_given_twice_in_two_cases_is_refused_without_its_values() -> None:
+    """HTTP header names are case-insensitive: ``X-Key`` and ``x-key`` are one header given
+    twice, which the server would get twice."""
+    tool = {
+        "type": "mcp",
+        "server_label": "other",
+        "server_url": "http://ok.test/mcp",
+        "headers": {"X-Key": "s3cret-one", "x-key": "s3cret-two"},
+    }
+    with pytest.raises(InvalidRequest) as caught:
+        tools().resolve([tool])
+    assert (caught.value.param, caught.value.code) == ("tools[0].headers", "invalid_value")
+    assert "given twice" in caught.value.message
+    assert "s3cret" not in str(caught.value)
+
+
 @pytest.mark.parametrize(
     ("tool", "param", "code"),
     [

@@ -181,11 +181,20 @@ def carries_credentials(url: str) -> bool:
 
 
 def headers_of(tool: Item, path: str) -> tuple[tuple[str, str], ...]:
-    """The headers a request's ``mcp`` tool sends; a name that is not an HTTP token, a value
-    that is not printable ASCII (a line break would end the header) or a reserved header
-    (:data:`RESERVED_HEADERS`) is a 400 naming it, its value never quoted."""
+    """The headers a request's ``mcp`` tool sends; a name that is not an HTTP token or is
+    given twice (in two cases), a value that is not printable ASCII (a line break would
+    end the header) or a reserved header (:data:`RESERVED_HEADERS`) is a 400 naming it,
+    its value never quoted. ``authorization`` replaces an ``Authorization`` header."""
     headers: dict[str, str] = dict(tool.get("headers") or {})
+    seen: set[str] = set()
     for name, value in headers.items():
+        if name.lower() in seen:
+            raise InvalidRequest(
+                f"The MCP header {name!r} is given twice (header names are case-insensitive).",
+                param=f"{path}.headers",
+                code="invalid_value",
+            )
+        seen.add(name.lower())
         if not is_header_name(name) or name.lower() in RESERVED_HEADERS:
             raise InvalidRequest(
                 f"The MCP header {name!r} cannot be set: give header names that are HTTP "
@@ -209,7 +218,8 @@ def headers_of(tool: Item, path: str) -> tuple[tuple[str, str], ...]:
                 param=f"{path}.authorization",
                 code="invalid_value",
             )
-        headers["Authorization"] = f"Bearer {token}"
+        headers = {k: v for k, v in headers.items() if k.lower() != "authorization"}
+        headers["Authorization"] = f"Bearer {token}"  # one: servers differ on which of two counts
     return tuple(sorted(headers.items()))
 
 
