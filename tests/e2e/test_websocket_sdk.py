@@ -203,3 +203,54 @@ async def test_a_command_id_retried_on_a_new_socket_streams_the_first_response(
     check_numbered(retried)
     assert len(fake_requests(fake_upstream, f"once {command_id}")) == 1
     assert (reused.status, reused.error.code) == (409, "idempotency_key_reused")
+
+
+async def test_a_fork_that_fails_on_another_lane_leaves_the_source_lanes_parent(
+    async_client: AsyncOpenAI,
+) -> None:
+    """As hosted (the SDK's WebSocket guide): a same-lane continuation that fails evicts the
+    parent it continued, but an errored cross-lane fork preserves the shared parent for the
+    source lane, so a ``store: false`` chain goes on. Before, any failed continuation
+    evicted it, and the source lane's next turn was ``previous_response_not_found``."""
+    async with async_client.responses.connect() as connection:
+        await connection.response.create(
+            model=MODEL, input="the word is kumquat", store=False, stream_id="source"
+        )
+        parent = (await until_done(connection))[-1].response.id
+        await connection.response.create(
+            model=MODEL,
+            input="[[error:400]]",
+            store=False,
+            stream_id="fork",
+            previous_response_id=parent,
+        )
+        fork = await until_done(connection)
+        await connection.response.create(
+            model=MODEL,
+            input="[[echo]]",
+            store=False,
+            stream_id="source",
+            previous_response_id=parent,
+        )
+        source = await until_done(connection)
+        await connection.response.create(
+            model=MODEL,
+            input="[[error:400]]",
+            store=False,
+            stream_id="source",
+            previous_response_id=source[-1].response.id,
+        )
+        failed = await until_done(connection)
+        await connection.response.create(
+            model=MODEL,
+            input="again",
+            store=False,
+            stream_id="source",
+            previous_response_id=source[-1].response.id,
+        )
+        [evicted] = await until_done(connection)
+    assert fork[-1].type in ("response.failed", "error")
+    assert source[-1].type == "response.completed", source[-1]
+    assert "the word is kumquat" in output_text(source)
+    assert failed[-1].type in ("response.failed", "error")
+    assert (evicted.type, evicted.error.code) == ("error", "previous_response_not_found")

@@ -188,7 +188,9 @@ def test_checkpoints_by_lane_and_id_within_their_bytes() -> None:
     assert checkpoints.size == 2 * size
     checkpoints.keep("d", "resp_big", [item, item, item])  # larger than all: not kept
     assert checkpoints.find("resp_big") is None
-    checkpoints.evict("resp_3")
+    checkpoints.evict("resp_3", "a")  # another lane's: kept
+    assert checkpoints.find("resp_3") is not None
+    checkpoints.evict("resp_3", "b")
     assert checkpoints.find("resp_3") is None
     assert checkpoints.size == size
 

@@ -21,7 +21,7 @@ from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Generic, TypeVar
+from typing import Final, Generic, TypeVar
 
 import orjson
 
@@ -32,6 +32,7 @@ from stateway.websocket_config import WebSocketConfig
 W = TypeVar("W")
 LaneKey = str | None
 """A lane's ``stream_id`` (None: the default lane)."""
+_NO_LANE: Final = object()
 
 
 def limit_exceeded(what: str) -> InvalidRequest:
@@ -208,9 +209,12 @@ class Checkpoints:
         self._by_id[response_id] = lane
         self.size += size
 
-    def evict(self, response_id: str) -> None:
-        if response_id in self._by_id:
-            self._drop(self._by_id[response_id])
+    def evict(self, response_id: str, lane: LaneKey) -> None:
+        """Forget ``response_id``, a continuation on ``lane`` having failed, if it is that
+        lane's: a fork from another lane that fails leaves the shared parent to its own
+        lane, whose chain goes on (as hosted)."""
+        if self._by_id.get(response_id, _NO_LANE) == lane:
+            self._drop(lane)
 
     def _drop(self, lane: LaneKey) -> None:
         checkpoint = self._by_lane.pop(lane, None)

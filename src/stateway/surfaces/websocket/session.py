@@ -282,8 +282,8 @@ class Session:
                 self._surface.gateway, request.principal, frame, request.digest
             )
         except GatewayError:
-            if continued is not None:  # a failed continuation is forgotten
-                self.checkpoints.evict(continued.response_id)
+            if continued is not None:  # a failed continuation is forgotten (on its lane)
+                self.checkpoints.evict(continued.response_id, lane)
             if commit is not None:
                 self.steering.uncommitted(commit)
             raise
@@ -309,7 +309,7 @@ class Session:
         if continuable(state) and state.conversation_id is None:
             self.checkpoints.keep(lane, run.id, run.context + state.output, stored=state.store)
         elif continued is not None:
-            self.checkpoints.evict(continued.response_id)
+            self.checkpoints.evict(continued.response_id, lane)
         return self.steering.finished(target, draining=self._surface.draining)
 
     async def _stream(self, lane: LaneKey, watch: Watch) -> None:
