@@ -8,6 +8,10 @@ import uuid
 from typing import Any
 
 from openai import AsyncOpenAI, OpenAI
+from openai.lib.responses_websocket import (
+    AsyncResponsesWebSocketSession,
+    ResponsesWebSocketLimits,
+)
 
 from tests.e2e.routing import fake_requests
 
@@ -254,3 +258,32 @@ async def test_a_fork_that_fails_on_another_lane_leaves_the_source_lanes_parent(
     assert "the word is kumquat" in output_text(source)
     assert failed[-1].type in ("response.failed", "error")
     assert (evicted.type, evicted.error.code) == ("error", "previous_response_not_found")
+
+
+async def test_the_sdks_lane_helper_takes_a_lane_of_the_longest_name_it_allows(
+    async_client: AsyncOpenAI,
+) -> None:
+    """The SDK's ``AsyncResponsesWebSocketSession`` lets a lane be named with up to 256
+    ASCII letters, digits, underscores, hyphens or periods, as hosted takes them; the
+    gateway refused 256 as too long. A name hosted refuses is ``invalid_stream_id``."""
+    lane_name = "lane." + "x" * 251
+    limits = ResponsesWebSocketLimits(
+        max_lanes=4,
+        max_events_per_lane=256,
+        max_events=512,
+        max_bytes_per_lane=1 << 22,
+        max_bytes=1 << 23,
+    )
+    async with async_client.responses.connect() as connection:
+        await connection.send(
+            {"type": "response.create", "model": MODEL, "input": "x", "stream_id": "a b"}  # type: ignore[typeddict-item]
+        )
+        [refused] = await until_done(connection)
+        async with AsyncResponsesWebSocketSession(connection, limits=limits) as session:
+            lane = session.lane(lane_name)
+            await lane.send({"type": "response.create", "model": MODEL, "input": "long lane"})
+            response = await lane.get_final_response()
+    assert response.status == "completed"
+    assert response.output_text == "Hello! You said: long lane"
+    assert (refused.status, refused.error.code) == (400, "invalid_stream_id")
+    assert refused.stream_id is None

@@ -13,6 +13,7 @@ from stateway.protocols.responses.frames import (
     decode_frame,
     encode_error_frame,
     peek_frame,
+    stream_id_of,
     with_stream_id,
 )
 
@@ -124,8 +125,16 @@ def test_a_type_that_is_not_a_string_is_not_called_missing() -> None:
     [
         ({"type": "response.cancel"}, "unknown_frame_type", "type"),
         ({"type": "response.create", "input": "x"}, "missing_required_parameter", "model"),
-        ({"type": "response.create", "model": "m", "stream_id": 5}, "invalid_type", "stream_id"),
-        ({"type": "response.create", "model": "m", "stream_id": ""}, "empty_string", "stream_id"),
+        (
+            {"type": "response.create", "model": "m", "stream_id": 5},
+            "invalid_stream_id",
+            "stream_id",
+        ),
+        (
+            {"type": "response.create", "model": "m", "stream_id": ""},
+            "invalid_stream_id",
+            "stream_id",
+        ),
         ({"type": "response.create", "model": "m", "command_id": 7}, "invalid_type", "command_id"),
         (
             {"type": "response.create", "model": "m", "command_id": ""},
@@ -186,6 +195,38 @@ def test_bad_frames_are_refused_naming_the_problem(
         assert caught.value.code == code
     if param is not None:
         assert caught.value.param == param
+
+
+@pytest.mark.parametrize("kind", ["response.create", "response.resume", "response.interrupt"])
+def test_a_stream_id_is_what_hosted_takes_and_anything_else_is_invalid_stream_id(
+    kind: str,
+) -> None:
+    """Hosted (and the ``openai`` SDK's lane helper, which checks it before sending) takes
+    1 to 256 ASCII letters, digits, underscores, hyphens or periods, and names any other
+    ``invalid_stream_id``: a 256-character lane the SDK sends was refused as too long,
+    and one with a space or a slash taken."""
+    frame: dict[str, object] = {
+        "type": kind,
+        "model": "m",
+        "input": "hi",
+        "response_id": "resp_1",
+        "mode": "discard_partial_items",
+    }
+    lane = "Lane_1.a-" + "x" * 247
+    accepted = decoded({**frame, "stream_id": lane})
+    if isinstance(accepted, CreateFrame | ResumeFrame):
+        assert accepted.stream_id == lane
+    for bad in ["x" * 257, "", "has space", "a/b", "é", 5, True]:
+        with pytest.raises(InvalidRequest) as caught:
+            decoded({**frame, "stream_id": bad})
+        assert caught.value.to_dict() == {
+            "type": "invalid_request_error",
+            "code": "invalid_stream_id",
+            "message": "Invalid 'stream_id': expected 1 to 256 ASCII letters, digits, "
+            "underscores, hyphens or periods.",
+            "param": "stream_id",
+        }, bad
+        assert stream_id_of({"stream_id": bad}) is None  # not echoed on the error frame
 
 
 def test_error_frames_and_lanes_on_events() -> None:

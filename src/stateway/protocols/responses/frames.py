@@ -27,6 +27,7 @@ The models below are the frames' JSON Schema (``schemas/websocket-frames.json``,
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Final, Literal, TypeVar
 
@@ -41,8 +42,12 @@ from stateway.protocols.responses.body import invalid_request
 from stateway.protocols.responses.decode import decode_create_fields
 from stateway.protocols.responses.request import CreateResponseBody
 
-MAX_STREAM_ID: Final = 255
-"""The longest ``stream_id`` accepted."""
+MAX_STREAM_ID: Final = 256
+"""The longest ``stream_id`` accepted (as hosted)."""
+STREAM_ID_PATTERN: Final = r"^[A-Za-z0-9_.-]+$"
+"""What a ``stream_id`` is made of, as hosted takes it (and the ``openai`` SDK's lane
+helper checks it before sending): ASCII letters, digits, underscores, hyphens, periods."""
+_STREAM_ID: Final = re.compile(rf"[A-Za-z0-9_.-]{{1,{MAX_STREAM_ID}}}")
 MAX_SEQUENCE_NUMBER: Final = 2**31 - 1
 
 M = TypeVar("M", bound=BaseModel)
@@ -56,7 +61,9 @@ class CreateEnvelope(BaseModel):
     type: Literal["response.create"]
     generate: bool | None = None
     """False: a prewarm (the context rehydrated and checked, no output, no inference)."""
-    stream_id: str | None = Field(default=None, min_length=1, max_length=MAX_STREAM_ID)
+    stream_id: str | None = Field(
+        default=None, min_length=1, max_length=MAX_STREAM_ID, pattern=STREAM_ID_PATTERN
+    )
     """The lane: frames of one lane run one after the other, lanes side by side."""
     command_id: str | None = Field(default=None, min_length=1, max_length=MAX_COMMAND_ID)
     """Run at most once: a retry (on any socket) streams the first attempt's events; 1 to
@@ -92,7 +99,9 @@ class ResponseResumeFrame(BaseModel):
     type: Literal["response.resume"]
     response_id: str = Field(min_length=1)
     starting_after: int | None = Field(default=None, ge=0, le=MAX_SEQUENCE_NUMBER)
-    stream_id: str | None = Field(default=None, min_length=1, max_length=MAX_STREAM_ID)
+    stream_id: str | None = Field(
+        default=None, min_length=1, max_length=MAX_STREAM_ID, pattern=STREAM_ID_PATTERN
+    )
     """The lane the events go out on (and carry)."""
 
 
@@ -105,7 +114,9 @@ class ResponseInterruptFrame(BaseModel):
     type: Literal["response.interrupt"]
     response_id: str = Field(min_length=1)
     mode: Literal["discard_partial_items"]
-    stream_id: str | None = Field(default=None, min_length=1, max_length=MAX_STREAM_ID)
+    stream_id: str | None = Field(
+        default=None, min_length=1, max_length=MAX_STREAM_ID, pattern=STREAM_ID_PATTERN
+    )
 
 
 class ErrorDetail(BaseModel):
@@ -202,9 +213,24 @@ def peek_frame(data: str | bytes) -> tuple[str, dict[str, Any]]:
 
 
 def stream_id_of(fields: dict[str, Any]) -> str | None:
-    """The frame's lane as it names it, for its error frame (whatever else is wrong)."""
+    """The frame's lane as it names it, for its error frame (whatever else is wrong); none
+    for a ``stream_id`` that names no lane (its ``invalid_stream_id`` goes out on the
+    default lane)."""
     value = fields.get("stream_id")
-    return value if isinstance(value, str) and 0 < len(value) <= MAX_STREAM_ID else None
+    return value if isinstance(value, str) and _STREAM_ID.fullmatch(value) else None
+
+
+def _check_stream_id(fields: dict[str, Any]) -> None:
+    """A ``stream_id`` other than hosted's is refused with hosted's code, whatever is
+    wrong with it (its type, its length, a character)."""
+    value = fields.get("stream_id")
+    if value is not None and stream_id_of(fields) is None:
+        raise InvalidRequest(
+            f"Invalid 'stream_id': expected 1 to {MAX_STREAM_ID} ASCII letters, digits, "
+            "underscores, hyphens or periods.",
+            param="stream_id",
+            code="invalid_stream_id",
+        )
 
 
 def decode_frame(
@@ -212,6 +238,7 @@ def decode_frame(
 ) -> ClientFrame:
     match kind:
         case "response.create":
+            _check_stream_id(fields)
             envelope = _validated(CreateEnvelope, fields)
             if fields.get("background") is True:  # another type: refused as over HTTP
                 raise InvalidRequest(
@@ -232,12 +259,14 @@ def decode_frame(
                 _validated(ResponseSteerFrame, fields)  # raises: no target, or no input
             return SteerFrame(str(previous), fields["input"])
         case "response.resume":
+            _check_stream_id(fields)
             resume = _validated(ResponseResumeFrame, fields)
             watch = WatchResponse(
                 resume.response_id, resume.starting_after, replay=True, refuse_at_end=True
             )
             return ResumeFrame(watch, resume.stream_id)
         case "response.interrupt":
+            _check_stream_id(fields)
             return InterruptFrame(_validated(ResponseInterruptFrame, fields).response_id)
         case _:
             raise InvalidRequest(
