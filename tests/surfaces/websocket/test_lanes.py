@@ -50,11 +50,30 @@ async def test_fifo_within_a_lane_and_lanes_side_by_side() -> None:
 
 
 @pytest.mark.parametrize(
-    ("config", "admitted", "refused", "word"),
+    ("config", "admitted", "refused", "word", "code"),
     [
-        (WebSocketConfig(max_requests=2), [("a", 1), ("b", 1)], ("c", 1), "requests"),
-        (WebSocketConfig(max_lanes=1), [("a", 1), ("a", 1)], ("b", 1), "lanes"),
-        (WebSocketConfig(max_queued_bytes=2048), [("a", 1), ("a", 2000)], ("a", 100), "bytes"),
+        (
+            WebSocketConfig(max_requests=2),
+            [("a", 1), ("b", 1)],
+            ("c", 1),
+            "requests",
+            "websocket_limit_exceeded",
+        ),
+        # hosted's code for a lane past the stream_id cap (the openai SDK's guide names it)
+        (
+            WebSocketConfig(max_lanes=1),
+            [("a", 1), ("a", 1)],
+            ("b", 1),
+            "lanes",
+            "websocket_stream_limit_reached",
+        ),
+        (
+            WebSocketConfig(max_queued_bytes=2048),
+            [("a", 1), ("a", 2000)],
+            ("a", 100),
+            "bytes",
+            "websocket_limit_exceeded",
+        ),
     ],
 )
 async def test_a_cap_is_a_429_that_keeps_nothing(
@@ -62,6 +81,7 @@ async def test_a_cap_is_a_429_that_keeps_nothing(
     admitted: list[tuple[str, int]],
     refused: tuple[str, int],
     word: str,
+    code: str,
 ) -> None:
     recorder = Recorder()
     lanes: Lanes[str] = Lanes(config, recorder.run)
@@ -70,7 +90,7 @@ async def test_a_cap_is_a_429_that_keeps_nothing(
     before = (len(lanes), lanes.requests, lanes.queued_bytes)
     with pytest.raises(InvalidRequest) as caught:
         lanes.admit(refused[0], "refused", refused[1])
-    assert caught.value.status == 429
+    assert (caught.value.status, caught.value.code) == (429, code)
     assert word in caught.value.message
     assert (len(lanes), lanes.requests, lanes.queued_bytes) == before
     lanes.cancel()

@@ -35,12 +35,12 @@ LaneKey = str | None
 _NO_LANE: Final = object()
 
 
-def limit_exceeded(what: str) -> InvalidRequest:
-    """The 429 error frame of a cap."""
+def limit_exceeded(what: str, code: str = "websocket_limit_exceeded") -> InvalidRequest:
+    """The 429 error frame of a cap (the lanes' has hosted's code for it)."""
     return InvalidRequest(
         f"This connection reached its limit of {what}; wait for a response to end, or "
         "open another connection.",
-        code="websocket_limit_exceeded",
+        code=code,
         status=429,
     )
 
@@ -90,7 +90,10 @@ class Lanes(Generic[W]):
             raise limit_exceeded(f"{config.max_queued_bytes} bytes of queued requests")
         if lane is None:
             if len(self._lanes) >= config.max_lanes:
-                raise limit_exceeded(f"{config.max_lanes} lanes (distinct stream_id values)")
+                raise limit_exceeded(
+                    f"{config.max_lanes} lanes (distinct stream_id values)",
+                    "websocket_stream_limit_reached",
+                )
             lane = self._lanes[key] = Lane(key)
         lane.queue.append((work, waiting))
         self.requests += 1
