@@ -50,10 +50,12 @@ class WebSocketConfig(Section):
     ``[server] max_body_bytes``."""
 
     compression: bool = False
-    """Accept permessage-deflate when a client offers it (the ``openai`` SDK does; Codex
-    does not). Off by default, as in most WebSocket servers: each connection's compressor
-    holds ~44 KiB (most of an idle connection's memory) and every event frame costs a
-    compression; turn it on for clients on slow links sending large histories."""
+    """Accept permessage-deflate when a client offers it (the ``openai`` SDK only when
+    given a ``max_size`` or ``compression`` in ``websocket_connection_options``, not by
+    default; Codex does not). Off by default, as in most WebSocket servers:
+    each connection's compressor holds ~44 KiB (most of an idle connection's memory) and
+    every event frame costs a compression; turn it on for clients on slow links sending
+    large histories."""
 
     def frame_limit(self, max_body_bytes: int) -> int:
         return self.max_frame_bytes if self.max_frame_bytes is not None else max_body_bytes

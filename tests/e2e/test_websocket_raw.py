@@ -362,8 +362,9 @@ async def test_resuming_a_response_without_an_event_log_is_refused(server: Serve
 async def test_permessage_deflate_is_declined_unless_configured(
     server: Server, fake_upstream: str, tmp_path: Path
 ) -> None:
-    """The client offers it (the openai SDK's does); by default it is declined, which
-    keeps an idle connection small ([websocket] compression, docs/websocket.md)."""
+    """The client offers it (``websockets`` does by default; the openai SDK only given
+    a ``max_size``); by default it is declined, which keeps an idle connection small
+    ([websocket] compression, docs/websocket.md)."""
     async with socket_to(server) as ws:
         assert ws.response is not None
         assert "Sec-WebSocket-Extensions" not in ws.response.headers
