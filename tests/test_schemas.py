@@ -23,6 +23,7 @@ def test_every_client_frame_names_its_type_and_the_error_frame_its_status() -> N
     assert sorted(frames["client"]) == [
         "response.create",
         "response.interrupt",
+        "response.processed",
         "response.resume",
         "response.steer",
     ]

@@ -428,3 +428,26 @@ async def test_a_command_id_out_of_range_is_refused_at_once(
         },
         "stream_id": "a",
     }
+
+
+async def test_codexs_response_processed_acknowledgement_is_taken_without_an_answer(
+    server: Server,
+) -> None:
+    """Codex (its ``responses_websocket_response_processed`` feature) acknowledges each
+    completed turn with ``{"type": "response.processed", "response_id"}`` and reads no
+    answer to it: its next turn reads the socket from there. An ``unknown_frame_type``
+    error frame was the first frame that turn read, and failed it."""
+    async with socket_to(server) as ws:
+        await send(ws, **create("first", store=False))
+        first = (await until_done(ws))[-1]["response"]["id"]
+        await send(ws, type="response.processed", response_id=first)
+        await send(ws, type="response.processed", response_id="resp_unknown_here")
+        await send(ws, **create("[[echo]]", store=False, previous_response_id=first))
+        turn = await until_done(ws)
+        await send(ws, type="response.processed")  # no response_id: a 400, as any frame's
+        [refused] = await until_done(ws)
+    assert turn[0]["type"] == "response.created"
+    assert turn[-1]["type"] == "response.completed"
+    assert "first" in turn[-1]["response"]["output"][0]["content"][0]["text"]
+    assert (refused["status"], refused["error"]["code"]) == (400, "missing_required_parameter")
+    assert refused["error"]["param"] == "response_id"

@@ -8,6 +8,7 @@ import pytest
 from stateway.core.errors import InvalidRequest, PreviousResponseNotFound
 from stateway.protocols.responses.frames import (
     CreateFrame,
+    ProcessedFrame,
     ResumeFrame,
     SteerFrame,
     decode_frame,
@@ -87,6 +88,17 @@ def test_resume_and_steer_frames() -> None:
     assert resume.watch.refuse_at_end  # a socket has no end of stream to say nothing follows
     steer = decoded({"type": "response.steer", "previous_response_id": "r", "input": "x"})
     assert steer == SteerFrame("r", "x")
+
+
+def test_a_response_processed_acknowledgement_names_its_response() -> None:
+    """Codex's acknowledgement of a turn it read to its end: decoded (its session answers
+    nothing), and refused as any frame without the field it needs."""
+    assert decoded({"type": "response.processed", "response_id": "resp_1"}) == ProcessedFrame(
+        "resp_1"
+    )
+    with pytest.raises(InvalidRequest) as caught:
+        decoded({"type": "response.processed", "response_id": 5})
+    assert (caught.value.code, caught.value.param) == ("invalid_type", "response_id")
 
 
 @pytest.mark.parametrize(

@@ -16,6 +16,9 @@ Client frames are JSON text frames with a ``type``:
   response of this connection now; it ends ``incomplete`` (``interrupted``) with the items
   it had completed, and continues like a completed one (Codex sends it to steer a turn
   at once).
+- ``response.processed``: ``{response_id}``, Codex's acknowledgement of a turn it has
+  read to its end (its ``responses_websocket_response_processed`` feature): taken, and
+  answered with nothing (Codex reads no answer; its next turn reads on from there).
 
 Server frames are the Responses stream events, the JSON of the SSE ``data:`` lines (a
 lane's carry its ``stream_id``), and error frames
@@ -119,6 +122,16 @@ class ResponseInterruptFrame(BaseModel):
     )
 
 
+class ResponseProcessedFrame(BaseModel):
+    """``response.processed``: a client has read a response to its end (Codex's
+    acknowledgement); nothing is answered."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    type: Literal["response.processed"]
+    response_id: str = Field(min_length=1)
+
+
 class ErrorDetail(BaseModel):
     type: str
     code: str | None
@@ -139,6 +152,7 @@ CLIENT_FRAMES: Final = (
     ResponseSteerFrame,
     ResponseResumeFrame,
     ResponseInterruptFrame,
+    ResponseProcessedFrame,
 )
 SERVER_FRAMES: Final = (ErrorFrame,)
 
@@ -182,7 +196,12 @@ class InterruptFrame:
     response_id: str
 
 
-ClientFrame = CreateFrame | SteerFrame | ResumeFrame | InterruptFrame
+@dataclass(slots=True, frozen=True)
+class ProcessedFrame:
+    response_id: str
+
+
+ClientFrame = CreateFrame | SteerFrame | ResumeFrame | InterruptFrame | ProcessedFrame
 
 
 def peek_frame(data: str | bytes) -> tuple[str, dict[str, Any]]:
@@ -268,10 +287,13 @@ def decode_frame(
         case "response.interrupt":
             _check_stream_id(fields)
             return InterruptFrame(_validated(ResponseInterruptFrame, fields).response_id)
+        case "response.processed":
+            return ProcessedFrame(_validated(ResponseProcessedFrame, fields).response_id)
         case _:
             raise InvalidRequest(
                 f"Unknown frame type {kind[:64]!r}; expected 'response.create', "
-                "'response.steer', 'response.resume' or 'response.interrupt'.",
+                "'response.steer', 'response.resume', 'response.interrupt' or "
+                "'response.processed'.",
                 param="type",
                 code="unknown_frame_type",
             )

@@ -12,7 +12,8 @@ answered at once by :mod:`.steering` (its input goes to the response it names), 
 ``response.interrupt``, which stops the response it names at once, if this connection runs
 it (one that has ended, or another's, is left as it is: nothing is answered): the response
 ends ``incomplete`` (``interrupted``) with what it had completed, which a later frame
-continues as it would a completed response.
+continues as it would a completed response; and a ``response.processed`` (Codex's
+acknowledgement of a turn it read), taken without an answer.
 
 A ``response.create`` runs as the HTTP route's streamed create does (with its
 ``command_id`` through ``Gateway.once``), journaled, and the lane streams the journal's
@@ -53,6 +54,7 @@ from stateway.core.watch import LiveWatch, Watch
 from stateway.protocols.responses.frames import (
     CreateFrame,
     InterruptFrame,
+    ProcessedFrame,
     ResumeFrame,
     SteerFrame,
     decode_frame,
@@ -216,6 +218,8 @@ class Session:
         frame = decode_frame(kind, fields, max_input_items=self._surface.max_input_items)
         if isinstance(frame, SteerFrame):
             self.steering.steer(frame)
+            return
+        if isinstance(frame, ProcessedFrame):  # Codex's acknowledgement: no answer
             return
         if isinstance(frame, InterruptFrame):
             running = self._running.get(frame.response_id)
