@@ -60,3 +60,23 @@ async def test_a_second_request_is_refused_while_the_first_streams_then_runs(
     assert types[-1] == "response.completed"
     third = await client.responses.create(model=MODEL, input="four")
     assert third.status == "completed"
+
+
+async def test_a_websocket_refusal_carries_its_retry_after_as_hosted_error_frames_do(
+    limited: Launched,
+) -> None:
+    """Over a WebSocket a 429 has no HTTP answer to carry ``Retry-After``: hosted's error
+    frame names the headers in ``error.headers`` (the ``openai`` SDK's ``ResponseWsError``)
+    and Codex reads them from the frame's own ``headers`` (its wrapped error event, to
+    retry after them). Both held none, so neither knew when to try again."""
+    client = AsyncOpenAI(base_url=limited.url + "/v1", api_key="sk-test", max_retries=0)
+    async with client.responses.connect() as connection:
+        await connection.response.create(model=MODEL, input=SLOW, stream_id="slow")
+        assert (await connection.recv()).type == "response.created"
+        await connection.response.create(model=MODEL, input="two", stream_id="refused")
+        while (refused := await connection.recv()).type != "error":
+            pass
+    assert (refused.status, refused.stream_id) == (429, "refused")
+    assert (refused.error.code, refused.error.message) == ("rate_limit_exceeded", REFUSAL)
+    assert refused.error.headers == {"retry-after": "1"}
+    assert refused.to_dict()["headers"] == {"retry-after": "1"}

@@ -5,7 +5,12 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from stateway.core.errors import InvalidRequest, PreviousResponseNotFound
+from stateway.core.errors import (
+    GatewayError,
+    InvalidRequest,
+    PreviousResponseNotFound,
+    RateLimited,
+)
 from stateway.protocols.responses.frames import (
     CreateFrame,
     ProcessedFrame,
@@ -250,3 +255,17 @@ def test_error_frames_and_lanes_on_events() -> None:
     event = orjson.loads(with_stream_id(b'{"type":"response.created","sequence_number":0}', "b"))
     assert event == {"type": "response.created", "sequence_number": 0, "stream_id": "b"}
     assert with_stream_id(b"{}", None) == b"{}"
+
+
+def test_an_error_frame_carries_its_retry_after_and_no_other_header() -> None:
+    """Where hosted's frame (``error.headers``) and Codex (the frame's ``headers``) read it;
+    an answer's other headers (``Connection: close``, ``WWW-Authenticate``) mean nothing
+    on a socket."""
+    limited = orjson.loads(encode_error_frame(RateLimited("tokens", 100, 2.5)))
+    assert limited["error"]["headers"] == limited["headers"] == {"retry-after": "3"}
+    assert limited["error"]["type"] == "tokens"
+    closing = GatewayError("gone", status=400, headers={"Connection": "close"})
+    for error in (closing, PreviousResponseNotFound("resp_x")):
+        frame = orjson.loads(encode_error_frame(error))
+        assert "headers" not in frame
+        assert "headers" not in frame["error"]

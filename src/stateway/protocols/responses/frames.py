@@ -22,7 +22,8 @@ Client frames are JSON text frames with a ``type``:
 
 Server frames are the Responses stream events, the JSON of the SSE ``data:`` lines (a
 lane's carry its ``stream_id``), and error frames
-``{"type": "error", "status": N, "error": {type, code, message, param}}``.
+``{"type": "error", "status": N, "error": {type, code, message, param}}`` (and a
+``Retry-After`` in ``error.headers`` and ``headers``).
 
 The models below are the frames' JSON Schema (``schemas/websocket-frames.json``,
 :mod:`stateway.schemas`); decoding validates the envelope with them.
@@ -137,6 +138,8 @@ class ErrorDetail(BaseModel):
     code: str | None
     message: str = Field(min_length=1)
     param: str | None = None
+    headers: dict[str, str] | None = None
+    """What the HTTP answer's headers would say that a client acts on (``retry-after``)."""
 
 
 class ErrorFrame(BaseModel):
@@ -145,6 +148,8 @@ class ErrorFrame(BaseModel):
     error: ErrorDetail
     stream_id: str | None = None
     """The lane of the frame that failed, when it named one."""
+    headers: dict[str, str] | None = None
+    """``error.headers`` again, where Codex reads them."""
 
 
 CLIENT_FRAMES: Final = (
@@ -309,7 +314,15 @@ def _validated(model: type[M], fields: dict[str, Any]) -> M:
 
 
 def encode_error_frame(error: GatewayError, stream_id: str | None = None) -> bytes:
-    frame: dict[str, Any] = {"type": "error", "status": error.status, "error": error.to_dict()}
+    """The error frame of ``error``: what its HTTP answer says, its ``Retry-After`` too,
+    in lower case (the only header of an answer a client acts on after a frame), where
+    each client reads it: ``error.headers`` (hosted, the ``openai`` SDK's
+    ``ResponseWsError``), the frame's ``headers`` (Codex's wrapped error event)."""
+    detail: dict[str, Any] = error.to_dict()
+    frame: dict[str, Any] = {"type": "error", "status": error.status, "error": detail}
+    retry_after = error.headers.get("Retry-After")
+    if retry_after is not None:
+        detail["headers"] = frame["headers"] = {"retry-after": retry_after}
     if stream_id is not None:
         frame["stream_id"] = stream_id
     return orjson.dumps(frame)
