@@ -1,5 +1,6 @@
 """A WebSocket session in process: a frame whose handling fails unexpectedly is answered
-with a 500 error frame naming no internals, and the connection serves on."""
+with a 500 error frame naming no internals, and the connection serves on; a shutdown
+refuses the frames that ask for an answer only."""
 
 from __future__ import annotations
 
@@ -28,13 +29,17 @@ from tests.core.fakes import MemoryStore, ScriptedBackend
 FAILING = "fails"
 
 
-async def converse(frames: list[dict[str, Any]], ends: int) -> list[dict[str, Any]]:
+async def converse(
+    frames: list[dict[str, Any]], ends: int, *, draining: bool = False
+) -> list[dict[str, Any]]:
     """Send ``frames`` on one connection; the frames received until ``ends`` of them
-    ended a request (an error frame or a response's end)."""
+    ended a request (an error frame or a response's end). ``draining``: the server is
+    shutting down as they come."""
     store = MemoryStore()
     router = Router([BackendEntry(ScriptedBackend([TextDelta("ok"), Finish("stop")]), {}, True)])
     gateway = Gateway(store, router, Loop(store), RunRegistry(), encoder=encode_event_json)
     app = WebSocketResponses(gateway, WebSocketConfig(), 1 << 20)
+    app.draining = draining
     inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
     await inbox.put({"type": "websocket.connect"})
     for frame in frames:
@@ -124,3 +129,25 @@ async def test_a_resume_whose_response_is_deleted_meanwhile_ends_with_a_404_fram
     assert [f["type"] for f in frames] == ["response.in_progress", "error"]
     assert frames[-1]["status"] == 404
     assert "deleted while it was streamed" in frames[-1]["error"]["message"]
+
+
+async def test_a_shutdown_refuses_requests_but_takes_frames_that_ask_no_answer() -> None:
+    """Codex's ``response.processed`` and ``response.interrupt`` ask for no answer: a 503
+    error frame for one was read as the failure of whatever Codex read next (its next
+    turn, or the turn it was interrupting). A create still gets its 503."""
+    frames = await converse(
+        [
+            {"type": "response.processed", "response_id": "resp_1"},
+            {
+                "type": "response.interrupt",
+                "response_id": "resp_1",
+                "mode": "discard_partial_items",
+            },
+            {"type": "response.create", "model": "m", "input": "hi"},
+        ],
+        ends=1,
+        draining=True,
+    )
+    assert [(f["type"], f["status"], f["error"]["code"]) for f in frames] == [
+        ("error", 503, "server_shutting_down")
+    ]

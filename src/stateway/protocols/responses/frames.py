@@ -53,6 +53,9 @@ STREAM_ID_PATTERN: Final = r"^[A-Za-z0-9_.-]+$"
 helper checks it before sending): ASCII letters, digits, underscores, hyphens, periods."""
 _STREAM_ID: Final = re.compile(rf"[A-Za-z0-9_.-]{{1,{MAX_STREAM_ID}}}")
 MAX_SEQUENCE_NUMBER: Final = 2**31 - 1
+ANSWERLESS: Final = frozenset({"response.interrupt", "response.processed"})
+"""Frames that ask for no answer, so none is sent, not even a shutdown's 503 (a client
+reads an error frame as the failure of what it reads next)."""
 
 M = TypeVar("M", bound=BaseModel)
 

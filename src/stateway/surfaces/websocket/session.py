@@ -13,7 +13,7 @@ answered at once by :mod:`.steering` (its input goes to the response it names), 
 it (one that has ended, or another's, is left as it is: nothing is answered): the response
 ends ``incomplete`` (``interrupted``) with what it had completed, which a later frame
 continues as it would a completed response; and a ``response.processed`` (Codex's
-acknowledgement of a turn it read), taken without an answer.
+acknowledgement of a turn it read): no answer (these two are taken while shutting down).
 
 A ``response.create`` runs as the HTTP route's streamed create does (with its
 ``command_id`` through ``Gateway.once``), journaled, and the lane streams the journal's
@@ -52,6 +52,7 @@ from stateway.core.response import continuable
 from stateway.core.runs import CancelReason, Run
 from stateway.core.watch import LiveWatch, Watch
 from stateway.protocols.responses.frames import (
+    ANSWERLESS,
     CreateFrame,
     InterruptFrame,
     ProcessedFrame,
@@ -209,7 +210,7 @@ class Session:
 
     async def _admit(self, kind: str, fields: dict[str, Any], size: int) -> None:
         principal = await current_principal(self._scope)
-        if self._surface.draining:
+        if self._surface.draining and kind not in ANSWERLESS:
             raise GatewayError(
                 "The server is shutting down; send this request on a new connection.",
                 code="server_shutting_down",
