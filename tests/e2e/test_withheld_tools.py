@@ -338,3 +338,43 @@ def test_a_count_counts_no_tool_the_stages_withhold(
     counts = fake_requests(fake_upstream, mark)
     assert len(counts) == 2
     assert [[tool["name"] for tool in asked["body"]["tools"]] for asked in counts] == [["keep"]] * 2
+
+
+UPSTREAM_APPROVAL = {
+    "type": "mcp_approval_request",
+    "id": "mcpr_up",
+    "server_label": "deepwiki",
+    "name": "ask_question",
+    "arguments": '{"repoName":"x"}',
+}
+"""Hosted's request to approve a call of an ``mcp`` tool: one the gateway never sent it."""
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_responses_upstream_s_own_approval_request_never_reaches_the_client(
+    sdk: OpenAI, stream: bool, fake_upstream: str
+) -> None:
+    """An approval the client could give would run nothing here (the server is none it
+    declared through the gateway) nor reach the upstream: the model is told the tool is
+    not available, in a round the client does not see, and answers."""
+    mark = uuid.uuid4().hex[:12]
+    request: dict[str, Any] = {
+        "model": "guarded-responses",
+        "input": f"{mark} look it up [[item:{json.dumps(UPSTREAM_APPROVAL)}]]",
+        "tools": [_function("keep")],
+    }
+    if stream:
+        with sdk.responses.stream(**request) as events:
+            seen = list(events)
+            answer = events.get_final_response()
+        assert "mcpr_up" not in repr(seen)
+    else:
+        answer = sdk.responses.create(**request)
+    assert [item.type for item in answer.output] == ["message"]
+    assert answer.output_text == _not_available("deepwiki__ask_question")
+    first, second = fake_requests(fake_upstream, mark)
+    assert '"mcp"' not in _offered_in(first)
+    assert [(i["type"], i.get("call_id")) for i in second["body"]["input"][-2:]] == [
+        ("function_call", "mcpr_up"),
+        ("function_call_output", "mcpr_up"),
+    ]

@@ -394,3 +394,50 @@ def test_a_native_call_is_the_client_s_only_by_its_own_tool_s_type(
     assert (
         session.withheld.refused_item(SHELL_CALL, session.catalog, declared) is not None
     ) is refused
+
+
+UPSTREAM_APPROVAL = {
+    "type": "mcp_approval_request",
+    "id": "mcpr_up",
+    "server_label": "deepwiki",
+    "name": "ask_question",
+    "arguments": '{"repoName":"x"}',
+}
+"""What a hosted upstream asks of an ``mcp`` tool it was given elsewhere (the gateway never
+sends it one: it runs a client's MCP servers itself)."""
+
+
+def test_an_upstream_s_own_approval_request_is_answered_unseen() -> None:
+    """The client cannot approve it into anything the gateway could run (nor the upstream:
+    no approval goes back to it), so it never reaches the client: the model is answered as
+    for a call of a tool not offered, shown the function call of that server's tool."""
+    output: list[Item] = []
+    events: list[ev.Event] = []
+    session = ToolSession(GatewayTools(), Toolset([], [KEEP]), output, events.append)
+    assembled = OutputAssembler(output, events.append, set(), tools=session)
+    assembled.item(UPSTREAM_APPROVAL)
+    assembled.finish()
+    assert output == []
+    assert not any("mcpr_up" in repr(event) for event in events)
+    assert (assembled.refused, assembled.tool_calls) == (1, [])
+    [called, answered] = session.withheld.woven(output)
+    assert called == {
+        "type": "function_call",
+        "call_id": "mcpr_up",
+        "name": "deepwiki__ask_question",
+        "arguments": '{"repoName":"x"}',
+    }
+    assert answered["output"] == NOT_AVAILABLE.format(name="deepwiki__ask_question")
+
+
+async def test_an_upstream_s_approval_request_gets_a_round_of_its_own() -> None:
+    asked = [OutputItem(UPSTREAM_APPROVAL), Finish("stop"), UsageReport(Usage(3, 2))]
+    run, backend = await run_guarded([asked, answer()])
+    assert run.state.status == "completed"
+    assert [i["type"] for i in run.state.output] == ["message"]
+    assert not any("mcpr_up" in repr(event) for event in run.events)
+    _, second = backend.requests
+    assert [(i["type"], i.get("call_id")) for i in second.items[1:]] == [
+        ("function_call", "mcpr_up"),
+        ("function_call_output", "mcpr_up"),
+    ]

@@ -36,7 +36,13 @@ of any other tool is answered as one of a withheld tool is, shown to the model a
 function call it would have made. The upstream's own calls, which it ran itself
 (``image_generation_call``, ``web_search_call``, ``code_interpreter_call``, ``mcp_call``:
 no ``call_id``; a ``tool_search_call`` whose ``execution`` is ``server``), are results,
-not calls for the client to run, and pass.
+not calls for the client to run, and pass. Its ``mcp_approval_request`` (hosted asks one
+for an ``mcp`` tool it was given) is a call too, though none the client could answer: the
+gateway runs a client's MCP servers itself and sends the upstream no ``mcp`` tool, so the
+server is none the request declared through it, and an approval could reach neither the
+gateway's tools nor the upstream's. It is answered as a call of a tool not offered, shown
+to the model as the function call of that server's tool (``<server_label>__<name>``, as
+the gateway names one), under the request's ``id``.
 """
 
 from __future__ import annotations
@@ -50,6 +56,7 @@ from stateway.core.items import (
     CUSTOM_TOOL_CALL,
     FUNCTION_CALL,
     FUNCTION_CALL_OUTPUT,
+    MCP_APPROVAL_REQUEST,
     TOOL_SEARCH_OUTPUT,
     Item,
 )
@@ -141,6 +148,9 @@ class WithheldCalls:
         (by ``catalog``'s client tools, not withheld, or by the ``native`` tools sent as
         declared); None when it is the client's, or no call the client would run."""
         kind, call_id = item.get("type"), item.get("call_id")
+        if kind == MCP_APPROVAL_REQUEST:  # never the client's: the gateway sends no mcp tool
+            name = model_name(str(item.get("name") or ""), str(item.get("server_label") or ""))
+            return _function_call(str(item.get("id") or ""), name, item.get("arguments") or "")
         if not isinstance(kind, str) or not kind.endswith(_CALL) or not call_id:
             return None  # no call, or the upstream's own, run there (an image generation)
         if item.get("execution") == "server" or not isinstance(call_id, str):
