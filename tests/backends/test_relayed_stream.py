@@ -7,7 +7,7 @@ before it."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -17,7 +17,7 @@ from aiohttp import web
 from stateway.backends.openai_chat import OpenAIChatBackend
 from stateway.backends.upstream_http import UpstreamClient
 from stateway.backends.upstream_relay import UpstreamRelay
-from stateway.backends.upstream_reply import cut_short
+from stateway.backends.upstream_reply import UpstreamReply, cut_short
 from stateway.backends.upstream_target import UpstreamTarget
 from stateway.core.errors import GatewayError
 from tests.backends.conftest import Loopback
@@ -60,38 +60,46 @@ ERROR_EVENTS = [
 ]
 
 
-class Paced:
-    """A relay whose server writes each of its writes only once the one before it was
-    relayed: each is one read of the relay (written at once, they would reach it as one)."""
+class ReadsTold:
+    """A relay's reads of its upstream reply, each told (``read``) once it came: its server
+    writes each of its writes only then, so each is one read of the relay (written at
+    once, they would reach it as one). Told by reads, not by what is relayed: the relay
+    holds a read that ends inside an event until one ends it."""
 
-    def __init__(self, relay: UpstreamRelay, relayed: asyncio.Event) -> None:
-        self.relay = relay
-        self._relayed = relayed
+    def __init__(self, reply: UpstreamReply, read: Callable[[], None]) -> None:
+        self._reply = reply
+        self._read = read
 
-    async def chunks(self) -> AsyncIterator[bytes]:
-        async for chunk in self.relay.chunks():
-            self._relayed.set()
-            yield chunk
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._reply, name)
 
-    def output_estimate(self) -> int:
-        return self.relay.output_estimate()
+    def __aiter__(self) -> ReadsTold:
+        return self
 
-    async def aclose(self) -> None:
-        await self.relay.aclose()
+    async def __anext__(self) -> bytes:
+        chunk = await anext(self._reply)
+        self._read()
+        return chunk
 
 
-async def forwarded(loopback: Loopback, *writes: bytes, **settings: Any) -> Paced:
+def reads_told(relay: UpstreamRelay, read: Callable[[], None]) -> UpstreamRelay:
+    """``relay``, each of its reads told (:class:`ReadsTold`)."""
+    relay._reply = ReadsTold(relay._reply, read)  # type: ignore[assignment]
+    return relay
+
+
+async def forwarded(loopback: Loopback, *writes: bytes, **settings: Any) -> UpstreamRelay:
     """A relay of a 200 event stream whose server writes ``writes`` one by one, each one
     read (to a backend of ``settings``)."""
-    relayed = asyncio.Event()
+    read = asyncio.Event()
 
     async def answers(request: web.Request) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
         for index, write in enumerate(writes):
             if index:
-                await relayed.wait()
-                relayed.clear()
+                await read.wait()
+                read.clear()
             await response.write(write)
         await response.write_eof()
         return response
@@ -99,10 +107,10 @@ async def forwarded(loopback: Loopback, *writes: bytes, **settings: Any) -> Pace
     client = UpstreamClient(UpstreamTarget("up", await loopback.serve(answers), **settings))
     backend = OpenAIChatBackend(loopback.adopt(client))
     relay = await backend.forward_chat(b'{"model": "m", "messages": [], "stream": true}')
-    return Paced(relay, relayed)
+    return reads_told(relay, read.set)
 
 
-async def relayed_whole(relay: Paced) -> bytes:
+async def relayed_whole(relay: UpstreamRelay) -> bytes:
     """What ``relay`` relays, to its end (it raises nothing)."""
     relayed = b"".join([chunk async for chunk in relay.chunks()])
     await relay.aclose()
@@ -121,7 +129,7 @@ async def streamed_answer(loopback: Loopback, body: bytes) -> None:
         pass
 
 
-async def relayed_until(relay: Paced) -> tuple[bytes, GatewayError]:
+async def relayed_until(relay: UpstreamRelay) -> tuple[bytes, GatewayError]:
     """What ``relay`` relays before the error it raises, and that error."""
     chunks: list[bytes] = []
 
@@ -136,15 +144,9 @@ async def relayed_until(relay: Paced) -> tuple[bytes, GatewayError]:
 
 
 def lines_of(body: bytes) -> list[bytes]:
-    """``body`` a line at a time, but for an event named ``error``, whose lines read apart
-    are relayed as they came (:mod:`stateway.backends.relayed_stream`)."""
-    writes: list[bytes] = []
-    for line in body.split(b"\n")[:-1]:
-        if writes and writes[-1].startswith(b"event:") and not writes[-1].endswith(b"\n\n"):
-            writes[-1] += line + b"\n"
-        else:
-            writes.append(line + b"\n")
-    return writes
+    """``body`` a line at a time (an event named ``error`` too: its lines read apart are
+    held until its end, and judged as one read whole)."""
+    return body.splitlines(keepends=True)
 
 
 def same(relayed: GatewayError, translated: GatewayError) -> None:
@@ -361,15 +363,15 @@ GIVEN_UP = finished("abort") + USAGE
         pytest.param([ROLE, OUTPUT, GIVEN_UP + b"data: [DO", b"NE]\n\n"], id="given-up-split"),
     ],
 )
-async def test_a_done_split_between_reads_is_judged_at_the_end(
+async def test_a_done_split_between_reads_is_judged_as_a_whole_one(
     loopback: Loopback, chunks: list[bytes]
 ) -> None:
-    """A ``[DONE]`` whose line is split between two reads is relayed (no read says it is
-    done), then judged at the stream's end as a whole one is, from the two last reads:
-    the error a run gets."""
+    """A ``[DONE]`` whose line is split between two reads is held until the read that ends
+    it, then judged as one read whole: the error a run gets, the ``[DONE]`` left out."""
+    body = b"".join(chunks)
     relayed, error = await relayed_until(await forwarded(loopback, *chunks))
-    assert relayed == b"".join(chunks)
-    same(error, await streamed_failure(loopback, relayed))
+    assert relayed == body[: body.rindex(b"data: [DONE]")]
+    same(error, await streamed_failure(loopback, body))
 
 
 FINISH_CRLF = finished("stop").replace(b"\n", b"\r\n")
@@ -505,3 +507,46 @@ async def test_an_answer_given_up_on_is_told_by_its_last_finish_reason(
     relayed, error = await relayed_until(await forwarded(loopback, *writes_of(chunks, apart)))
     assert relayed == b"".join(chunks).removesuffix(DONE)
     same(error, await streamed_failure(loopback, b"".join(chunks)))
+
+
+@pytest.mark.parametrize("event", ERROR_EVENTS)
+@pytest.mark.parametrize("begun", [1, 4, 7])
+async def test_an_error_begun_by_an_ordinary_read_is_raised(
+    loopback: Loopback, event: bytes, begun: int
+) -> None:
+    """A read of one ordinary event is relayed unread, with the first bytes of the line
+    after it (not a whole ``data:``: a read of two is held until its last event ends): the
+    error event that line begins is read whole from the next read, which is left out (the
+    route's error goes apart from those first bytes)."""
+    writes = [ROLE + event[:begun], event[begun:]]
+    relayed, error = await relayed_until(await forwarded(loopback, *writes))
+    assert relayed == (ROLE if b"data:" in event[:begun] else ROLE + event[:begun])
+    same(error, await streamed_failure(loopback, ROLE + event))
+
+
+@pytest.mark.parametrize("comment", [b": ping\n", b":\r\n", OUTPUT + b": keep-alive\n"])
+async def test_a_keepalive_comment_ended_by_one_line_end_goes_out_at_once(
+    loopback: Loopback, comment: bytes
+) -> None:
+    """A comment line needs no blank line after it: a proxy's keepalive so written (before
+    the first token, or between two) is no event to hold for its end (the client may be
+    waiting on it, and the upstream silent until the next token)."""
+    sent = asyncio.Event()
+
+    async def answers(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        await response.write(comment)
+        await sent.wait()  # the next token, only once the comment went out
+        await response.write(OUTPUT + finished("stop") + DONE)
+        await response.write_eof()
+        return response
+
+    client = UpstreamClient(UpstreamTarget("up", await loopback.serve(answers)))
+    relay = await OpenAIChatBackend(loopback.adopt(client)).forward_chat(b'{"stream": true}')
+    chunks = relay.chunks()
+    async with asyncio.timeout(5):
+        assert await anext(chunks) == comment
+    sent.set()
+    assert b"".join([chunk async for chunk in chunks]) == OUTPUT + finished("stop") + DONE
+    await relay.aclose()

@@ -1,9 +1,10 @@
 """A relayed event stream (the Chat Completions fast path) is judged the same however the
-network cut it into reads: realistic streams of vLLM, SGLang and llama-server (answered,
-given up on, no answer, cut short; with a proxy's keepalive comments, trailing blank
-lines, CRLF) are relayed whole and cut at every place near their end, with a first read
-of a few bytes, a byte at a time, and at seeded random places; each relay's verdict and
-usage must be the unsplit stream's, which must be a run's
+network cut it into reads: realistic streams of vLLM, SGLang, llama-server and LM Studio
+(answered, given up on, no answer, cut short, failing with an error event; with a proxy's
+keepalive comments, trailing blank lines, lines ended by CRLF or a CR alone, a ``[DONE]``
+with a trailing space) are relayed whole and cut at every place near their end, with a
+first read of a few bytes, a byte at a time, and at seeded random places; each relay's
+verdict, usage and relayed bytes must be the unsplit stream's, whose verdict must be a run's
 (:mod:`stateway.backends.relayed_stream`)."""
 
 from __future__ import annotations
@@ -20,14 +21,15 @@ from aiohttp import web
 
 from stateway.backends.chat_reply import gave_up
 from stateway.backends.openai_chat import OpenAIChatBackend
-from stateway.backends.relayed_stream import done_at
 from stateway.backends.upstream_http import UpstreamClient
 from stateway.backends.upstream_reply import cut_short, no_answer
+from stateway.backends.upstream_status import classify_event, classify_reported
 from stateway.backends.upstream_target import UpstreamTarget
 from stateway.core.errors import GatewayError
 from stateway.core.usage import Usage
 from tests.backends.conftest import Loopback
 from tests.backends.test_redaction import inference
+from tests.backends.test_relayed_stream import reads_told
 
 DONE: Final = b"data: [DONE]\n\n"
 KEEPALIVE: Final = b": keep-alive\n\n"
@@ -84,6 +86,22 @@ AZURE = (
 )
 """How Azure OpenAI opens a stream, before its role chunk: no output."""
 
+SPACED: Final = b"data: [DONE] \n\n"
+"""A ``[DONE]`` with a trailing space: a run reads its data stripped, so done all the same."""
+
+
+def cr(body: bytes) -> bytes:
+    """``body`` with its lines ended by a CR alone (an event stream may end them so)."""
+    return body.replace(b"\n", b"\r")
+
+
+FAILED_WORDS = orjson.dumps({"code": 500, "message": "engine died", "type": "server_error"})
+FAILURE = b'{"error":' + FAILED_WORDS + b"}"
+"""An error event's data, as vLLM (``data:``), llama-server (its ``error:`` line: the
+object within) and LM Studio (an event named ``error``) write it."""
+REPORTED = classify_reported(orjson.loads(FAILED_WORDS), "up", str, mid_stream=True)
+LINE = classify_event(FAILED_WORDS, "up", str)
+
 STREAMS: dict[str, tuple[bytes, GatewayError | None, Usage | None]] = {
     "vllm": (ANSWER + vllm({}, "stop") + vllm(None) + DONE, None, USAGE),
     "vllm-aborted": (ANSWER + vllm({}, "abort") + vllm(None) + DONE, gave_up("abort"), USAGE),
@@ -118,6 +136,34 @@ STREAMS: dict[str, tuple[bytes, GatewayError | None, Usage | None]] = {
     "llama-server-proxied": (LLAMA + llama({}, "stop") + DONE + KEEPALIVE, None, USAGE),
     "azure-no-answer": (AZURE + ROLE + DONE + b"\n", no_answer("up"), None),
     "no-finish-proxied": (ROLE + vllm({"content": "Hi"}) + DONE + KEEPALIVE, None, None),
+    "vllm-done-spaced": (ANSWER + vllm({}, "stop") + vllm(None) + SPACED, None, USAGE),
+    "vllm-aborted-done-spaced": (
+        ANSWER + vllm({}, "abort") + vllm(None) + SPACED,
+        gave_up("abort"),
+        USAGE,
+    ),
+    "vllm-no-answer-done-spaced": (ROLE + SPACED, no_answer("up"), None),
+    "vllm-cr": (cr(ANSWER + vllm({}, "stop") + vllm(None) + DONE), None, USAGE),
+    "vllm-cr-aborted": (
+        cr(ANSWER + vllm({}, "abort") + vllm(None) + DONE),
+        gave_up("abort"),
+        USAGE,
+    ),
+    "vllm-cr-no-answer": (cr(ROLE + DONE), no_answer("up"), None),
+    "vllm-cr-cut": (cr(ANSWER + vllm(None)), cut_short("up"), USAGE),
+    "sglang-cr-proxied": (
+        cr(KEEPALIVE + SGLANG + sglang({}, "stop") + sglang(None) + DONE + KEEPALIVE),
+        None,
+        USAGE,
+    ),
+    "vllm-error-event": (ANSWER + b"data: " + FAILURE + b"\n\n" + DONE, REPORTED, None),
+    "vllm-cr-error-event": (cr(ANSWER + b"data: " + FAILURE + b"\n\n" + DONE), REPORTED, None),
+    "llama-server-error-line": (LLAMA + b"error: " + FAILED_WORDS + b"\n\n" + DONE, LINE, None),
+    "lm-studio-error-event": (
+        ANSWER + b"event: error\ndata: " + FAILURE + b"\n\n",
+        REPORTED,
+        None,
+    ),
 }
 """Streams as servers (and proxies before them) write them, each with a run's verdict
 (None: answered) and the usage the relay finds at its end."""
@@ -160,7 +206,8 @@ def verdict(error: GatewayError | None) -> Verdict:
 
 class Relays:
     """One model server for many relays: each request is answered with the next writes,
-    each written once the one before it was relayed (so each is one read of the relay)."""
+    each written once the one before it was read (so each is one read of the relay:
+    :class:`~tests.backends.test_relayed_stream.ReadsTold`)."""
 
     def __init__(self, loopback: Loopback) -> None:
         self._loopback = loopback
@@ -188,13 +235,13 @@ class Relays:
             client = UpstreamClient(UpstreamTarget("up", await self._loopback.serve(self._answers)))
             self._backend = OpenAIChatBackend(self._loopback.adopt(client))
         self._writes, self._relayed = writes, relayed = [*writes], asyncio.Event()
-        relay = await self._backend.forward_chat(b'{"model": "m", "messages": [], "stream": true}')
+        asked = b'{"model": "m", "messages": [], "stream": true}'
+        relay = reads_told(await self._backend.forward_chat(asked), relayed.set)
         chunks: list[bytes] = []
         error: GatewayError | None = None
         try:
             async for chunk in relay.chunks():
                 chunks.append(chunk)
-                relayed.set()
         except GatewayError as raised:
             error = raised
         finally:
@@ -220,25 +267,39 @@ async def run_verdict(loopback: Loopback, body: bytes) -> Verdict:
     return None
 
 
+def begun_apart(body: bytes, whole: bytes, relayed: bytes) -> bool:
+    """Whether ``relayed`` is what the unsplit ``body`` relays (``whole``) but for the first
+    bytes of the line after it, which a read relayed as one ordinary event ended with (not
+    read: an ordinary read costs the fewest instructions), or all the rest of ``body`` (a
+    ``[DONE]`` so begun, judged at the stream's end)."""
+    rest = body[len(whole) :]
+    extra = relayed[len(whole) :]
+    if not relayed.startswith(whole) or not rest.startswith(extra) or not extra:
+        return False
+    return extra == rest or (b"\n" not in extra and b"\r" not in extra)
+
+
 @pytest.mark.parametrize("name", STREAMS)
 async def test_a_stream_is_judged_the_same_however_it_is_cut_into_reads(
     loopback: Loopback, name: str
 ) -> None:
     """Reads as the network cuts them are rare past a stream's opening, but no stream's
-    verdict may depend on them: cut anywhere, it gets the unsplit stream's verdict (a
-    run's) and its usage; it is relayed whole, but for a ``[DONE]`` read whole that ends
-    a failure, which is left out."""
+    verdict may depend on them, nor what is relayed: cut anywhere, it gets the unsplit
+    stream's verdict (a run's) and its usage, and relays what the unsplit stream relays
+    (all of it, but for a ``[DONE]`` that ends a failure, and an event reporting an
+    error and what follows it, left out)."""
     body, failure, usage = STREAMS[name]
     relays = Relays(loopback)
     whole = await relays.relayed([body])
     assert whole[1:] == (verdict(failure), usage)
     assert await run_verdict(loopback, body) == verdict(failure)
-    undone = body[: done_at(body)] if failure is not None and b"[DONE]" in body else body
+    assert body.startswith(whole[0])
+    assert failure is not None or whole[0] == body
     rng = random.Random(name)
     for cuts in cuttings(len(body), rng):
         relayed, judged, found = await relays.relayed(cut(body, cuts))
         assert (judged, found) == whole[1:], cuts
-        assert relayed in (body, undone), cuts
+        assert relayed == whole[0] or begun_apart(body, whole[0], relayed), cuts
 
 
 OUTPUT = vllm({"content": "Hi"})
@@ -289,12 +350,12 @@ async def test_a_stream_whose_end_the_reads_hide_is_judged_as_a_run_judges_it(
     """A ``data:`` split in a read that holds another event is counted (here the only
     event before ``[DONE]``), and the read kept with the one it goes on from (here the
     last event before ``[DONE]``); a finish three reads before a split ``[DONE]`` is read, and
-    the value ``error`` of one read alone is no ``error:`` line; a ``[DONE]`` followed by
-    a comment or a blank line in its read ends the stream as one read alone does (left out
-    when it ends a failure)."""
+    the value ``error`` of one read alone is no ``error:`` line; a ``[DONE]`` split, or
+    followed by a comment or a blank line in its read, ends the stream as one read alone
+    does (left out when it ends a failure, unless its first bytes ended an ordinary read)."""
     body = b"".join(writes)
     assert await run_verdict(loopback, body) == verdict(failure)
     relayed, judged, _ = await Relays(loopback).relayed(writes)
     assert judged == verdict(failure)
-    told = failure is not None and writes[-1].startswith(DONE)
-    assert relayed == (body[: body.rindex(DONE)] if told else body)
+    kept = body if failure is None else body[: body.rindex(b"data: [DONE]")]
+    assert relayed == kept or begun_apart(body, kept, relayed)

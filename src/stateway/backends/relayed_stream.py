@@ -14,9 +14,13 @@ it left out, and the route ends the stream with it in the OpenAI shape (what the
 So too for a stream that ends as no answer, which a run fails on and a client reading
 the relayed bytes could not tell from one; each is told once per stream, at its end,
 from the last chunks the relay keeps anyway, however its bytes were split between reads
-(a read that ends no event, or goes on with one the read before it began, is kept with
+(a read that ends inside an event, but for one that begins as an ordinary event, is held
+until a read ends that event, and judged joined to it: :data:`EVENT_ENDS`; a read that
+ends no event otherwise, or goes on with a line the read before it began, is kept with
 that read: :data:`KEPT`, :data:`OBJECT_ENDS`; a ``data:`` split between two reads is
-counted: :func:`straddling`). A stream that ends without ``data: [DONE]`` and without a
+counted: :func:`straddling`). Lines may end with LF, CRLF or a CR alone, as the
+event-stream rules allow; a ``[DONE]`` may be followed by spaces (a run reads an event's
+data stripped). A stream that ends without ``data: [DONE]`` and without a
 finish in its last chunks (:func:`unended`, :func:`unfinished`) was cut short (a proxy's
 timeout, a server dying between two events: the body ends cleanly), as is one that ends
 with no byte at all. At ``[DONE]`` (:func:`done_ending`: its read's last event, perhaps
@@ -40,9 +44,12 @@ line (:func:`reported_error`, from its first whole line; the key ``"error"`` can
 appear inside a chunk's strings, where its quotes are escaped, nor can ``[DONE]`` start
 a line there), one that holds ``[DONE]`` from its end (:func:`done_ending`); one that is
 not whole events (an event's end read apart, a comment, an event cut by the read's end)
-is kept with the read before it (:data:`KEPT`). What is not seen so is relayed as it
-came: an error event split between two reads, or an ``error:`` line read together with
-the one ordinary event before it.
+is kept with the read before it (:data:`KEPT`). An error event split between two reads
+is judged as one read whole: held with the read that ends it, or, begun by the last bytes
+of a read of one ordinary event (a ``d``, an ``erro``: relayed unread), read from that
+line's start (the route's error goes apart from those bytes). What is not seen so is
+relayed as it came: an ``error:`` line, or an event named ``error``, read whole together
+with the one ordinary event before it.
 
 The status line has gone out with the first chunk, so an error before any output is the
 same error line after a 200 (a translated stream holds its status line for its first
@@ -84,9 +91,9 @@ def reported_error(chunk: bytes, backend: str, scrub: Scrub) -> tuple[int, Gatew
     (no ``choices``)."""
     start = at = 0
     named = False
-    for line in chunk.split(b"\n"):
-        field = line.rstrip(b"\r")
-        at += len(line) + 1
+    for line in chunk.splitlines(keepends=True):  # LF, CRLF or a CR alone
+        field = line.rstrip(b"\r\n")
+        at += len(line)
         if not field:  # a blank line ends an event: the next starts after it
             start, named = at, False
             continue
@@ -123,14 +130,45 @@ DONE_ENDS: Final = (DONE, b"data: [DONE]\r\n\r\n", b"data:[DONE]\n\n", b"data:[D
 event, told by one ``endswith``. A read that holds ``[DONE]`` but ends otherwise (a
 proxy's keepalive comment or a blank line after it) is read from its end
 (:func:`done_ending`) unless it ends as an answer's chunk does (:data:`OBJECT_ENDS`)."""
-OBJECT_ENDS: Final = (b"}\n\n", b"}\r\n\r\n")
+OBJECT_ENDS: Final = (b"}\n\n", b"}\r\n\r\n", b"}\r\r")
 """How a read whose last event is an answer's chunk ends: no ``[DONE]`` looked for in it.
-One that ends otherwise (an event cut by the read's end: a ``[DONE]`` split, its blank
-line read apart; a comment), or that goes on with a ``data:`` line the read before it
+One that ends otherwise (a comment, a blank line or an event's end read apart, the
+body's end inside an event), or that goes on with a ``data:`` line the read before it
 began, is kept with the read before it (:data:`KEPT`): kept, a read loses nothing."""
+EVENT_ENDS: Final = (b"\n\n", b"\r\r", b"\n\r", b"\n\r\n", b"\r\r\n")
+"""How a read that ends an event ends: two line ends (LF, CRLF or a CR alone), the second
+a blank line. A read that is not one ordinary event and ends otherwise, inside an event,
+is held until a read ends that event (:func:`ends_inside`)."""
+
+
+def ends_inside(chunk: bytes) -> bool:
+    """Whether ``chunk`` ends inside an event (not past a blank line): not when it is just
+    line ends (a blank line read apart, an event's own end read apart from it), nor after
+    a whole comment line (a proxy's keepalive needs no blank line after it, and may be
+    what a client waits on while the upstream is silent): nothing to hold."""
+    if not chunk or chunk.endswith(EVENT_ENDS):
+        return False
+    text = chunk.rstrip(b"\r\n")
+    if len(text) == len(chunk):  # its last line not ended
+        return True
+    line = max(text.rfind(b"\n"), text.rfind(b"\r")) + 1
+    return bool(text) and text[line : line + 1] != b":"
+
+
+def telling(chunk: bytes) -> bool:
+    """Whether a read that is not one ordinary event may end the stream: ``[DONE]`` (read
+    alone, or in it) or the bytes ``error`` (the relay's loop inlines this)."""
+    return (
+        chunk == DONE
+        or chunk.endswith(DONE_ENDS)
+        or chunk.find(b"error") >= 0
+        or (not chunk.endswith(OBJECT_ENDS) and chunk.rfind(b"[DONE]") >= 0)
+    )
+
+
 KEPT: Final = 4096
 """Bytes of the last read kept (for the usage and the stream's end) that a read that is
-not whole events (an event's end read apart, a comment, an event cut by the read's end:
+not whole events (an event's end read apart, a comment, an event cut by the body's end:
 :data:`OBJECT_ENDS`) is kept after, not in its place: however a stream's last bytes were
 split between reads, the two reads kept then hold its ``[DONE]``, and the usage and the
 finish before it (events of a few hundred bytes). A bound, so that a stream read a byte
@@ -159,7 +197,7 @@ def done_at(chunk: bytes) -> int:
     at = chunk.rfind(b"[DONE]")
     if at < 0:
         return -1
-    start = chunk.rfind(b"\n", 0, at) + 1
+    start = max(chunk.rfind(b"\n", 0, at), chunk.rfind(b"\r", 0, at)) + 1
     return start if chunk[start:at] in (b"data: ", b"data:") else -1
 
 
@@ -173,7 +211,7 @@ def done_ending(chunk: bytes) -> int:
     if start < 0:
         return -1
     after = chunk[chunk.index(b"[DONE]", start) + 6 :].splitlines(keepends=True)
-    if not after or after[0].strip(b"\r\n"):  # more on its line: no [DONE] alone
+    if not after or after[0].strip():  # more on its line than spaces: no [DONE] alone
         return -1
     for line in after[1:]:
         if line[:1] in (b"\n", b"\r"):  # a blank line: [DONE] was dispatched
@@ -249,8 +287,8 @@ def _deltas(tail: bytes) -> tuple[list[Delta], int]:
     :class:`UpstreamError` of a finish reason saying the server gave up."""
     deltas: list[Delta] = []
     read = 0
-    for line in tail.split(b"\n"):
-        name, _, value = line.rstrip(b"\r").partition(b":")
+    for line in tail.splitlines():  # LF, CRLF or a CR alone
+        name, _, value = line.partition(b":")
         if name != b"data":
             continue
         try:

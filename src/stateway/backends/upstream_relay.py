@@ -11,8 +11,9 @@ so, even to a streamed request) is the error it reports, not an answer, and one 
 ``finish_reason`` says the server gave up on it is that failure; so is an event of a 200
 stream that reports an error, raised after the events before it, and the end of one that
 is no whole answer (cut short, done before any output, given up on), told once, at its
-end, from the last two reads kept for the usage (a read that ends no event kept with the
-one before it: :mod:`~stateway.backends.relayed_stream`).
+end, from the last two reads kept for the usage (a read that ends inside an event held
+until one ends it, one that ends no event otherwise kept with the one before it:
+:mod:`~stateway.backends.relayed_stream`).
 An error status is relayed as it came; :meth:`UpstreamRelay.failure` says what it means
 (how it counts on the backend's circuit), from the status and the body relayed. The body is
 counted against ``max_response_bytes`` as it is read (a declared ``Content-Length`` over
@@ -43,13 +44,16 @@ from stateway.backends.chat_usage import reported_usage
 from stateway.backends.relayed_stream import (
     DONE,
     DONE_ENDS,
+    EVENT_ENDS,
     KEPT,
     OBJECT_ENDS,
     ORDINARY,
     done_at,
     done_ending,
+    ends_inside,
     reported_error,
     straddling,
+    telling,
     unanswered,
     unended,
 )
@@ -173,12 +177,11 @@ class UpstreamRelay:
                 first = b"" if self._first_token_timeout is None else await self._first()
                 judged = self.status == 200  # an answer's stream (:mod:`.relayed_stream`)
                 head = self._scrubbed(first)
+                if judged and ends_inside(head):  # its event's end held for (below)
+                    head = await self._completed(head)
                 if head:  # read apart (first_token_timeout): judged as any other
-                    if (
-                        judged
-                        and _telling(head)
-                        and (ending := self._ending(head, head.count(b"data:")))
-                    ):
+                    erring, events = head.find(b"error") >= 0, head.count(b"data:")
+                    if judged and telling(head) and (ending := self._ending(head, events, erring)):
                         if ending[0]:
                             yield self._noted(ending[0])
                         raise ending[1]
@@ -188,15 +191,21 @@ class UpstreamRelay:
                         chunk = _scrubbed(self._scrub, chunk)
                     events = chunk.count(b"data:")
                     if judged and (events != 1 or not chunk.startswith(ORDINARY)):
-                        if chunk[:1] != b"d":  # may go on with a data: line split
-                            events += straddling(self._previous[-4:] + self._last[-4:], chunk)
+                        if ends_inside(chunk):
+                            chunk = await self._completed(chunk)
+                            events = chunk.count(b"data:")
+                        erring = chunk.find(b"error") >= 0
+                        if chunk[:1] != b"d":  # may go on with a line the read before began
+                            before = self._previous[-4:] + self._last[-4:]
+                            events += straddling(before, chunk)  # a data: line split
+                            erring = erring or (before[-4:] + chunk[:4]).find(b"error") >= 0
                         whole = chunk == DONE or chunk.endswith(OBJECT_ENDS)  # ends an event
                         if (
                             chunk == DONE
                             or chunk.endswith(DONE_ENDS)
-                            or chunk.find(b"error") >= 0
+                            or erring
                             or (not whole and chunk.rfind(b"[DONE]") >= 0)
-                        ) and (ending := self._ending(chunk, events)):
+                        ) and (ending := self._ending(chunk, events, erring)):
                             if ending[0]:
                                 yield self._noted(ending[0])
                             raise ending[1]
@@ -216,6 +225,22 @@ class UpstreamRelay:
                     raise  # the server's failure, told by the client's translation
                 raise self._closed_read(exc) from exc
         self._response.release()  # read to the end: the connection goes back to the pool
+
+    async def _completed(self, chunk: bytes) -> bytes:
+        """``chunk`` (relayed, scrubbed) that ends inside an event, with the reads that end
+        it (or the body's end): an event is relayed whole, or not at all when it reports
+        an error (an error event split between reads is left out as one read whole is),
+        and a ``[DONE]`` split between reads is told as one read whole. A client's
+        event-stream reader waits for an event's end anyway. Joined once, at the end; the
+        join scrubbed again (a key split between reads is masked too)."""
+        parts = [chunk]
+        end = chunk[-3:]
+        async for more in self._reply:
+            parts.append(more)
+            end = (end + more)[-3:]
+            if end.endswith(EVENT_ENDS):
+                break
+        return self._scrubbed(b"".join(parts))
 
     def _closed_read(self, exc: aiohttp.ClientError | OSError) -> UpstreamError:
         """A read that failed because the gateway closed the relay (:meth:`aclose`): not
@@ -239,10 +264,11 @@ class UpstreamRelay:
                 raise no_output(self._backend, within) from exc
             raise
 
-    def _ending(self, chunk: bytes, events: int) -> tuple[bytes, GatewayError] | None:
+    def _ending(self, chunk: bytes, events: int, erring: bool) -> tuple[bytes, GatewayError] | None:
         """The error ``chunk`` (relayed, scrubbed; ``events`` data lines, a split one
-        among them; told by :func:`_telling`) ends the stream with, and what of the chunk
-        goes before it: an event's that reports one (:func:`~.relayed_stream.reported_error`),
+        among them; told by :func:`~.relayed_stream.telling`; ``erring``: it holds the
+        bytes ``error``, or goes on with them) ends the stream with, and what of it goes
+        before it: an event's that reports one (:func:`~.relayed_stream.reported_error`),
         or that of its ``[DONE]`` ending no answer (:func:`~.relayed_stream.unanswered`,
         which reads the chunks before it); None when it ends none. ``[DONE]`` read alone
         (most streams' last read) is told by one comparison; no read is read whole unless
@@ -251,7 +277,7 @@ class UpstreamRelay:
         answer ended as every answer is costs a stream the fewest calls."""
         at = 0
         if chunk != DONE:
-            if chunk.find(b"error") >= 0:
+            if erring:
                 reported = self._reported(chunk)
                 if reported is not None:
                     at, error = reported
@@ -276,17 +302,20 @@ class UpstreamRelay:
 
     def _reported(self, chunk: bytes) -> tuple[int, GatewayError] | None:
         """The first event in ``chunk`` that reports an error, and where it starts
-        (:func:`~.relayed_stream.reported_error`), from its first whole line: when the read
-        before it ended inside a line, ``chunk`` goes on with it (``error"}]}``, a finish
-        reason's value read apart, names no ``error`` field)."""
+        (:func:`~.relayed_stream.reported_error`; 0 for one begun in the read before). When
+        that read ended inside a line (only a read relayed as one ordinary event, with the
+        first bytes of the next line, does: any other is held until an event ends),
+        ``chunk`` goes on with that line, read whole: an answer's (``error"}]}``, a finish
+        reason's value read apart, names no ``error`` field), or an error's begun there
+        (``d`` then ``ata: {"error": ...}``), whose bytes in ``chunk`` are left out."""
         last = self._last
-        start = 0
+        begun = b""
         if last and not last.endswith((b"\n", b"\r")):
-            start = chunk.find(b"\n") + 1
-            if not start:  # all of it on that line
-                return None
-        reported = reported_error(chunk[start:], self._backend, self._scrub or str)
-        return None if reported is None else (start + reported[0], reported[1])
+            begun = last[max(last.rfind(b"\n"), last.rfind(b"\r")) + 1 :]
+        reported = reported_error(begun + chunk, self._backend, self._scrub or str)
+        if reported is None:
+            return None
+        return max(reported[0] - len(begun), 0), reported[1]
 
     def _joined(self, chunk: bytes, events: int) -> None:
         """``chunk`` of a 200 stream, relayed, that is not whole events (its ``events`` data
@@ -363,18 +392,6 @@ class UpstreamRelay:
         release, self._release = self._release, None
         if release is not None:
             release()
-
-
-def _telling(chunk: bytes) -> bool:
-    """Whether a read that is not one ordinary event may end the stream: ``[DONE]`` (read
-    alone, or in it) or the bytes ``error`` (the loop in :meth:`UpstreamRelay.chunks`
-    inlines this)."""
-    return (
-        chunk == DONE
-        or chunk.endswith(DONE_ENDS)
-        or chunk.find(b"error") >= 0
-        or (not chunk.endswith(OBJECT_ENDS) and chunk.rfind(b"[DONE]") >= 0)
-    )
 
 
 def _scrubbed(scrub: KeyScrubber, chunk: bytes) -> bytes:
