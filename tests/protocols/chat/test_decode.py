@@ -124,6 +124,34 @@ def test_an_image_at_its_original_detail_is_kept() -> None:
     ]
 
 
+@pytest.mark.parametrize("url", ["file-abc123", "ftp://example.com/a.png", "a.png", "data"])
+def test_an_image_url_neither_http_nor_data_is_refused_as_hosted_refuses_it(url: str) -> None:
+    """A file id, another scheme or a bare path reaches no upstream as an image (the
+    Responses API refuses them as ``input[i].content[j].image_url``): hosted Chat's 400,
+    naming the URL's field."""
+    image = {"type": "image_url", "image_url": {"url": url}}
+    error = refused(messages=[{"role": "user", "content": [{"type": "text", "text": "a"}, image]}])
+    param = "messages[0].content[1].image_url.url"
+    assert (error.status, error.param, error.code) == (400, param, "invalid_value")
+    assert error.message.startswith(f"Invalid image URL: '{param}'.")
+
+
+@pytest.mark.parametrize("url", ["https://x/a.png", "http://x/a.png", "data:image/png;base64,AA"])
+def test_an_http_or_data_image_url_is_taken(url: str) -> None:
+    image = {"type": "image_url", "image_url": {"url": url}}
+    [item] = decode(messages=[{"role": "user", "content": [image]}]).command.input
+    assert item["content"][0]["image_url"] == url
+
+
+@pytest.mark.parametrize("file", [{}, {"filename": "a.txt"}])
+def test_a_file_part_without_its_data_or_id_is_refused(file: dict[str, Any]) -> None:
+    """A ``file`` part that holds no file sends nothing an upstream could read."""
+    error = refused(messages=[{"role": "user", "content": [{"type": "file", "file": file}]}])
+    param = "messages[0].content[0].file.file_data"
+    assert (error.status, error.param, error.code) == (400, param, "missing_required_parameter")
+    assert "'file_id'" in error.message
+
+
 @pytest.mark.parametrize(
     "content", ["", [{"type": "text", "text": ""}], [{"type": "text", "text": ""}] * 2]
 )

@@ -2,8 +2,10 @@
 
 - ``system`` / ``developer``: a message item of that role (text parts as ``input_text``);
 - ``user``: a ``user`` message; ``text`` parts as ``input_text``, ``image_url`` as
-  ``input_image`` (its ``detail`` kept), ``file`` as ``input_file`` (``file_data``,
-  ``file_id``, ``filename``); ``input_audio`` has no canonical form and is refused;
+  ``input_image`` (its ``detail`` kept; an http(s) or data URL, as on responses, else a
+  400 naming it), ``file`` as ``input_file`` (``file_data``, ``file_id``, ``filename``;
+  one with neither data nor id is a 400); ``input_audio`` has no canonical form and is
+  refused;
 - a part's ``prompt_cache_breakpoint`` stays on it (but an assistant message's text: the
   Responses API has none on ``output_text``);
 - ``assistant``: its ``reasoning_content`` (or ``reasoning``) as a reasoning item, its text
@@ -127,10 +129,19 @@ def _user_parts(content: str | list[UserPart], where: str) -> list[Item]:
                 if text:
                     parts.append(_marked({"type": "input_text", "text": text}, part))
             case ImagePart(image_url=image):
+                _check_image_url(image.url, f"{where}.content[{position}].image_url.url")
                 detail = image.detail or "auto"
                 image_part = {"type": "input_image", "image_url": image.url, "detail": detail}
                 parts.append(_marked(image_part, part))
             case FilePart(file=file):
+                if file.file_data is None and file.file_id is None:
+                    param = f"{where}.content[{position}].file.file_data"
+                    raise InvalidRequest(
+                        f"Missing required parameter: '{param}' (or 'file_id'): a file part "
+                        "holds the file's data or names its id.",
+                        param=param,
+                        code="missing_required_parameter",
+                    )
                 parts.append(_marked(_file(file.file_data, file.file_id, file.filename), part))
             case AudioPart():
                 param = f"{where}.content[{position}].type"
@@ -140,6 +151,20 @@ def _user_parts(content: str | list[UserPart], where: str) -> list[Item]:
                     code="unsupported_content_type",
                 )
     return parts
+
+
+def _check_image_url(url: str, param: str) -> None:
+    """An image is an http(s) URL or a data URL, as on responses (``input_image``): a file
+    id, another scheme or a bare path reaches no upstream as an image. Worded as hosted
+    words a URL that is no data URL."""
+    if not url.startswith(("http://", "https://", "data:")):
+        raise InvalidRequest(
+            f"Invalid image URL: '{param}'. Expected an http(s) URL or a base64-encoded data "
+            "URL with an image MIME type (e.g. 'data:image/png;base64,aW1nIGJ5dGVzIGhlcmU='); "
+            "file ids are not supported.",
+            param=param,
+            code="invalid_value",
+        )
 
 
 def _file(data: str | None, file_id: str | None, filename: str | None) -> Item:
