@@ -692,7 +692,12 @@ def test_output_tokens_over_the_whole_window_keep_their_numbers(
     body = {"error": {"message": words, "type": "BadRequestError", "param": "max_tokens"}}
     error = classify_reply(400, orjson.dumps(body | {"code": 400}), "vllm", str)
     assert isinstance(error, UpstreamOutputOverWindow)
-    assert (error.status, error.code, error.param) == (400, "upstream_rejected", "max_tokens")
+    # named as the request's output limit (the Responses field: a frontend names its own)
+    assert (error.status, error.code, error.param) == (
+        400,
+        "upstream_rejected",
+        "max_output_tokens",
+    )
     assert (error.requested, error.window) == (requested, window)
     assert words in error.message
 

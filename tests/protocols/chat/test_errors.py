@@ -30,6 +30,24 @@ def test_a_param_is_a_field_the_client_sent_or_none(param: str | None, named: st
     assert chat_param(param, SENT) == named
 
 
+@pytest.mark.parametrize(
+    ("sent", "named"),
+    [
+        ({"max_completion_tokens": 9}, "max_completion_tokens"),
+        ({"max_tokens": 9}, "max_tokens"),
+        ({"max_completion_tokens": 9, "max_tokens": 7}, "max_completion_tokens"),  # it wins
+        ({}, None),
+    ],
+)
+def test_the_output_limit_is_the_chat_field_that_set_it(
+    sent: dict[str, int], named: str | None
+) -> None:
+    """``max_output_tokens`` (an upstream's refusal of more output than its window holds,
+    say) is the field the client set it with: ``max_completion_tokens``, else the older
+    ``max_tokens``."""
+    assert chat_param("max_output_tokens", {**SENT, **sent}) == named
+
+
 def test_a_renamed_field_the_client_did_not_send_is_not_named() -> None:
     assert chat_param("reasoning", {"model": "m", "messages": []}) is None
 

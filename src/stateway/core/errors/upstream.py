@@ -79,10 +79,12 @@ class UpstreamOutputOverWindow(UpstreamRejected):
     ``window`` holds, before it counted the prompt (vLLM's ``max_tokens=N cannot be greater
     than max_model_len=M``): the request's own, passed on as it came (not a context too
     long: nothing says the prompt is), but where its output may be fitted to the window
-    (:mod:`stateway.core.rounds`)."""
+    (:mod:`stateway.core.rounds`). Its ``param`` is the request's output limit, named as
+    the core names it (``max_output_tokens``; a Chat client's is the field it set it with:
+    :mod:`stateway.protocols.chat.errors`), not as the Chat wire upstream named it."""
 
     def __init__(self, message: str, *, requested: int, window: int) -> None:
-        super().__init__(message, status=400, code="upstream_rejected", param="max_tokens")
+        super().__init__(message, status=400, code="upstream_rejected", param="max_output_tokens")
         self.requested = requested
         self.window = window
 

@@ -3,8 +3,9 @@
 Once a Chat request is translated, the core and the backends judge its canonical form,
 and their errors name the Responses field at fault: ``input``, ``input[3].content[1].type``,
 ``reasoning``. :func:`chat_param` names the Chat field instead where one means the same
-(``input`` is ``messages``, ``reasoning`` is ``reasoning_effort``; a field of one name in
-both, such as ``tools``, stays), and only when the client sent it (the core also judges
+(``input`` is ``messages``, ``reasoning`` is ``reasoning_effort``, ``max_output_tokens``
+is ``max_completion_tokens`` or ``max_tokens``; a field of one name in both, such as
+``tools``, stays), and only when the client sent it (the core also judges
 what the gateway added: a backend's ``gateway_tools``, defaults). An item's place
 (``input[N]...``) is not mapped back to a message: one message becomes several items, or
 none, and a stage may add or drop items before they are judged, so no count over the
@@ -23,7 +24,13 @@ from typing import Any, Final
 
 from stateway.core.errors import GatewayError, NoSearchProvider
 
-_RENAMED: Final = {"input": "messages", "reasoning": "reasoning_effort"}
+_RENAMED: Final = {
+    "input": ("messages",),
+    "reasoning": ("reasoning_effort",),
+    "max_output_tokens": ("max_completion_tokens", "max_tokens"),
+}
+"""A Responses field -> the Chat fields meaning the same, the one that wins first (as
+:mod:`.decode` reads ``max_completion_tokens`` before ``max_tokens``)."""
 
 _NO_SEARCH_PROVIDER: Final = (
     "'web_search_options' asks for a web search, which needs a web search provider, and "
@@ -48,5 +55,4 @@ def chat_param(param: str | None, sent: Container[str]) -> str | None:
     (``sent``: the body's top-level fields), else None."""
     if param is None:
         return None
-    name = _RENAMED.get(param, param)
-    return name if name in sent else None
+    return next((name for name in _RENAMED.get(param, (param,)) if name in sent), None)
