@@ -378,3 +378,54 @@ def test_reasoning_then_a_call_adds_up_to_the_completion(
         assert reason == "tool_calls"
     if sent["path"].endswith("/responses"):  # translated
         assert whole.choices[0].message.content is streamed.choices[0].message.content is None
+
+
+TRANSLATED = ["sqlite-responses", "sqlite-anthropic"]
+"""Gateways that translate every Chat request (``tests/e2e/conftest.py`` builds any
+``<database>-<api>``)."""
+
+
+def upstream_left(fake_upstream: str, marker: str) -> bool:
+    """Whether the fake's request holding ``marker`` saw its client leave, waited for up
+    to 5 s (the fake logs it as the gateway's connection closes)."""
+    deadline = time.monotonic() + 5
+    while True:
+        [sent] = [r for r in upstream_requests(fake_upstream) if marker in orjson.dumps(r).decode()]
+        if sent.get("disconnected") or time.monotonic() > deadline:
+            return bool(sent.get("disconnected"))
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("gateway", TRANSLATED, indirect=True)
+def test_a_client_leaving_a_translated_stream_closes_the_upstream_request(
+    client: OpenAI, fake_upstream: str
+) -> None:
+    """A client that stops reading part-way (the SDK's stream closed) ends the run: its
+    upstream request is closed, not read to its end for no one."""
+    marker = f"leave-{uuid.uuid4().hex}"
+    stream = client.chat.completions.create(
+        model=MODEL,
+        messages=[{"role": "user", "content": f"{marker} [[words:200]] [[slow:25]]"}],
+        stream=True,
+    )
+    shown = ""
+    for chunk in stream:
+        shown += chunk.choices[0].delta.content or ""
+        if "w2" in shown:
+            break
+    stream.close()
+    assert upstream_left(fake_upstream, marker)
+
+
+@pytest.mark.parametrize("gateway", TRANSLATED, indirect=True)
+def test_a_client_leaving_a_translated_completion_closes_the_upstream_request(
+    gateway: str, fake_upstream: str
+) -> None:
+    """A client that gives up on a whole answer (its read timing out) ends the run too."""
+    marker = f"leave-{uuid.uuid4().hex}"
+    sdk = OpenAI(base_url=gateway + "/v1", api_key="sk-test", max_retries=0, timeout=0.5)
+    with sdk, pytest.raises(openai.APITimeoutError):
+        sdk.chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": f"{marker} [[silence:10000]]"}]
+        )
+    assert upstream_left(fake_upstream, marker)
