@@ -597,7 +597,7 @@ def test_a_prefilled_answer_is_continued(
     asked to continue it, as vLLM takes it; an Anthropic upstream gets it as the last
     message. A Responses upstream cannot continue a message, and is not asked to."""
     clear(keyed_upstream)
-    prefill = {"role": "assistant", "content": '{"answer": '}
+    prefill = {"role": "assistant", "content": '{"answer":'}  # no trailing space: refused
     message = send(claude, [{"role": "user", "content": "say it as JSON"}, prefill])
     assert message.content[0].type == "text"
     [sent] = upstream_log(keyed_upstream)
@@ -608,7 +608,7 @@ def test_a_prefilled_answer_is_continued(
     elif upstream_api == "anthropic":
         assert body["messages"][-1] == {
             "role": "assistant",
-            "content": [{"type": "text", "text": '{"answer": '}],
+            "content": [{"type": "text", "text": '{"answer":'}],
         }
     else:
         assert "continue_final_message" not in body

@@ -888,6 +888,48 @@ def test_a_request_of_empty_messages_is_refused_in_anthropics_words() -> None:
     )
 
 
+TRAILING = "messages: final assistant content cannot end with trailing whitespace"
+"""Hosted Anthropic's refusal of a prefill ending in whitespace (a token the model would
+not have written: it cannot continue from it)."""
+
+
+@pytest.mark.parametrize(
+    "prefill",
+    [
+        "Sure ",
+        "Sure\n",
+        "  ",
+        [{"type": "text", "text": "Sure,\n"}],
+        [{"type": "text", "text": "a"}, {"type": "text", "text": "b "}],
+    ],
+)
+def test_a_prefill_ending_in_whitespace_is_refused_in_anthropics_words(prefill: Any) -> None:
+    messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": prefill}]
+    for decode in (decode_messages, decode_count_tokens):
+        with pytest.raises(InvalidRequest) as caught:
+            decode(body(messages=messages))
+        assert (caught.value.param, caught.value.message) == ("messages", TRAILING)
+
+
+@pytest.mark.parametrize(
+    "messages",
+    [
+        [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Sure,"}],
+        [{"role": "user", "content": "hi"}, {"role": "assistant", "content": ""}],
+        [{"role": "user", "content": "hi "}],
+        [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "Sure. "},
+            {"role": "user", "content": "and? "},
+        ],
+    ],
+)
+def test_whitespace_ends_any_content_but_a_prefills(messages: list[Any]) -> None:
+    """An empty prefill is none (hosted takes it); an assistant turn before the last is
+    no prefill, nor is a user turn."""
+    decode_messages(body(messages=messages))
+
+
 HIT = {
     "type": "search_result",
     "source": "https://a.test/",

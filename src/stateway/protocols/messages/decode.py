@@ -18,10 +18,12 @@ mid-conversation tool changes of ``messages``, :mod:`.tool_changes`),
 :mod:`.thinking` says. ``max_tokens: 0`` is a prewarm, as hosted
 Anthropic takes it ("populate the prompt cache without generating a response"): the context
 is checked and no model is asked (the gateway has no cache of its own to fill); the message
-has no content and stops at its limit (:mod:`.encode`). Every thinking block the model's
-reasoning becomes is signed: unless the upstream signed it (Anthropic), its ``signature`` is
-the text sealed with the gateway's key, which the gateway opens when the block comes back,
-so the model gets its reasoning again even when the client was shown none of it.
+has no content and stops at its limit (:mod:`.encode`). A final assistant message is a
+prefill the model continues, refused as hosted refuses it when its text ends in
+whitespace. Every thinking block the model's reasoning becomes is signed: unless the
+upstream signed it (Anthropic), its ``signature`` is the text sealed with the gateway's
+key, which the gateway opens when the block comes back, so the model gets its reasoning
+again even when the client was shown none of it.
 ``output_config.format`` (``json_schema``) -> the text format. ``context_management``: its
 clearing edits and its ``compact_20260112`` edit as :mod:`.context_edits` says (the
 gateway's context editing and compaction); ``compaction`` (a compaction request) and
@@ -43,12 +45,14 @@ from stateway.core.errors import InvalidRequest
 from stateway.core.tools.changes import tools_in_effect
 from stateway.protocols.messages import compaction
 from stateway.protocols.messages.billing_header import without_billing_header
+from stateway.protocols.messages.blocks import TextBlock
 from stateway.protocols.messages.content import decode_conversation, decode_system
 from stateway.protocols.messages.context_edits import decode_context_management
 from stateway.protocols.messages.errors import field_error
 from stateway.protocols.messages.hosted_only import check_hosted_only
 from stateway.protocols.messages.request import (
     CountTokensBody,
+    MessageParam,
     MessagesBody,
     OutputConfig,
 )
@@ -138,6 +142,7 @@ def _command(
             "at least one message is required.",
             code="missing_required_parameter",
         )
+    _check_prefill(body.messages[-1])
     if compacting:
         compaction.check_finished(body.messages)
     messages, summary = compaction.split_block(body.messages)
@@ -207,6 +212,20 @@ def _validated(raw: bytes, model: type[Body], max_input_items: int | None) -> Bo
         return model.model_validate(data, strict=True)
     except pydantic.ValidationError as exc:
         raise invalid_body(exc) from None
+
+
+def _check_prefill(last: MessageParam) -> None:
+    """Refuse a final assistant message (a prefill, which the model continues) whose text
+    ends in whitespace, in hosted Anthropic's words: a token the model would not have
+    written, which an Anthropic upstream refuses too. An empty one is no prefill."""
+    if last.role != "assistant":
+        return
+    content = last.content
+    if isinstance(content, list):
+        final = content[-1] if content else None
+        content = final.text if isinstance(final, TextBlock) else ""
+    if content != content.rstrip():
+        raise field_error("messages", "final assistant content cannot end with trailing whitespace")
 
 
 def _stop_sequences(sequences: list[str] | None) -> list[str]:
