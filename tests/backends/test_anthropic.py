@@ -42,6 +42,7 @@ from stateway.core.inference import (
 from stateway.core.items import Item
 from stateway.core.reasoning import REDACTED, SEALED_BY_RESPONSES
 from stateway.core.usage import Usage
+from stateway.fake_upstream.errors import UpstreamError as Refused
 from stateway.fake_upstream.messages_checks import check_messages_request
 from tests.backends.conftest import Loopback
 
@@ -489,6 +490,30 @@ def test_blank_text_is_left_out_as_empty_text_is() -> None:
         "content": [{"type": "text", "text": EMPTY_TURN}],
     }
     check_messages_request(alone, lambda *_: None)
+
+
+def test_a_final_assistant_texts_trailing_whitespace_is_trimmed() -> None:
+    """A last assistant message is a prefill to Anthropic, which refuses one whose text
+    ends in whitespace (an OpenAI client's answer sent back ends with a newline often);
+    an earlier turn's text is sent as it was."""
+    sent = body([user("hi"), assistant("Sure.\n\n"), user("go on"), assistant("Well, ")])
+    assert [m["content"][-1]["text"] for m in sent["messages"]] == [
+        "hi",
+        "Sure.\n\n",
+        "go on",
+        "Well,",
+    ]
+    check_messages_request(sent, lambda *_: None)  # what Anthropic takes
+    with pytest.raises(Refused) as refused:
+        check_messages_request(
+            {**sent, "messages": [*sent["messages"][:-1], assistant_turn("Well, ")]},
+            lambda *_: None,
+        )
+    assert refused.value.status == 400
+
+
+def assistant_turn(text: str) -> dict[str, Any]:
+    return {"role": "assistant", "content": [{"type": "text", "text": text}]}
 
 
 def test_max_tokens_is_always_sent() -> None:

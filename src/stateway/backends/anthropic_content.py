@@ -112,7 +112,17 @@ class _Turns:
                     b for b in blocks if b["type"] != "tool_result"
                 ]
                 message["content"] = ordered or [{"type": "text", "text": EMPTY_TURN}]
+        _trim_prefill(self.messages)
         return self.messages
+
+
+def _trim_prefill(messages: list[dict[str, Any]]) -> None:
+    """A last assistant message is a prefill the model continues, which Anthropic refuses
+    when its text ends in whitespace (an OpenAI client's answer sent back often ends with
+    a newline): its last text is sent without it (never blank: see :func:`_said`)."""
+    last = messages[-1]["content"] if messages and messages[-1]["role"] == "assistant" else []
+    if last and last[-1]["type"] == "text":
+        last[-1] = {**last[-1], "text": last[-1]["text"].rstrip()}
 
 
 def _role(role: Any) -> str:

@@ -25,6 +25,7 @@ would take.
   ``tool_choice`` forcing a tool, or a last assistant message calling tools that does not
   start with a ``thinking`` (or ``redacted_thinking``) block; a ``thinking`` block whose
   ``signature`` is not the fake's;
+- a final assistant message (a prefill) whose text ends in whitespace;
 - ``cache_control`` marks Anthropic refuses (:mod:`stateway.fake_upstream.cache_marks`).
 """
 
@@ -165,6 +166,17 @@ def check_messages_request(
             "messages",
         )
     _check_thinking_tool_turn(body, messages)
+    _check_prefill(messages[-1])
+
+
+def _check_prefill(last: dict[str, Any]) -> None:
+    """A final assistant message (a prefill) whose text ends in whitespace."""
+    blocks = _blocks(last["content"], "messages") if last["role"] == "assistant" else []
+    text = blocks[-1].get("text") if blocks and blocks[-1].get("type") == "text" else None
+    if isinstance(text, str) and text != text.rstrip():
+        raise invalid_request(
+            "messages: final assistant content cannot end with trailing whitespace", "messages"
+        )
 
 
 def _check_thinking_tool_turn(body: dict[str, Any], messages: list[Any]) -> None:
