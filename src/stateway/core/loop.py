@@ -71,7 +71,7 @@ from stateway.core.settling import Settler
 from stateway.core.stages.context import StageContext
 from stateway.core.telemetry import NoTelemetry, Telemetry
 from stateway.core.tools import client_hosted
-from stateway.core.tools.catalog import with_context_tools
+from stateway.core.tools.context_offers import with_context_tools
 from stateway.core.tools.session import ToolSession, round_choice
 from stateway.core.tools.toolset import GatewayTools, Toolset
 from stateway.core.usage import Iteration, Usage

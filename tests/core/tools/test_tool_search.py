@@ -11,7 +11,8 @@ import pytest
 from stateway.core.errors import InvalidRequest
 from stateway.core.inference import InferenceRequest
 from stateway.core.principal import DEFAULT_TENANT
-from stateway.core.tools.catalog import Catalog, with_context_tools
+from stateway.core.tools.catalog import Catalog
+from stateway.core.tools.context_offers import with_context_tools
 from stateway.core.tools.history import model_items
 from tests.core.tools.test_tool_loop import Setup, answer, call, kinds, tools_round, user
 

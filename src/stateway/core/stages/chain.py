@@ -126,7 +126,7 @@ async def before_planning(
     """Run the request-side points on ``command`` (mutated in place); the context, whose
     ``hints`` the plan takes and whose ``tools`` are all the stages left. The stages are
     shown the declared tools, then the ``earlier`` ones, those the context's items offer
-    (:func:`~stateway.core.tools.catalog.context_added`). The tools they leave become the
+    (:func:`~stateway.core.tools.context_offers.context_added`). The tools they leave become the
     command's, but for the earlier ones left as they were (equal, though a stage may
     hand back copies): no declaration of this request's (to echo or store), the context's
     items go on offering them. ``counting``: for a count of its input

@@ -17,7 +17,7 @@ from stateway.core.conversations.ports import ConversationItems
 from stateway.core.items import Item
 from stateway.core.routing import Route
 from stateway.core.stages.chain import before_planning
-from stateway.core.tools.catalog import context_added
+from stateway.core.tools.context_offers import context_added
 from stateway.core.tools.withheld import withheld_names
 
 

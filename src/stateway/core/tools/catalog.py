@@ -14,7 +14,8 @@ tools. :func:`model_tools` flattens the declared tools into that function list,
   MCP tool may be called ``files.read``) is offered as a respelling ending in a hash of
   it (:mod:`.model_names`), the same in every turn, and mapped back like any other.
 - Tools of an ``additional_tools`` input item count as declared at the top level (the
-  decoder adds the request's own; :func:`with_context_tools` those of earlier turns).
+  decoder adds the request's own; :func:`.context_offers.with_context_tools` those of earlier
+  turns).
 - ``custom`` (freeform input): a function with one string argument ``input``; its calls
   come back as ``custom_tool_call`` items with ``input`` as the raw string, and a
   ``custom_tool_call_output`` reaches the model as a function call output. A grammar
@@ -37,8 +38,8 @@ Tool search (:mod:`stateway.core.tools.tool_search`): when a request declares a
 so marked) are *deferred*: known to the catalog, not offered, until a search loads them.
 Without a ``tool_search`` tool the flag means nothing and they are offered as usual. The
 tools of ``tool_search_output`` items in the context (earlier searches, or the client's
-answer to its own search) are offered from then on (:func:`with_context_tools`; a route's
-feature stages are shown them beside the declared tools, :func:`context_added`). A call of
+answer to its own search) are offered from then on (:mod:`.context_offers`; a route's
+feature stages are shown them beside the declared tools). A call of
 a deferred function of no namespace comes back with the ``namespace`` of its own name, as
 hosted gives it (:meth:`Catalog.public_call`).
 """
@@ -49,7 +50,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any, Final, Literal
 
-from stateway.core.items import TOOL_SEARCH_OUTPUT, Item
+from stateway.core.items import Item
 from stateway.core.tools import client_hosted, custom_tools
 from stateway.core.tools.model_names import GatewayNames, apart_name, model_name
 
@@ -63,8 +64,10 @@ CUSTOM: Final = "custom"
 ADDITIONAL_TOOLS: Final = "additional_tools"
 """An input item (role ``developer``) whose ``tools`` join the request's declared tools.
 It stays in the stored context as sent and never reaches a model as a message."""
-_OFFERED: Final = frozenset({"function", CUSTOM, NAMESPACE})
-CLIENT_TYPES: Final = _OFFERED | client_hosted.TOOL_TYPES
+OFFERED: Final = frozenset({"function", CUSTOM, NAMESPACE})
+"""The declared types offered to the model as they are declared (a ``namespace`` by its
+members): what ``additional_tools`` and ``tool_search_output`` items may offer."""
+CLIENT_TYPES: Final = OFFERED | client_hosted.TOOL_TYPES
 """Client-owned tool types the gateway models (offered to any upstream as functions)."""
 TOOL_SEARCH: Final = "tool_search"
 DEFER: Final = "defer_loading"
@@ -75,51 +78,12 @@ def model_tools(tools: list[Item]) -> list[Item]:
     return Catalog(tools).model_tools()
 
 
-def with_context_tools(tools: list[Item], context: list[Item]) -> list[Item]:
-    """The declared tools plus those of ``additional_tools`` items in the context (earlier
-    turns of a ``previous_response_id`` chain) whose names are not declared already."""
-    names = {_visible(tool, ns) for tool, ns in members(tools)}
-    out = list(tools)
-    for item in context:
-        if item.get("type") != ADDITIONAL_TOOLS:
-            continue
-        for tool in item.get("tools") or ():
-            if not isinstance(tool, dict) or tool.get("type") not in _OFFERED:
-                continue  # e.g. a web_search hint: never offered
-            own = {model_name(member["name"], ns) for member, ns in members([tool])}
-            if not own & names:
-                names |= own
-                out.append(tool)
-    for item in context:  # loaded by a tool search: offered from then on
-        if item.get("type") == TOOL_SEARCH_OUTPUT:
-            out.extend(loaded(item.get("tools") or ()))
-    return out
-
-
-def context_added(declared: list[Item], context: list[Item]) -> list[Item]:
-    """The tools :func:`with_context_tools` adds to the client's among ``declared`` for
-    ``context``, but for those a declared tool already offers by each of their names (a
-    search's output of a declared deferred tool): what the feature stages are shown
-    beside the declared tools (:func:`stateway.core.stages.chain.before_planning`)."""
-    client = [tool for tool in declared if tool.get("type") in CLIENT_TYPES]
-    names = visible_names(client)
-    added = with_context_tools(client, context)[len(client) :]
-    return [tool for tool in added if not visible_names([tool]) <= names]
-
-
-def visible_names(tools: list[Item]) -> frozenset[str]:
-    """The model-visible names of the client's tools among ``tools`` (each member of a
-    namespace), as a catalog of them offers them all."""
-    client = [tool for tool in tools if tool.get("type") in CLIENT_TYPES]
-    return frozenset(function["name"] for function in Catalog(client).model_tools())
-
-
 def loaded(tools: Iterable[Any]) -> list[Item]:
     """The offered kinds among a ``tool_search_output``'s tools, without ``defer_loading``
     (a loaded tool is offered, whatever its definition says)."""
     out: list[Item] = []
     for tool in tools:
-        if not isinstance(tool, dict) or tool.get("type") not in _OFFERED:
+        if not isinstance(tool, dict) or tool.get("type") not in OFFERED:
             continue
         copy = {k: v for k, v in tool.items() if k != DEFER}
         if copy.get("type") == NAMESPACE:
@@ -388,12 +352,6 @@ def members(tools: list[Item]) -> Iterator[tuple[Item, str | None]]:
                 yield member, tool["name"]
         else:
             yield tool, None
-
-
-def _visible(tool: Item, namespace: str | None) -> str:
-    if tool.get("type") in client_hosted.TOOL_TYPES:
-        return str(tool["type"])
-    return model_name(tool["name"], namespace)
 
 
 def _namespace_of(tools: list[Item], name: str) -> Item:

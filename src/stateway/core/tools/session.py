@@ -41,7 +41,8 @@ from stateway.core.items import (
 from stateway.core.telemetry import Telemetry
 from stateway.core.tools import mcp, tool_search, web_search
 from stateway.core.tools.approvals import approved, approved_entry
-from stateway.core.tools.catalog import Catalog, Entry, with_context_tools
+from stateway.core.tools.catalog import Catalog, Entry
+from stateway.core.tools.context_offers import with_context_tools
 from stateway.core.tools.discovery import Discovery, listed_entries
 from stateway.core.tools.executor import Executor, Outcome
 from stateway.core.tools.invocations import Invocations, PendingCall

@@ -62,7 +62,8 @@ from stateway.core.items import (
 )
 from stateway.core.telemetry import Telemetry
 from stateway.core.tools import client_hosted
-from stateway.core.tools.catalog import ADDITIONAL_TOOLS, NAMESPACE, Catalog, visible_names
+from stateway.core.tools.catalog import ADDITIONAL_TOOLS, NAMESPACE, Catalog
+from stateway.core.tools.context_offers import visible_names
 from stateway.core.tools.model_names import model_name
 
 log = logging.getLogger(__name__)
