@@ -9,7 +9,8 @@ announced done, :meth:`OutputAssembler.abandon`). A message holds an ``output_te
 ``refusal`` part after it when the model declined, or the refusal alone; text after a
 refusal starts another message, as does an upstream's :meth:`OutputAssembler.message`.
 An item the gateway does not model comes whole (:meth:`OutputAssembler.item`) and is
-added and done at once.
+added and done at once. A message's and a reasoning item's parts, done as the item closes:
+:mod:`stateway.core.item_parts`.
 
 Calls are written one at a time, as the Responses and Messages streams show them: while
 one is open, the fragments of another index wait (a Chat upstream may interleave its
@@ -31,9 +32,10 @@ from stateway.core.compaction.reasoning_output import ReasoningOutput
 from stateway.core.errors import UpstreamError
 from stateway.core.ids import new_id
 from stateway.core.inference import ToolCallDelta
+from stateway.core.item_parts import close_message, close_text, finish_reasoning, open_text
 from stateway.core.items import MESSAGE, REASONING, Item
 from stateway.core.open_item import OpenItem, new_call, text_part
-from stateway.core.tools import client_hosted, web_search
+from stateway.core.tools import client_hosted
 from stateway.core.tools.catalog import Catalog
 from stateway.core.tools.invocations import PendingCall
 from stateway.core.tools.session import ToolSession
@@ -101,7 +103,7 @@ class OutputAssembler:
         if current is None or not writing:
             current = self._start_message(text=True)
         elif not current.text_part:  # begun by the upstream's MessageStart
-            self._open_text(current)
+            open_text(self._emit, current)
         current.chunks.append(delta)
         if logprobs is not None:
             if current.logprobs is None:
@@ -117,7 +119,7 @@ class OutputAssembler:
         if current is None or current.item["type"] != MESSAGE or current.refusal is not None:
             current = self._start_message(text=True)
         elif not current.text_part:  # begun by the upstream's MessageStart
-            self._open_text(current)
+            open_text(self._emit, current)
         current.citations.append(citation)
 
     def refusal(self, delta: str) -> None:
@@ -131,7 +133,9 @@ class OutputAssembler:
         index = 1 if current.text_part else 0
         if current.refusal is None:
             if current.text_part:  # the text is done before the refusal's part begins
-                current.text_done = self._close_text(current, "".join(current.chunks))
+                current.text_done = close_text(
+                    self._emit, current, "".join(current.chunks), self._tools
+                )
             current.refusal = []
             part = {"type": "refusal", "refusal": ""}
             self._emit(ev.PartAdded(current.index, index, current.item["id"], part))
@@ -297,11 +301,6 @@ class OutputAssembler:
             self._emit(ev.PartAdded(opened.index, 0, item["id"], text_part("output_text", "")))
         return opened
 
-    def _open_text(self, message: OpenItem) -> None:
-        message.text_part = True
-        part = text_part("output_text", "")
-        self._emit(ev.PartAdded(message.index, 0, message.item["id"], part))
-
     def _start_reasoning(self) -> OpenItem:
         item: Item = {
             "id": new_id("rs"),
@@ -347,7 +346,7 @@ class OutputAssembler:
         item_id = item["id"]
         match item["type"]:
             case "message":
-                item["content"] = self._close_message(current, text)
+                item["content"] = close_message(self._emit, current, text, self._tools)
                 item["status"] = status
             case "reasoning":
                 part = {"type": "reasoning_text", "text": text}
@@ -356,56 +355,10 @@ class OutputAssembler:
                 item["content"] = [part]
                 item["status"] = status
                 if self._reasoning is not None:
-                    self._finish_reasoning(self._reasoning, current.index, item, text)
+                    finish_reasoning(self._emit, self._reasoning, current.index, item, text)
             case _:  # a call
                 if not self._calls.close(current.index, item, current.entry, status, text):
                     return  # its item is done once it has run (or, cut short, abandoned)
         self._emit(ev.ItemDone(current.index, dict(item)))
         for further in self._calls.take_further():  # an apply_patch call's further files
             self._add(further)
-
-    def _close_message(self, current: OpenItem, text: str) -> list[Item]:
-        """A message's parts, done: its text (an empty one when it has no refusal
-        either: a message the upstream began and left empty), then its refusal."""
-        item_id = current.item["id"]
-        content: list[Item] = []
-        if current.text_done is not None:
-            content.append(current.text_done)
-        elif current.text_part or current.refusal is None:
-            if not current.text_part:
-                self._open_text(current)
-            content.append(self._close_text(current, text))
-        if current.refusal is not None:
-            index = len(content)
-            refusal = "".join(current.refusal)
-            part = {"type": "refusal", "refusal": refusal}
-            self._emit(ev.RefusalDone(current.index, index, item_id, refusal))
-            self._emit(ev.PartDone(current.index, index, item_id, part))
-            content.append(part)
-        return content
-
-    def _close_text(self, current: OpenItem, text: str) -> Item:
-        """A message's ``output_text`` part, done (its citations and tokens on it)."""
-        item_id = current.item["id"]
-        part = text_part("output_text", text)
-        if self._tools is not None and self._tools.sources:
-            part["annotations"] = web_search.citations(text, self._tools.sources)
-            for at, annotation in enumerate(part["annotations"]):
-                self._emit(ev.AnnotationAdded(current.index, 0, item_id, at, annotation))
-        if current.logprobs is not None:
-            part["logprobs"] = current.logprobs
-        if current.citations:
-            part["citations"] = current.citations
-        self._emit(ev.TextDone(current.index, 0, item_id, text, current.logprobs))
-        self._emit(ev.PartDone(current.index, 0, item_id, part))
-        return part
-
-    def _finish_reasoning(
-        self, reasoning: ReasoningOutput, index: int, item: Item, text: str
-    ) -> None:
-        if reasoning.summary:
-            self._emit(ev.SummaryTextDone(index, 0, item["id"], text))
-            self._emit(ev.SummaryPartDone(index, 0, item["id"], text))
-            item["summary"] = [{"type": "summary_text", "text": text}]
-        if reasoning.seal is not None and not item.get("encrypted_content"):
-            item["encrypted_content"] = reasoning.seal(text)  # an upstream's own seal stays
