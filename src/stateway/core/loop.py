@@ -12,12 +12,7 @@ write runs while the first upstream request is under way, and ``response.created
 emitted only once it is committed, so the row exists for anyone holding the id. A
 non-stream client learns the id only with the finished response, which is then written
 once, at the end. Either way the end is written *before* the terminal event is emitted,
-whatever the ending: completed, incomplete (length, content filter, client gone),
-cancelled (deleted, or cancelled by its client) or failed (including the server shutting
-down). A response whose final save fails reports no ``completed_at`` and tells its client
-it was not stored. A background run's final save also stores the rest of its event log,
-terminal event included (:mod:`.journal`). Before both, :attr:`Run.before_end
-<stateway.core.runs.Run.before_end>` is awaited (the run's concurrent slot freed).
+whatever the ending (:mod:`.run_endings`).
 
 A conversation turn writes its row before its run starts (:meth:`Loop.begin_turn`), since
 that write takes the conversation: a turn refused it never starts. Its end lets the
@@ -31,41 +26,25 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import time
 from dataclasses import replace
 from functools import partial
-from typing import TypeVar
 
-from stateway.core import events as ev
 from stateway.core.assembler import OutputAssembler
 from stateway.core.commands import GenerationSettings
 from stateway.core.compaction.reasoning_output import reasoning_output
 from stateway.core.compaction.service import CompactionStep
 from stateway.core.compaction.view import unsealed_output
-from stateway.core.errors import (
-    GatewayError,
-    InternalError,
-    ServerRestarted,
-    ServerShuttingDown,
-    StorageError,
-)
-from stateway.core.hidden import visible
+from stateway.core.errors import GatewayError, InternalError
 from stateway.core.inference import PAUSED, InferenceRequest
 from stateway.core.items import CUSTOM_TOOL_CALL, FUNCTION_CALL, TOOL_SEARCH_CALL, Item
-from stateway.core.ownership import ProcessIdentity, end_as_stored
-from stateway.core.ports import ConversationTurn, ResponseRecord, ResponseStore, Sealer
+from stateway.core.ownership import ProcessIdentity
+from stateway.core.ports import ConversationTurn, ResponseStore, Sealer
 from stateway.core.reasoning import wrapped
-from stateway.core.response import (
-    CLIENT_LEFT,
-    INTERRUPTED_REASON,
-    STEERED_REASON,
-    final_record,
-    started_record,
-    turn_end,
-)
+from stateway.core.response import STEERED_REASON, started_record
 from stateway.core.rounds import one_round
 from stateway.core.routing import Plan
-from stateway.core.run_row import Row, announce, announce_once_durable, durable, written
+from stateway.core.run_endings import counted, detached, end_cancelled, finish, shown
+from stateway.core.run_row import Row, announce, announce_once_durable, durable
 from stateway.core.runs import CancelReason, Run
 from stateway.core.settling import Settler
 from stateway.core.stages.context import StageContext
@@ -78,8 +57,6 @@ from stateway.core.usage import Iteration, Usage
 
 log = logging.getLogger(__name__)
 
-E = TypeVar("E", bound=BaseException)
-
 MAX_ROUNDS_REASON = "max_rounds"
 """``incomplete_details.reason`` of a response that used its rounds on gateway tools, or
 whose upstream paused its own tool loop (:data:`PAUSED`): either turn goes on when sent
@@ -89,7 +66,6 @@ _INCOMPLETE_REASONS = {
     "content_filter": "content_filter",
     PAUSED: MAX_ROUNDS_REASON,
 }
-_MAX_CHAIN = 16
 _CALLS = frozenset({FUNCTION_CALL, CUSTOM_TOOL_CALL, TOOL_SEARCH_CALL, *client_hosted.ANSWERS})
 
 
@@ -282,73 +258,25 @@ class Loop:
             tools.abandon()
             if interrupted:  # the items it was writing discarded
                 state.output[:] = [i for i in state.output if i.get("status") != "incomplete"]
-            state.usage = _counted(usage)
-            _end_cancelled(run)
-            await self._finish(run, row)
+            state.usage = counted(usage)
+            end_cancelled(run)
+            await finish(run, row, self._store, self.settler)
             raise
         except Exception as exc:  # the top of a run: even a bug must end it, stored as failed
             run.cancellable = False
             if isinstance(exc, GatewayError):
-                error: GatewayError = _detached(exc)
+                error: GatewayError = detached(exc)
             else:
                 log.exception("run %s failed unexpectedly", run.id)
                 error = InternalError()
             assembler.abandon()  # no item cut off is announced done
             tools.abandon()
-            state.usage = _counted(usage)
+            state.usage = counted(usage)
             state.fail(error)
-            if not _shown(run, assembler.started):
+            if not shown(run, assembler.started):
                 run.error = error
         run.cancellable = False  # from here a client leaving interrupts nothing
-        await self._finish(run, row)
-
-    async def _finish(self, run: Run, row: Row | None) -> None:
-        """Update the in-progress row to the run's end, then emit the terminal event. A
-        run that ends before its first output is announced here, once its row is durable;
-        one whose row could not be written is not announced at all."""
-        run.finishing = True  # nothing is noted between the events the final save stores
-        if run.before_end is not None:  # its slot freed before anyone can learn of the end
-            await run.ending()
-        state = run.state
-        if state.status == "completed":
-            state.completed_at = time.time()
-        if state.store:
-            try:
-                if row is None:
-                    await self._store.save(final_record(state, run.stored_input))
-                else:
-                    await durable(row)
-                    announce(run)
-                    record = final_record(state)
-                    record.turn = turn_end(state, run.input_items)
-                    if not await self._store.finish(await _with_log(run, record)):
-                        # Ended elsewhere first (this process's lease lapsed, and another
-                        # failed the row): nothing of it was stored, its end is the stored one.
-                        log.error("response %s was ended by another process first", state.id)
-                        stored = await self._store.get(state.tenant_id, state.id)
-                        run.error = end_as_stored(state, stored)
-                    elif run.journal is not None:
-                        run.journal.sealed()
-            except StorageError as exc:
-                _detached(exc)  # the save may keep it (in a future): its frames hold the run
-                if run.journal is not None:
-                    await run.journal.stop()
-                log.error("persisting response %s failed: %s", state.id, exc)
-                # Not stored: nothing may claim it completed, and every client is told
-                # (why too, when the database refuses writes: out of space, read-only).
-                unstored = exc.restated("The response could not be stored.")
-                state.completed_at = None
-                state.status, state.incomplete_reason = "failed", None
-                state.error = {
-                    "code": unstored.code,
-                    "message": unstored.message,
-                    "status": unstored.status,
-                }
-                run.error = unstored
-                if written(row):  # its in-progress row: ended (and its turn let go) later
-                    self.settler.settle(state, turn_end(state, run.input_items))
-        run.emit(ev.ResponseFinished(state))
-        run.close()
+        await finish(run, row, self._store, self.settler)
 
 
 async def _parts(plan: Plan, items: list[Item]) -> None:
@@ -357,14 +285,6 @@ async def _parts(plan: Plan, items: list[Item]) -> None:
     if stages:
         for item in items:
             await stages.run(StageContext("response_part", plan.route.name, item=item))
-
-
-async def _with_log(run: Run, record: ResponseRecord) -> ResponseRecord:
-    """A background run's final save also stores the rest of its event log, up to the
-    terminal event about to be emitted."""
-    if run.journal is not None:
-        record.events = await run.journal.close(ev.ResponseFinished(run.state))
-    return record
 
 
 def _within_budget(
@@ -384,48 +304,3 @@ def _within_budget(
     if left < plan.min_output_tokens:  # at least 1: nothing left is less
         return None
     return replace(settings, max_output_tokens=left)
-
-
-def _shown(run: Run, round_started: bool) -> bool:
-    """Whether the run's client was shown any output (a hidden-rounds client only sees
-    :func:`~stateway.core.hidden.visible` items)."""
-    if run.hidden_rounds:
-        return any(visible(item) for item in run.state.output)
-    return round_started or bool(run.state.output)
-
-
-def _end_cancelled(run: Run) -> None:
-    state = run.state
-    match run.cancel_reason:
-        case CancelReason.SHUTTING_DOWN:
-            run.error = ServerShuttingDown()
-            state.fail(run.error)
-        case CancelReason.LEASE_LOST:
-            run.error = ServerRestarted()
-            state.fail(run.error)
-        case CancelReason.DELETED | CancelReason.CANCELLED:
-            state.status = "cancelled"
-        case CancelReason.INTERRUPTED:
-            state.status, state.incomplete_reason = "incomplete", INTERRUPTED_REASON
-        case _:
-            state.status, state.incomplete_reason = "incomplete", CLIENT_LEFT
-
-
-def _detached(error: E) -> E:
-    """``error`` without the tracebacks of it and its causes. An error kept past the frames
-    it went through (on the run, for the client) would keep their locals alive in cycles
-    only the garbage collector frees: the run itself, upstream responses and streams."""
-    current: BaseException | None = error
-    for _ in range(_MAX_CHAIN):
-        if current is None:
-            break
-        current.__traceback__ = None
-        current = current.__cause__ or current.__context__
-    return error
-
-
-def _counted(usage: Usage) -> Usage | None:
-    """The usage of a run that ended early (failed, cancelled): what upstreams counted
-    (:func:`~.rounds.one_round`); None when they counted nothing (a Chat or Responses
-    upstream counts at its answer's end): unknown, as a dead process's response's."""
-    return usage if usage != Usage() else None
