@@ -16,9 +16,8 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from functools import partial
-from typing import Any, Literal
+from typing import Literal
 
 from stateway.core import background
 from stateway.core import events as ev
@@ -26,9 +25,6 @@ from stateway.core.backend import TokenCounter
 from stateway.core.commands import CreateResponse
 from stateway.core.compaction.service import Compaction, CompactionStep, Prepared
 from stateway.core.compaction.view import taken_input
-from stateway.core.configuration_updates import updated_settings
-from stateway.core.context import Prior, checked_context, load_prior
-from stateway.core.conversations.ports import ConversationItems
 from stateway.core.conversations.service import Conversations
 from stateway.core.coordination import EventFanout
 from stateway.core.errors import InternalError, Overloaded
@@ -37,21 +33,18 @@ from stateway.core.ids import new_id
 from stateway.core.inference import InferenceRequest
 from stateway.core.items import Item
 from stateway.core.journal import EventEncoder, RunJournal
+from stateway.core.planning import Planner
 from stateway.core.ports import CacheSalts, ResponseStore
 from stateway.core.principal import Principal
 from stateway.core.response import ResponseState
 from stateway.core.results import TokenCount
-from stateway.core.routing import Needs, Plan, Route, Router
+from stateway.core.routing import Plan
 from stateway.core.routing.affinity import chain_names
 from stateway.core.runs import CancelReason, Run, RunRegistry
-from stateway.core.stages.shaped import shaped
 from stateway.core.telemetry import NoTelemetry, RunReport, Telemetry
-from stateway.core.threads import check_continued, thread_items
 from stateway.core.token_estimate import estimate_tokens
-from stateway.core.tools.choice import check_tool_choice, context_tools, names_tools
 from stateway.core.tools.session import counted_catalog, round_choice
-from stateway.core.tools.toolset import GatewayTools, Toolset
-from stateway.core.tools.withheld import unoffered
+from stateway.core.tools.toolset import Toolset
 
 log = logging.getLogger(__name__)
 
@@ -75,15 +68,16 @@ class RunStarter:
         *,
         salts: CacheSalts,
     ) -> None:
-        """``conversations(param)``: the conversations served, or a 404 naming ``param``.
-        ``fanout``: where stored journals publish their committed batches (Redis);
-        ``telemetry`` is told each run's end; ``salts`` give each run its tenant's
-        ``cache_salt`` (none from :class:`~stateway.core.ports.NoCacheSalts`)."""
+        """``conversations(param)``: the conversations served, or a 404 naming ``param``
+        (:class:`~stateway.core.planning.Planner`). ``fanout``: where stored journals
+        publish their committed batches (Redis); ``telemetry`` is told each run's end;
+        ``salts`` give each run its tenant's ``cache_salt`` (none from
+        :class:`~stateway.core.ports.NoCacheSalts`)."""
         self._store = store
         self.runs = runs
         self.generations = generations
         self._compaction = compaction
-        self._conversations = conversations
+        self._planner = Planner(store, conversations)
         self._encoder = encoder
         self._fanout = fanout
         self._telemetry = telemetry or NoTelemetry()
@@ -100,34 +94,13 @@ class RunStarter:
         command.input = taken_input(command.input, self._compaction.sealer)
         if command.background:
             background.check_background(command, self._encoder)
-        router, loop = generation.router, generation.loop
-        route = router.resolve(command.model)
-        choice, declared = command.settings.tool_choice, command.settings.tools  # as sent
-        conversation: ConversationItems | None = None
-        if command.conversation_id is not None:
-            conversations = self._conversations("conversation")
-            conversation = await conversations.context(principal.tenant_id, command.conversation_id)
-            if command.thread is not None:
-                check_continued(command.thread, conversation)
-        items = None if conversation is None else conversation.items
-        prior = await load_prior(self._store, principal.tenant_id, command, items)
-        staged = await shaped(route, command, prior.items, conversation)
-        toolset = _toolset(loop.tools, route, command)
-        # offered by no item; a call of one is answered here, never the client's
-        toolset.withheld = staged.withheld
-        if toolset.public != command.settings.tools:  # echoed and stored without secrets
-            command.settings = replace(command.settings, tools=toolset.public)
-        plan, prior = await self._plan(
-            principal, command, router, route, toolset, prior, conversation
-        )
-        context = checked = checked_context(prior, command.input)
-        _check_continued_choice(command, choice, declared, context)
-        if toolset.withheld:  # the model's view: no item offers what the stages withheld
-            context = unoffered(context, toolset.withheld)
+        loop = generation.loop
+        planned = await self._planner.plan(principal, command, generation)
+        plan, toolset, prior = planned.plan, planned.toolset, planned.prior
+        context, checked, conversation = planned.context, planned.checked, planned.conversation
         pending = self._pending
         if command.generate and all(c.backend.full(pending) for c in plan.capable):
             raise Overloaded(_FULL.format(model=command.model))
-        plan.hints = staged.hints
         if command.generate:  # a prewarm asks no model, for a summary either
             prepared = self._compaction.prepare(principal.tenant_id, command, plan.capable, context)
         else:  # but stores its input: a seal that does not open is refused as a run's
@@ -207,40 +180,6 @@ class RunStarter:
             if task.cancelling() > 0:  # someone else's too
                 raise
 
-    async def _plan(
-        self,
-        principal: Principal,
-        command: CreateResponse,
-        router: Router,
-        route: Route,
-        toolset: Toolset,
-        prior: Prior,
-        conversation: ConversationItems | None = None,
-        *,
-        counting: bool = False,
-    ) -> tuple[Plan, Prior]:
-        """The run's routing plan over the candidates able to serve it (``toolset``
-        routed to the first; ``counting``: for a count of its input, which no context
-        window refuses), and its ``prior`` items (a thread's, as it continues)."""
-        thread = command.thread
-        if thread is not None:  # its system first, then its items since its last compaction
-            items = (thread.system or []) + thread_items(prior.items, command.input)
-            prior = Prior(items, prior.source, prior.served_by)
-        chain = chain_names(
-            principal.tenant_id,
-            command.previous_response_id,
-            command.conversation_id,
-            command.settings.prompt_cache_key,
-            command.session,
-        )
-        stored = prior.served_by if conversation is None else conversation.served_by
-        # the context's configuration updates hold over the request's own settings
-        command.settings = updated_settings(command.settings, prior.items, command.input)
-        needs = Needs.of(command, prior, toolset, counting=counting)
-        plan = router.plan(route, needs, chain, stored)
-        toolset.route(plan.first.backend)
-        return plan, prior
-
     def _start(
         self,
         run: Run,
@@ -295,28 +234,8 @@ class RunStarter:
     ) -> TokenCount:
         """The input tokens of ``command``'s first round, counted by the upstream when it
         can, else estimated; checked as a run would be, but nothing runs or is stored."""
-        router = generation.router
-        route = router.resolve(command.model)
-        choice, declared = command.settings.tool_choice, command.settings.tools  # as sent
-        conversation = None
-        if command.conversation_id is not None:
-            conversations = self._conversations("conversation")
-            conversation = await conversations.context(principal.tenant_id, command.conversation_id)
-            if command.thread is not None:  # refused as its turn would be
-                check_continued(command.thread, conversation)
-        items = None if conversation is None else conversation.items
-        prior = await load_prior(self._store, principal.tenant_id, command, items)
-        staged = await shaped(route, command, prior.items, conversation, counting=True)
-        toolset = _toolset(generation.loop.tools, route, command)
-        toolset.withheld = staged.withheld
-        plan, prior = await self._plan(
-            principal, command, router, route, toolset, prior, conversation, counting=True
-        )
-        plan.hints = staged.hints
-        context = checked_context(prior, command.input)
-        _check_continued_choice(command, choice, declared, context)
-        if toolset.withheld:
-            context = unoffered(context, toolset.withheld)
+        planned = await self._planner.plan(principal, command, generation, counting=True)
+        plan, toolset, context = planned.plan, planned.toolset, planned.context
         settings = command.settings
         candidate = plan.order()[0]
         window = candidate.context_window  # the context it would be sent
@@ -379,30 +298,6 @@ class RunStarter:
 Journal = Literal["stored", "on_demand"] | None
 """A streamed run's journal: none, its log stored as it runs (a command id's retry may
 replay it), or stored only if a watcher keeps it (:attr:`CreateResponse.journaled`)."""
-
-
-def _toolset(tools: GatewayTools, route: Route, command: CreateResponse) -> Toolset:
-    """The request's tools, resolved; with the route's ``gateway_tools`` for a client that
-    cannot declare them (``hidden_rounds``: Chat Completions, Messages)."""
-    toolset = tools.resolve(command.settings.tools)
-    if command.hidden_rounds and route.gateway_tools is not None:
-        toolset = toolset.joined(route.gateway_tools)
-    return toolset
-
-
-def _check_continued_choice(
-    command: CreateResponse,
-    choice: str | dict[str, Any],
-    declared: list[Item],
-    context: list[Item],
-) -> None:
-    """A request continuing earlier turns has its tool choice judged here, against its
-    declared tools and those the items of its whole context offer (earlier turns'
-    ``additional_tools`` and ``tool_search_output`` among them); a first turn's was judged
-    as it was decoded (:mod:`stateway.core.tools.choice`)."""
-    continued = command.previous_response_id is not None or command.conversation_id is not None
-    if continued and names_tools(choice):
-        check_tool_choice(choice, declared + context_tools(context))
 
 
 def _journal_of(command: CreateResponse) -> Journal:

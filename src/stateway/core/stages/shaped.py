@@ -3,7 +3,8 @@ what they withheld.
 
 A run (:meth:`~stateway.core.starting.RunStarter.admit`) and a count of its input
 (:meth:`~stateway.core.starting.RunStarter.count`, ``/v1/responses/input_tokens`` and
-Messages' ``count_tokens``) take a request through here alike, so that a count counts
+Messages' ``count_tokens``) take a request through here alike (planned by
+:meth:`~stateway.core.planning.Planner.plan`), so that a count counts
 what a run would send: the instructions and input the stages left, without the tools
 they withheld, whether declared or offered by the context's items.
 """
