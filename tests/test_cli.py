@@ -533,3 +533,13 @@ def test_the_start_up_description_masks_a_redis_password_however_given(
     cli._describe(load_config(Overrides(), {"STATEWAY_REDIS_URL": url}), out)
 
     assert f"redis: {shown} (key prefix 'stateway:')" in out.getvalue().splitlines()
+
+
+def test_check_config_names_where_a_refused_setting_came_from(tmp_path: Path) -> None:
+    path = tmp_path / "gateway.toml"
+    path.write_text('[server]\nhost = "127.0.0.1"\nprot = 9\n')
+    result = stateway("check-config", "--config", str(path), env={"STATEWAY_MAX_BODY_BYTES": "5"})
+    assert result.returncode == 2
+    assert f"server.prot: Extra inputs are not permitted ({path}, line 3)" in result.stderr
+    assert "(set by STATEWAY_MAX_BODY_BYTES)" in result.stderr
+    assert "Traceback" not in result.stderr

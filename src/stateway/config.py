@@ -45,6 +45,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from stateway.auth_config import AuthConfig
 from stateway.backend_config import BackendConfig
+from stateway.config_origins import Location, Origins, setting_variables
 from stateway.config_section import Section
 from stateway.coordination_config import (
     CoordinationConfig,
@@ -192,14 +193,15 @@ def load_config(
 ) -> Config:
     """The configuration: the file ``flags`` (or the environment) name, the environment
     and the flags. ``reloading``: an empty file is refused rather than taken for the
-    defaults (:func:`_read_file`). Raises :class:`ConfigError`."""
+    defaults (:func:`_read_text`). Raises :class:`ConfigError`."""
     env = os.environ if environ is None else environ
     values = {key: getattr(flags, key) for key in _ENV}
     for key, var in _ENV.items():
         if values[key] is None and env.get(var):
             values[key] = env[var]
     path = values["config"]
-    data: dict[str, Any] = _read_file(path, reloading=reloading) if path else {}
+    origins = Origins(path, _read_text(path, reloading=reloading) if path else "")
+    data: dict[str, Any] = _parse_file(path, origins.text) if path else {}
     _check_tables(data)  # before the environment is overlaid onto them
     try:
         apply_server_env(data, env, host=values["host"], port=values["port"])
@@ -212,6 +214,9 @@ def load_config(
     apply_websocket_env(data, env)
     if env.get(SEALING_KEY_ENV):
         data["security"] = {**data.get("security", {}), "sealing_key": env[SEALING_KEY_ENV]}
+    origins.note_variables(
+        env, setting_variables() | {SEALING_KEY_ENV: ("security", "sealing_key")}
+    )
     if values["database"] is not None:
         data["storage"] = {**data.get("storage", {}), "database": values["database"]}
     if values["upstream"] is None and data.get("backends"):
@@ -233,10 +238,14 @@ def load_config(
                 "api_key_env": values["upstream_api_key_env"],
             }
         ]
+        for key in ("upstream", "upstream_api", "upstream_api_key_env"):
+            _note_given(origins, flags, values, key)
+    for key in ("host", "port", "database"):
+        _note_given(origins, flags, values, key)
     try:
         return Config.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(_describe(exc)) from None
+        raise ConfigError(origins.describe(exc)) from None
 
 
 def backend_api_key(backend: BackendConfig, environ: Mapping[str, str] | None = None) -> str | None:
@@ -265,28 +274,54 @@ def admin_key(config: Config, environ: Mapping[str, str] | None = None) -> str |
     return key
 
 
-def _read_file(path: str, *, reloading: bool = False) -> dict[str, Any]:
-    """The file's tables. An empty file is the defaults at start-up; on a reload it is
+def _read_text(path: str, *, reloading: bool = False) -> str:
+    """The file's text. An empty file is the defaults at start-up; on a reload it is
     refused (the running configuration kept): a file caught mid-write by an editor or a
     deploy tool that truncates it first reads empty, and would otherwise replace every
     route with the defaults. A file of comments alone still serves them."""
     try:
         with open(path, "rb") as handle:
             raw = handle.read()
-        if reloading and not raw.strip():
-            raise ConfigError(
-                f"config file {path} is empty; the running configuration is kept (a file "
-                "caught mid-write?). A file of comments alone serves the defaults."
-            )
-        return tomllib.loads(raw.decode("utf-8"))
     except OSError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
-    except UnicodeDecodeError as exc:  # TOML is UTF-8; tomllib lets the decode error out
+    if reloading and not raw.strip():
+        raise ConfigError(
+            f"config file {path} is empty; the running configuration is kept (a file "
+            "caught mid-write?). A file of comments alone serves the defaults."
+        )
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:  # TOML is UTF-8
         raise ConfigError(
             f"config file {path} is not valid TOML: not UTF-8 (byte {exc.start})"
         ) from None
+
+
+def _parse_file(path: str, text: str) -> dict[str, Any]:
+    """The tables of the file at ``path``, whose text is ``text``."""
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+
+
+_GIVEN: dict[str, Location] = {
+    "host": ("server", "host"),
+    "port": ("server", "port"),
+    "database": ("storage", "database"),
+    "upstream": ("backends", 0, "url"),
+    "upstream_api": ("backends", 0, "api"),
+    "upstream_api_key_env": ("backends", 0, "api_key_env"),
+}
+"""The setting each flag (or its variable) gives."""
+
+
+def _note_given(origins: Origins, flags: Overrides, values: dict[str, Any], key: str) -> None:
+    """Note the flag, or else its variable, that gave ``key``'s setting, if either did."""
+    if getattr(flags, key) is not None:
+        origins.set_by[_GIVEN[key]] = f"--{key.replace('_', '-')}"
+    elif values[key] is not None:
+        origins.set_by[_GIVEN[key]] = _ENV[key]
 
 
 _TABLES = tuple(
@@ -307,11 +342,3 @@ def _check_tables(data: dict[str, Any]) -> None:
                 f"invalid configuration:\n  {name}: must be a table ([{name}]), "
                 f"not {type(data[name]).__name__}"
             )
-
-
-def _describe(exc: ValidationError) -> str:
-    lines = []
-    for error in exc.errors(include_url=False):
-        where = ".".join(str(part) for part in error["loc"]) or "config"
-        lines.append(f"{where}: {error['msg']}")
-    return "invalid configuration:\n  " + "\n  ".join(lines)

@@ -67,7 +67,7 @@ class RateLimitsConfig(Section):
     a relayed answer until it is relayed); default: unlimited."""
 
 
-_COORDINATION_ENV = {
+COORDINATION_ENV = {
     "redis_url": "STATEWAY_REDIS_URL",
     "key_prefix": "STATEWAY_REDIS_KEY_PREFIX",
     "redis_timeout": "STATEWAY_REDIS_TIMEOUT",
@@ -75,7 +75,7 @@ _COORDINATION_ENV = {
 }
 """``[coordination]`` keys settable from the environment."""
 
-_RATE_LIMITS_ENV = {
+RATE_LIMITS_ENV = {
     "requests_per_minute": "STATEWAY_REQUESTS_PER_MINUTE",
     "tokens_per_minute": "STATEWAY_TOKENS_PER_MINUTE",
     "concurrent_requests": "STATEWAY_CONCURRENT_REQUESTS",
@@ -87,8 +87,8 @@ def apply_coordination_env(data: dict[str, Any], env: Mapping[str, str]) -> None
     """Set the ``[coordination]`` and ``[rate_limits]`` keys the environment gives (over
     the file's) in ``data``, the file's tables."""
     for table, variables in (
-        ("coordination", _COORDINATION_ENV),
-        ("rate_limits", _RATE_LIMITS_ENV),
+        ("coordination", COORDINATION_ENV),
+        ("rate_limits", RATE_LIMITS_ENV),
     ):
         for key, var in variables.items():
             if env.get(var):

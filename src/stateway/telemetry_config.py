@@ -32,7 +32,7 @@ class TracingConfig(Section):
     headers, protocol, sampler and resource from the standard ``OTEL_*`` variables."""
 
 
-_ENV: dict[str, tuple[str, str]] = {
+TELEMETRY_ENV: dict[str, tuple[str, str]] = {
     "STATEWAY_LOG_FORMAT": ("logging", "format"),
     "STATEWAY_LOG_LEVEL": ("logging", "level"),
     "STATEWAY_TRACING": ("tracing", "enabled"),
@@ -42,7 +42,7 @@ _ENV: dict[str, tuple[str, str]] = {
 
 def apply_telemetry_env(data: dict[str, Any], env: Mapping[str, str]) -> None:
     """Set ``data``'s ``[logging]`` and ``[tracing]`` keys from the environment."""
-    for var, (table, key) in _ENV.items():
+    for var, (table, key) in TELEMETRY_ENV.items():
         if env.get(var):
             value = env[var].lower() if table == "logging" else env[var]
             data[table] = {**data.get(table, {}), key: value}

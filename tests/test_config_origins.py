@@ -1,0 +1,108 @@
+"""An invalid setting is named with where its value came from: the file and the line it is
+on, the ``STATEWAY_*`` variable or the flag that set it (an operator told
+``server.max_body_bytes`` is wrong looks for it in the file, where it may not be)."""
+
+from pathlib import Path
+
+import pytest
+
+from stateway.config import ConfigError, Overrides, load_config
+
+
+def refusal(flags: Overrides, env: dict[str, str] | None = None) -> str:
+    with pytest.raises(ConfigError) as refused:
+        load_config(flags, env or {})
+    return str(refused.value)
+
+
+def test_a_files_setting_is_named_with_the_file_and_its_line(tmp_path: Path) -> None:
+    path = tmp_path / "gateway.toml"
+    path.write_text('# comment\n[server]\nhost = "127.0.0.1"\nprot = 9\n')
+    message = refusal(Overrides(config=str(path)))
+    assert f"server.prot: Extra inputs are not permitted ({path}, line 4)" in message
+
+
+def test_a_backends_setting_is_found_in_its_own_table(tmp_path: Path) -> None:
+    path = tmp_path / "gateway.toml"
+    path.write_text(
+        "[[backends]]\n"
+        'name = "a"\n'
+        'url = "http://127.0.0.1:8000/v1"\n'
+        'models = ["x"]\n'
+        "\n"
+        "[[backends]]\n"
+        'name = "b"\n'
+        'url = "http://127.0.0.1:8001/v1"\n'
+        'api = "chats"\n'
+    )
+    message = refusal(Overrides(config=str(path)))
+    assert "backends.1.api: Input should be" in message
+    assert f"({path}, line 9)" in message
+
+
+def test_a_nested_table_and_a_top_level_key_are_found(tmp_path: Path) -> None:
+    path = tmp_path / "gateway.toml"
+    path.write_text('sever = 1\n[mcp_servers."docs"]\nurl = "ftp://x"\n')
+    message = refusal(Overrides(config=str(path)))
+    assert f"sever: Extra inputs are not permitted ({path}, line 1)" in message
+    assert f"({path}, line 3)" in message.split("mcp_servers.docs.url", 1)[1]
+
+
+def test_an_inline_or_dotted_setting_is_found_on_its_line(tmp_path: Path) -> None:
+    path = tmp_path / "gateway.toml"
+    path.write_text("loop.max_rounds = 0\nserver = { port = 70000 }\n")
+    message = refusal(Overrides(config=str(path)))
+    assert (
+        f"loop.max_rounds: Input should be greater than or equal to 1 ({path}, line 1)" in message
+    )
+    assert f"server.port: Input should be less than or equal to 65535 ({path}, line 2)" in message
+
+
+def test_a_missing_setting_is_named_with_its_tables_line(tmp_path: Path) -> None:
+    path = tmp_path / "gateway.toml"
+    path.write_text('[server]\nport = 1\n\n[[backends]]\nname = "a"\n')
+    message = refusal(Overrides(config=str(path)))
+    assert f"backends.0.url: Field required ({path}, line 4)" in message
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "setting"),
+    [
+        ("STATEWAY_MAX_BODY_BYTES", "5", "server.max_body_bytes"),
+        ("STATEWAY_REQUESTS_PER_MINUTE", "0", "rate_limits.requests_per_minute"),
+        ("STATEWAY_LOG_LEVEL", "verbose", "logging.level"),
+        ("STATEWAY_TRACING", "maybe", "tracing.enabled"),
+        ("STATEWAY_RETENTION", "3x", "storage.retention"),
+        ("STATEWAY_REDIS_URL", "http://h", "coordination.redis_url"),
+        ("STATEWAY_WEBSOCKET_MAX_REQUESTS", "many", "websocket.max_requests"),
+        ("STATEWAY_MAX_TOOL_ROUNDS", "0", "loop.max_rounds"),
+        ("STATEWAY_WEB_SEARCH_PROVIDER", "bing", "web_search.provider"),
+        ("STATEWAY_SEALING_KEY", "short", "security.sealing_key"),
+        ("STATEWAY_DATABASE", "mysql://h/db", "storage.database"),
+        ("STATEWAY_UPSTREAM", "ftp://h/v1", "backends.0.url"),
+        ("STATEWAY_UPSTREAM_API", "chats", "backends.0.api"),
+    ],
+)
+def test_a_variables_setting_is_named_with_the_variable(
+    tmp_path: Path, variable: str, value: str, setting: str
+) -> None:
+    path = tmp_path / "gateway.toml"
+    key = setting.rsplit(".", 1)[-1]
+    path.write_text(f"# {key} is not set here\n")
+    message = refusal(Overrides(config=str(path)), {variable: value})
+    [line] = [line for line in message.splitlines() if line.strip().startswith(setting)]
+    assert line.endswith(f"(set by {variable})")
+
+
+def test_a_flags_setting_is_named_with_the_flag() -> None:
+    message = refusal(Overrides(database="mysql://h/db"), {"STATEWAY_DATABASE": "mysql://e/db"})
+    assert message.endswith("(set by --database)")
+    message = refusal(Overrides(upstream="ftp://h/v1"))
+    assert message.endswith("(set by --upstream)")
+
+
+def test_a_setting_the_variable_did_not_set_is_the_files(tmp_path: Path) -> None:
+    path = tmp_path / "gateway.toml"
+    path.write_text("[server]\nmax_body_bytes = 5\n")
+    message = refusal(Overrides(config=str(path)), {"STATEWAY_DRAIN_TIMEOUT": "5"})
+    assert message.endswith(f"({path}, line 2)")
