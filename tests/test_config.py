@@ -141,6 +141,10 @@ def test_missing_file_and_bad_env() -> None:
         load_config(Overrides(), {"STATEWAY_MAX_BODY_BYTES": "lots"})
     with pytest.raises(ConfigError, match="STATEWAY_PORT must be an integer"):
         load_config(Overrides(), {"STATEWAY_PORT": "eighty"})
+    with pytest.raises(ConfigError, match="STATEWAY_MAX_TOOL_ROUNDS must be an integer, got 'x'"):
+        load_config(Overrides(), {"STATEWAY_MAX_TOOL_ROUNDS": "x"})
+    with pytest.raises(ConfigError, match="STATEWAY_TOOL_TIMEOUT_S must be a number, got 'x'"):
+        load_config(Overrides(), {"STATEWAY_TOOL_TIMEOUT_S": "x"})
 
 
 def test_api_key_comes_from_the_named_variable() -> None:

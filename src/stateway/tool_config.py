@@ -203,6 +203,9 @@ TOOL_ENV: dict[str, tuple[str, str, Any]] = {
 }
 """Environment variable → (section, key, parser) for the tool settings."""
 
+_EXPECTED = {int: "an integer", float: "a number"}
+"""What a variable whose parser refused it must be, by parser."""
+
 
 def apply_tool_env(data: dict[str, Any], env: Mapping[str, str]) -> None:
     """Overlay the tool variables set in ``env`` onto the file's ``data`` (in place).
@@ -214,5 +217,5 @@ def apply_tool_env(data: dict[str, Any], env: Mapping[str, str]) -> None:
         try:
             value = parse(raw)
         except ValueError:
-            raise ValueError(f"{var} must be a {parse.__name__}, got {raw!r}") from None
+            raise ValueError(f"{var} must be {_EXPECTED[parse]}, got {raw!r}") from None
         data[section] = {**data.get(section, {}), key: value}
