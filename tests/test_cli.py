@@ -177,7 +177,10 @@ def test_an_unwritable_database_directory_is_a_readable_error(tmp_path: Path) ->
     blocker.write_text("")
     result = stateway("migrate", "--database", f"sqlite:///{blocker}/sub/x.db")
     assert result.returncode == 1
-    assert result.stderr.startswith("stateway: ")
+    assert result.stderr.startswith(
+        f"stateway: SQLite database at {blocker}/sub/x.db: cannot create its directory "
+        f"{blocker}/sub (Not a directory: {blocker}/sub)"
+    )
     assert "Traceback" not in result.stderr
 
 

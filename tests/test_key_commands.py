@@ -115,6 +115,22 @@ def test_an_unreachable_database_is_exit_1(capsys: pytest.CaptureFixture[str]) -
     assert "Traceback" not in err
 
 
+@pytest.mark.parametrize("command", [["list"], ["create", "--tenant", "acme"], ["revoke", "k"]])
+def test_a_sqlite_directory_that_cannot_be_made_is_exit_1(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, command: list[str]
+) -> None:
+    (tmp_path / "file").write_text("")  # where the database's directory would be
+    database = f"sqlite:///{tmp_path}/file/sub/keys.db"
+
+    code, out, err = keys(capsys, *command, "--database", database)
+
+    assert (code, out) == (1, "")
+    assert err == (
+        f"stateway: SQLite database at {tmp_path}/file/sub/keys.db: cannot create its "
+        f"directory {tmp_path}/file/sub (Not a directory: {tmp_path}/file/sub)\n"
+    )
+
+
 @pytest.mark.parametrize(
     ("value", "seconds"),
     [("45s", 45), ("90m", 5400), ("12h", 43200), ("30d", 2592000), ("2w", 1209600)],

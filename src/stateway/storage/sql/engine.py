@@ -58,7 +58,7 @@ from sqlalchemy.exc import ArgumentError, DisconnectionError, InvalidatePoolErro
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import ConnectionPoolEntry
 
-from stateway.core.errors import StorageReadOnly
+from stateway.core.errors import StorageError, StorageReadOnly
 from stateway.storage.sql.errors import refusal
 
 SQLITE_DRIVER: Final = "sqlite+aiosqlite"
@@ -108,10 +108,15 @@ def is_sqlite(url: URL) -> bool:
 
 def _create_private(path: Path) -> None:
     """Create the SQLite file at ``path`` (SQLite takes an empty file as an empty
-    database) and its directory, for their owner only, unless they exist. A file that
-    cannot be made (a directory in its place, no permission) is left for SQLite to refuse
-    readably as it connects."""
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    database) and its directory, for their owner only, unless they exist. A directory
+    that cannot be made (a file in its place, no permission) is a :class:`StorageError`
+    naming it; a file that cannot be made (a directory in its place, no permission) is
+    left for SQLite to refuse readably as it connects."""
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as exc:
+        cause = exc.strerror if exc.filename is None else f"{exc.strerror}: {exc.filename}"
+        raise StorageError(f"cannot create its directory {path.parent} ({cause})") from None
     try:
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
     except OSError:
