@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -100,6 +101,30 @@ def test_a_broken_file_keeps_the_last_good_generation(
         sighup(gateway, tmp_path, routes(second_upstream, "fixed-model"))
         fixed = await_status(gateway, lambda s: s["generation"] == 2)
         assert fixed["last_error"] is None
+
+
+def test_a_reloads_outcome_shows_in_the_metrics(tmp_path: Path, fake_upstream: str) -> None:
+    with serving(tmp_path, routes(fake_upstream, "m")) as gateway:
+        assert config_metrics(gateway) == {"generation": 1, "successful": 1, "restart": 0}
+        sighup(gateway, tmp_path, "[[routes]\nname = ")
+        await_status(gateway, lambda s: s["last_error"] is not None)
+        assert config_metrics(gateway) == {"generation": 1, "successful": 0, "restart": 0}
+        sighup(gateway, tmp_path, routes(fake_upstream, "m", head='[logging]\nlevel = "debug"'))
+        await_status(gateway, lambda s: s["generation"] == 2)
+        assert config_metrics(gateway) == {"generation": 2, "successful": 1, "restart": 1}
+
+
+def config_metrics(gateway: RunningGateway) -> dict[str, int]:
+    with urllib.request.urlopen(gateway.url + "/metrics") as reply:
+        text = reply.read().decode()
+    values = dict(
+        line.split(" ", 1) for line in text.splitlines() if line.startswith("stateway_config_")
+    )
+    return {
+        "generation": int(float(values["stateway_config_generation"])),
+        "successful": int(float(values["stateway_config_last_reload_successful"])),
+        "restart": int(float(values["stateway_config_restart_required"])),
+    }
 
 
 def test_the_admin_routes(tmp_path: Path, fake_upstream: str, second_upstream: str) -> None:

@@ -11,6 +11,7 @@ from types import FrameType
 import prometheus_client
 from prometheus_client.parser import text_string_to_metric_families
 
+from stateway.core.generations import ConfigStatus
 from stateway.core.telemetry import RunReport, ToolOutcome
 from stateway.core.usage import Usage
 from stateway.telemetry.metrics import PrometheusMetrics
@@ -103,6 +104,24 @@ def test_process_gauges_are_read_when_scraped() -> None:
     samples = scrape(metrics)
     assert samples["stateway_active_runs"] == {(): 1}
     assert samples["stateway_upstream_queue_depth"] == {(): 7}
+
+
+def test_the_configurations_state_is_read_when_scraped() -> None:
+    """A reload that failed, or that changed a start-up setting, shows in the metrics as
+    in the admin status: the admin routes are served only with an admin credential, and
+    a ``SIGHUP`` answers nothing."""
+    metrics = PrometheusMetrics()
+    state = ConfigStatus(1, 0.0, None, (), ())
+    metrics.sample_config(lambda: state)
+    samples = scrape(metrics)
+    assert samples["stateway_config_generation"] == {(): 1}
+    assert samples["stateway_config_last_reload_successful"] == {(): 1}
+    assert samples["stateway_config_restart_required"] == {(): 0}
+    state = ConfigStatus(3, 0.0, "invalid configuration", ("server.port", "auth.api_keys"), ())
+    samples = scrape(metrics)
+    assert samples["stateway_config_generation"] == {(): 3}
+    assert samples["stateway_config_last_reload_successful"] == {(): 0}
+    assert samples["stateway_config_restart_required"] == {(): 2}
 
 
 def test_no_created_series_are_exposed() -> None:

@@ -206,6 +206,7 @@ def build_gateway(
 
     recompile = partial(compile_generation, flags, compiled)
     reloader = Reloader(compiled, recompile, publish, gateway.generations)
+    telemetry.metrics.sample_config(reloader.status)
     gateway.reloads = reloader
     retention = config.storage.retention
     sweeper = None

@@ -29,7 +29,14 @@ name                                                   type       labels
 ``stateway_upstream_queue_depth``                      gauge
 ``stateway_websocket_connections``                     gauge
 ``stateway_storage_duration_seconds``                  histogram  operation
+``stateway_config_generation``                         gauge
+``stateway_config_last_reload_successful``             gauge
+``stateway_config_restart_required``                   gauge
 =====================================================  =========  ==================
+
+The configuration's gauges say what ``GET /admin/config/status`` says, for a process
+whose admin routes are not served (no admin credential) or that is reloaded by
+``SIGHUP``, which answers nothing: a reload that failed, start-up settings changed.
 """
 
 from __future__ import annotations
@@ -47,6 +54,7 @@ from prometheus_client import (
     generate_latest,
 )
 
+from stateway.core.generations import ConfigStatus
 from stateway.core.telemetry import RunReport, ToolOutcome
 from stateway.telemetry.loop_metrics import Count, LoopCounter, LoopHistogram, Observed
 
@@ -142,6 +150,22 @@ class PrometheusMetrics:
             "Stored responses deleted by retention sweeps ([storage] retention).",
             registry=registry,
         )
+        self._generation = Gauge(
+            "stateway_config_generation",
+            "The configuration generation in effect (+1 per successful reload).",
+            registry=registry,
+        )
+        self._reloaded = Gauge(
+            "stateway_config_last_reload_successful",
+            "1 unless the last configuration reload failed (the generation before serves on).",
+            registry=registry,
+        )
+        self._restart_required = Gauge(
+            "stateway_config_restart_required",
+            "Start-up settings the configuration changed since start-up: not applied "
+            "until a restart.",
+            registry=registry,
+        )
         self._per_request: dict[tuple[str, int], tuple[Count, Observed]] = {}
         self._per_operation: dict[str, Histogram] = {}
         # Label children looked up once per label values (the families keep them anyway).
@@ -156,6 +180,12 @@ class PrometheusMetrics:
         """Read the runs in flight and the queued calls from these when scraped."""
         self._active_runs.set_function(active_runs)
         self._queued.set_function(queued)
+
+    def sample_config(self, status: Callable[[], ConfigStatus]) -> None:
+        """Read the configuration's state from ``status`` when scraped."""
+        self._generation.set_function(lambda: status().generation)
+        self._reloaded.set_function(lambda: status().last_error is None)
+        self._restart_required.set_function(lambda: len(status().restart_required))
 
     def request_ended(self, route: str, status: int, seconds: float) -> None:
         children = self._per_request.get((route, status))
