@@ -17,6 +17,7 @@ from stateway.config import Config, ConfigError, Overrides, load_config
 from stateway.core.errors import StorageError
 from stateway.durations import duration_text
 from stateway.exposure import ExposureRefused, check_exposure
+from stateway.hangup import StartupHangup
 from stateway.header_guard import HeaderLimits
 from stateway.redaction import masked_url
 from stateway.serving import (
@@ -46,6 +47,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "keys":
         return key_commands.run(args)
     flags = _overrides(args)
+    hangup = StartupHangup() if args.command == "serve" else None
     try:
         if args.command == "migrate":
             # The file validated, its database alone used: a migration job is given no
@@ -62,9 +64,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if args.command == "check-config":
         return _check(compiled.config, insecure_no_auth=args.insecure_no_auth)
+    assert hangup is not None  # serving is all that is left
     return _reported(
         compiled.config,
-        lambda: _serve(compiled, flags, insecure_no_auth=args.insecure_no_auth),
+        lambda: _serve(compiled, flags, hangup, insecure_no_auth=args.insecure_no_auth),
     )
 
 
@@ -107,7 +110,9 @@ def _reported(config: Config, command: Callable[[], int]) -> int:
         return 1
 
 
-def _serve(compiled: Compiled, flags: Overrides, *, insecure_no_auth: bool = False) -> int:
+def _serve(
+    compiled: Compiled, flags: Overrides, hangup: StartupHangup, *, insecure_no_auth: bool = False
+) -> int:
     config = compiled.config
     configure_logging(config.logging.format, config.logging.level)
     try:
@@ -134,6 +139,8 @@ def _serve(compiled: Compiled, flags: Overrides, *, insecure_no_auth: bool = Fal
         # Reloads are explicit: SIGHUP (or the admin route); a file edit alone does nothing.
         reload = parts.reloader.reload_signalled
         asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, reload)
+        if hangup.seen:  # while starting up: the file it was sent for is read now
+            reload()
         _tune_gc()
         sessions = None if parts.websockets is None else parts.websockets.drain
         drain = Drain(

@@ -9,11 +9,12 @@ file). It compiles it with the function ``stateway check-config`` and start-up u
 logs why and reports it in :meth:`Reloader.status`.
 
 The ``[server]``, ``[storage]``, ``[coordination]``, ``[rate_limits]``, ``[admin]``,
-``[security]``, ``[logging]``, ``[tracing]`` and ``[auth]`` tables are read once at
-start-up (the listening socket, the database, the HTTP surface's limits and host check,
-the drain window, the shared upstream waiting room, command outcomes, cancel signals,
-event fan-out and leases, the rate limits' buckets, the admin routes, the sealing key,
-the log format, the trace exporter, who may call): a reload applies nothing from them
+``[security]``, ``[logging]``, ``[tracing]``, ``[auth]`` and ``[websocket]`` tables are
+read once at start-up (the listening socket, the database, the HTTP surface's limits and
+host check, the drain window, the shared upstream waiting room, command outcomes, cancel
+signals, event fan-out and leases, the rate limits' buckets, the admin routes, the
+sealing key, the log format, the trace exporter, who may call, WebSocket mode's
+per-connection limits): a reload applies nothing from them
 and reports each changed setting as needing a restart; the rest of the new configuration
 applies.
 """

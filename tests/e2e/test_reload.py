@@ -5,7 +5,14 @@ the last good generation, and start-up settings report that they need a restart.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,8 +21,9 @@ import pytest
 from openai import AsyncOpenAI
 
 from stateway.fake_upstream.launch import start_fake_upstream
+from stateway.launch import GATEWAY_ANNOUNCEMENT, child_env
 from tests.e2e.configured import RunningGateway
-from tests.e2e.reloading import admin, await_status, marker, sdk, serving, sighup, status
+from tests.e2e.reloading import ADMIN_KEY, admin, await_status, marker, sdk, serving, sighup, status
 from tests.e2e.routing import fake_log, fake_requests
 
 STREAM_PACE_MS = 80
@@ -125,6 +133,58 @@ def config_metrics(gateway: RunningGateway) -> dict[str, int]:
         "successful": int(float(values["stateway_config_last_reload_successful"])),
         "restart": int(float(values["stateway_config_restart_required"])),
     }
+
+
+def test_a_sighup_while_starting_up_is_a_reload_once_serving(
+    tmp_path: Path, fake_upstream: str, second_upstream: str
+) -> None:
+    """A SIGHUP's default action ends a process: one sent to every gateway on a host
+    (README's ``pkill -HUP``) must not end one still starting (migrating its database),
+    and the file it was sent for is read once that one serves."""
+    config, database = tmp_path / "stateway.toml", tmp_path / "gateway.db"
+    config.write_text(routes(fake_upstream, "old-model"))
+    holder = sqlite3.connect(database, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # the gateway's first migration waits for it
+    command = [
+        sys.executable, "-m", "stateway", "serve", "--port", "0", "--config", str(config),
+        "--database", f"sqlite:///{database}",
+    ]  # fmt: skip
+    process = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=child_env({"STATEWAY_ADMIN_KEY": ADMIN_KEY}),
+    )
+    try:
+        await_opened(process.pid, database)  # migrating: its configuration read
+        config.write_text(routes(second_upstream, "new-model"))
+        os.kill(process.pid, signal.SIGHUP)
+        holder.execute("ROLLBACK")
+        assert process.stdout is not None
+        while GATEWAY_ANNOUNCEMENT not in (line := process.stdout.readline()):
+            assert line, f"the gateway ended with {process.wait()}"
+        url = line.split(GATEWAY_ANNOUNCEMENT, 1)[1].strip()
+        gateway = RunningGateway(url, process.pid, tmp_path / "none.log", database)
+        assert await_status(gateway, lambda s: s["generation"] == 2)["last_error"] is None
+        mark = marker()
+        assert sdk(gateway).responses.create(model="assistant", input=mark).status == "completed"
+        assert [r["body"]["model"] for r in fake_requests(second_upstream, mark)] == ["new-model"]
+    finally:
+        holder.close()
+        process.terminate()
+        process.communicate(timeout=30)
+
+
+def await_opened(pid: int, path: Path) -> None:
+    """Poll until process ``pid`` holds ``path`` open (bounded: a hang fails)."""
+    for _ in range(600):
+        descriptors = Path(f"/proc/{pid}/fd")
+        with contextlib.suppress(OSError):
+            if any(os.readlink(fd) == str(path) for fd in descriptors.iterdir()):
+                return
+        time.sleep(0.05)
+    raise AssertionError(f"process {pid} never opened {path}")
 
 
 def test_the_admin_routes(tmp_path: Path, fake_upstream: str, second_upstream: str) -> None:
