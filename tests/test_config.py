@@ -449,6 +449,24 @@ def test_a_backends_url_is_shown_without_its_password(url: str, shown: str) -> N
 
 
 @pytest.mark.parametrize(
+    "url",
+    [
+        "https://res.openai.azure.com/openai/deployments/gpt?api-version=2024-02-01",
+        "https://gpu.internal/v1?key=s3cret-query-key",
+        "https://gpu.internal/v1#s3cret-fragment",
+    ],
+)
+def test_a_backends_url_with_a_query_or_fragment_is_refused(url: str) -> None:
+    """Every call goes to ``url`` + its path (``/chat/completions``): a query there would
+    take the path in, and the call would go elsewhere, said valid by check-config."""
+    with pytest.raises(ConfigError) as refused:
+        load_config(Overrides(upstream=url), EMPTY_ENV)
+    message = str(refused.value)
+    assert "backends.0.url: Value error, must not carry a query (?...) or a fragment" in message
+    assert "s3cret" not in message
+
+
+@pytest.mark.parametrize(
     ("value", "seconds"),
     [('"30d"', 30 * 86400), ('"12h"', 43200), ('" 90m "', 5400), ("3600", 3600), ('"45"', 45)],
 )

@@ -204,6 +204,12 @@ class BackendConfig(Section):
     def _http_url(cls, url: str) -> str:
         if not url.startswith(("http://", "https://")):
             raise ValueError("must start with http:// or https://")
+        if "?" in url or "#" in url:  # not the URL itself: its query may hold a key
+            raise ValueError(
+                "must not carry a query (?...) or a fragment: each call's path "
+                "(/chat/completions, /responses, /messages, /models) is added to it; "
+                "send a server's own parameters as extra_body or headers"
+            )
         return url.rstrip("/")
 
     @property
