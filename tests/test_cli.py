@@ -546,3 +546,21 @@ def test_check_config_names_where_a_refused_setting_came_from(tmp_path: Path) ->
     assert f"server.prot: Extra inputs are not permitted ({path}, line 3)" in result.stderr
     assert "(set by STATEWAY_MAX_BODY_BYTES)" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_check_config_takes_serves_command_line(tmp_path: Path) -> None:
+    """An operator checks the command line serving will be given: its --host (refused
+    beyond loopback without auth, as serving refuses it) and --port included."""
+    database = f"sqlite:///{tmp_path}/x.db"
+    refused = stateway(
+        "check-config", "--host", "0.0.0.0", "--port", "9000", "--database", database
+    )
+    assert refused.returncode == 2
+    assert "refusing to serve 0.0.0.0 without auth" in refused.stderr
+    accepted = stateway("check-config", "--host", "127.0.0.1", "--port", "9000")
+    assert accepted.returncode == 0, accepted.stderr
+    out_of_range = stateway("check-config", "--port", "70000")
+    assert out_of_range.returncode == 2
+    assert "server.port: Input should be less than or equal to 65535 (set by --port)" in (
+        out_of_range.stderr
+    )

@@ -300,12 +300,12 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command")
     serve = commands.add_parser("serve", help="serve the gateway")
     _common(serve)
-    serve.add_argument("--host", help="listen address (default 127.0.0.1)")
-    serve.add_argument("--port", type=int, help="listen port (default 8080; 0 picks a free one)")
+    _listen(serve)
     _upstream(serve)
     _insecure_no_auth(serve, "serve")
     check = commands.add_parser("check-config", help="validate the configuration and exit")
     _common(check)
+    _listen(check)
     _upstream(check)
     _insecure_no_auth(check, "accept serving")
     migrate_cmd = commands.add_parser("migrate", help="upgrade the database schema")
@@ -319,6 +319,13 @@ def _parser() -> argparse.ArgumentParser:
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", help="TOML configuration file")
     parser.add_argument("--database", help="sqlite:///file.db or postgresql://user@host/db")
+
+
+def _listen(parser: argparse.ArgumentParser) -> None:
+    """Where serving listens (``serve``, and ``check-config``, which checks serve's
+    command line)."""
+    parser.add_argument("--host", help="listen address (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, help="listen port (default 8080; 0 picks a free one)")
 
 
 def _insecure_no_auth(parser: argparse.ArgumentParser, verb: str) -> None:
