@@ -1043,6 +1043,36 @@ def test_a_schema_setting_of_the_wrong_type_is_named_in_the_apis_words(
     assert error.message == f"Invalid type for 'text.format.{key}': {words}"
 
 
+@pytest.mark.parametrize(
+    ("key", "value", "words"),
+    [
+        ("name", 5, "expected a string, but got an integer instead."),
+        ("schema", "object", "expected an object, but got a string instead."),
+        ("schema", [], "expected an object, but got an array instead."),
+    ],
+)
+def test_a_schema_field_sent_with_the_wrong_type_is_not_called_missing(
+    key: str, value: object, words: str
+) -> None:
+    """As hosted: a field that was sent is of the wrong type, not missing."""
+    body = _schema_named("reply")
+    body["text"]["format"][key] = value  # type: ignore[index]
+    with pytest.raises(InvalidRequest) as caught:
+        decode(body)
+    error = caught.value
+    assert (error.param, error.code) == (f"text.format.{key}", "invalid_type")
+    assert error.message == f"Invalid type for 'text.format.{key}': {words}"
+
+
+@pytest.mark.parametrize("fmt", [{"name": "reply", "schema": {}}, {"type": None}])
+def test_a_format_without_its_type_is_missing_it(fmt: dict[str, object]) -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        decode({"model": "m", "input": "x", "text": {"format": fmt}})
+    error = caught.value
+    assert (error.param, error.code) == ("text.format.type", "missing_required_parameter")
+    assert error.message == "Missing required parameter: 'text.format.type'."
+
+
 def test_prompt_cache_options_go_where_the_upstream_has_them() -> None:
     """Sent on to a Chat or Responses upstream (which judges the values), as Chat's are."""
     options = {"mode": "explicit", "ttl": "12h"}
@@ -1119,3 +1149,9 @@ def test_moderation_scores_alone_are_ignored(moderation: dict[str, object]) -> N
     """Scores change nothing generated, and the response has no moderation to show them."""
     command = decode({"model": "m", "input": "x", "moderation": moderation})
     assert command.settings == decode({"model": "m", "input": "x"}).settings
+
+
+def test_an_empty_schema_name_is_an_empty_string() -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        decode(_schema_named(""))
+    assert (caught.value.param, caught.value.code) == ("text.format.name", "empty_string")

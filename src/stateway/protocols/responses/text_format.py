@@ -8,7 +8,7 @@ from typing import Any
 from stateway.core.errors import InvalidRequest
 from stateway.protocols.responses.nesting import check_nesting
 from stateway.protocols.schema_name import check_schema_name
-from stateway.protocols.validation import wrong_type
+from stateway.protocols.validation import empty_string, missing_or_wrong_type, wrong_type
 
 _FORMATS = frozenset({"text", "json_object", "json_schema"})
 
@@ -18,6 +18,8 @@ def decode_text_format(fmt: dict[str, Any] | None) -> dict[str, Any]:
     if fmt is None:
         return {"type": "text"}
     kind = fmt.get("type")
+    if kind is None:
+        raise missing_or_wrong_type(fmt, "text.format", "type")
     if not isinstance(kind, str) or kind not in _FORMATS:
         raise InvalidRequest(
             f"Invalid value for 'text.format.type': '{kind}'.",
@@ -31,19 +33,14 @@ def decode_text_format(fmt: dict[str, Any] | None) -> dict[str, Any]:
 
 def _json_schema(fmt: dict[str, Any]) -> dict[str, Any]:
     """Only the keys the client gave (no nulls reach an upstream); the echo fills in the
-    spec's defaults."""
-    if not isinstance(fmt.get("name"), str) or not fmt["name"]:
-        raise InvalidRequest(
-            "Missing required parameter: 'text.format.name'.",
-            param="text.format.name",
-            code="missing_required_parameter",
-        )
+    spec's defaults. A required field sent with the wrong type is named as such, not as
+    missing, as hosted names it."""
+    if not isinstance(fmt.get("name"), str):
+        raise missing_or_wrong_type(fmt, "text.format", "name")
+    if not fmt["name"]:
+        raise empty_string("text.format.name")
     if not isinstance(fmt.get("schema"), dict):
-        raise InvalidRequest(
-            "Missing required parameter: 'text.format.schema'.",
-            param="text.format.schema",
-            code="missing_required_parameter",
-        )
+        raise missing_or_wrong_type(fmt, "text.format", "schema", "an object")
     check_schema_name(fmt["name"], "text.format.name")
     check_nesting(fmt["schema"], "text.format.schema")
     out = {"type": "json_schema", "name": fmt["name"], "schema": fmt["schema"]}
