@@ -23,6 +23,7 @@ from stateway.core.errors import (
     UpstreamTimeout,
     UpstreamUnavailable,
 )
+from stateway.core.forwarding import takes_tools
 from stateway.core.gateway import Gateway
 from stateway.core.generations import HeldRelay
 from stateway.core.inference import Delta, Finish, TextDelta, ToolCallDelta, UsageReport
@@ -210,6 +211,27 @@ async def test_a_request_without_custom_tools_is_forwarded_whatever_the_server(
     result = await gateway(backend).execute(Principal(), forward(fields))
     assert isinstance(result, HeldRelay)
     await result.aclose()
+
+
+@pytest.mark.parametrize(
+    ("fields", "taken"),
+    [
+        ({"tool_choice": {"type": "custom", "custom": {"name": "run_sql"}}}, False),
+        ({"tools": [FUNCTION_TOOL], "tool_choice": ALLOWED}, False),
+        ({"tools": 5}, True),
+        ({"tools": {"type": "custom"}}, True),
+    ],
+    ids=["custom-choice-alone", "allowed-tools", "tools-a-number", "tools-an-object"],
+)
+def test_takes_tools_reads_the_choice_alone_and_leaves_malformed_tools_to_the_server(
+    fields: dict[str, Any], taken: bool
+) -> None:
+    """A ``custom`` choice is judged by itself, without a custom tool beside it (one
+    naming a tool not declared is the server's to refuse, as any); ``tools`` that are no
+    list are never iterated."""
+    backend = Forwarding()
+    backend.takes_custom_tools = False
+    assert takes_tools(fields, backend) is taken
 
 
 async def test_an_upstream_that_cannot_forward_runs_the_translation() -> None:
