@@ -308,7 +308,16 @@ async def test_a_stream_a_run_takes_as_answered_is_relayed_whole(
         pytest.param(PROMPT_FILTERS + ROLE, id="prompt-filters-role"),
     ],
 )
-@pytest.mark.parametrize("done", [DONE, b"data:[DONE]\r\n\r\n"])
+@pytest.mark.parametrize(
+    "done",
+    [
+        pytest.param(DONE, id="done"),
+        pytest.param(b"data:[DONE]\r\n\r\n", id="crlf"),
+        pytest.param(DONE + b": bye\n\n", id="keepalive-after"),
+        pytest.param(b"data:[DONE]\r\n\r\n: bye\r\n\r\n", id="crlf-keepalive-after"),
+        pytest.param(b"data: [DONE]\n: ping\n\n", id="comment-inside"),
+    ],
+)
 @pytest.mark.parametrize("apart", [False, True])
 @pytest.mark.parametrize("first_token_timeout", [None, 30.0])
 async def test_a_stream_done_before_any_output_has_no_answer(
@@ -318,7 +327,8 @@ async def test_a_stream_done_before_any_output_has_no_answer(
     its role chunk, or Azure's prompt filter results and a role chunk: every event before
     ``[DONE]`` read): relayed, an empty answer a client would take as the model's. Its
     opening is relayed, then the relay raises what a run gets (``no_answer``); with
-    ``first_token_timeout`` too, whose first chunk is read apart."""
+    ``first_token_timeout`` too, whose first chunk is read apart. A ``[DONE]`` followed by
+    a proxy's keepalive, or with a comment before its blank line, is a ``[DONE]`` too."""
     chunks = [opening, done] if opening else [done]
     relay = await forwarded(
         loopback, *writes_of(chunks, apart), first_token_timeout=first_token_timeout
@@ -372,6 +382,32 @@ async def test_a_done_split_between_reads_is_judged_as_a_whole_one(
     relayed, error = await relayed_until(await forwarded(loopback, *chunks))
     assert relayed == body[: body.rindex(b"data: [DONE]")]
     same(error, await streamed_failure(loopback, body))
+
+
+@pytest.mark.parametrize(
+    "chunks", [[ROLE, b"data: [DONE]"], [ROLE + b"data: [DONE]"]], ids=["apart", "with-role"]
+)
+async def test_a_done_line_the_body_ends_is_a_cut(loopback: Loopback, chunks: list[bytes]) -> None:
+    """A ``[DONE]`` line the body's end cuts before its line end was never dispatched: the
+    stream was cut short, as a run judges it, and relayed whole."""
+    body = b"".join(chunks)
+    relayed, error = await relayed_until(await forwarded(loopback, *chunks))
+    assert relayed == body
+    same(error, cut_short("up"))
+    same(error, await streamed_failure(loopback, body))
+
+
+async def test_a_done_read_after_the_cr_that_ends_the_event_before_it_has_no_answer(
+    loopback: Loopback,
+) -> None:
+    """Lines may end in a CR alone: a read that begins with the CR that ends the event
+    before its ``[DONE]`` (its blank line) relays that CR and leaves the ``[DONE]`` out."""
+    role = ROLE.replace(b"\n", b"\r")
+    chunks = [role[:-1], b"\rdata: [DONE]\r\r"]
+    relayed, error = await relayed_until(await forwarded(loopback, *chunks))
+    assert relayed == role
+    assert "without an answer" in error.message
+    same(error, await streamed_failure(loopback, b"".join(chunks)))
 
 
 FINISH_CRLF = finished("stop").replace(b"\n", b"\r\n")
@@ -524,7 +560,16 @@ async def test_an_error_begun_by_an_ordinary_read_is_raised(
     same(error, await streamed_failure(loopback, ROLE + event))
 
 
-@pytest.mark.parametrize("comment", [b": ping\n", b":\r\n", OUTPUT + b": keep-alive\n"])
+@pytest.mark.parametrize(
+    "comment",
+    [
+        pytest.param(b": ping\n", id="ping"),
+        pytest.param(b":\r\n", id="crlf"),
+        pytest.param(OUTPUT + b": keep-alive\n", id="after-output"),
+        pytest.param(ROLE + OUTPUT + b": keep-alive\n", id="after-two-events"),
+        pytest.param((ROLE + OUTPUT).replace(b"\n", b"\r") + b": keep-alive\r", id="cr"),
+    ],
+)
 async def test_a_keepalive_comment_ended_by_one_line_end_goes_out_at_once(
     loopback: Loopback, comment: bytes
 ) -> None:
