@@ -286,6 +286,14 @@ NATIVE_CALLS = {
     "rm_rf": {"type": "custom_tool_call", "call_id": "up_ct", "name": "rm_rf", "input": "/"},
     "gone": {"type": "custom_tool_call", "call_id": "up_ct", "name": "gone", "input": "/"},
     "teleport": {"type": "teleport_call", "call_id": "up_tp", "to": "mars"},
+    "gone_fn": {"type": "function_call", "call_id": "up_fc", "name": "gone_fn", "arguments": "[1]"},
+    "crm__gone": {
+        "type": "custom_tool_call",
+        "call_id": "up_ns",
+        "namespace": "crm",
+        "name": "gone",
+        "input": "/",
+    },
 }
 SHOWN_AS = {
     "shell": {"commands": ["rm -rf /"]},
@@ -295,6 +303,8 @@ SHOWN_AS = {
     "rm_rf": {"input": "/"},
     "gone": {"input": "/"},
     "teleport": {"to": "mars"},
+    "gone_fn": [1],
+    "crm__gone": {"input": "/"},
 }
 """The arguments of the function call the model is shown it made, by what it asked."""
 
@@ -303,9 +313,10 @@ SHOWN_AS = {
 def test_a_responses_upstream_s_call_of_a_tool_not_offered_is_answered_unseen(
     name: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """A whole call item (a ``shell_call`` and the other kinds) of a tool withheld, or never
-    offered at all: the client would run it; the model is answered instead, as for a
-    function call, under the name it would have called the tool by."""
+    """A whole call item (a ``shell_call`` and the other kinds, a whole ``function_call``)
+    of a tool withheld, or never offered at all: the client would run it; the model is
+    answered instead, as for a function call, under the name it would have called the tool
+    by (a namespace's member by its flattened name), with the arguments it gave."""
     telemetry = Recording()
     output: list[Item] = []
     events: list[ev.Event] = []
