@@ -285,6 +285,22 @@ def test_tool_choice_kinds(choice: dict[str, Any], expected: str) -> None:
 
 
 @pytest.mark.parametrize(
+    ("name", "expected"),
+    [("f", {"type": "function", "name": "f"}), ("web_search", {"type": "web_search"})],
+)
+def test_a_named_choice_beside_the_web_search_tool_forces_the_tool_it_names(
+    name: str, expected: dict[str, Any]
+) -> None:
+    """Declaring ``web_search`` makes only a choice naming it the gateway's search."""
+    tools = [
+        {"type": "web_search_20250305", "name": "web_search"},
+        {"name": "f", "input_schema": {"type": "object"}},
+    ]
+    choice = {"type": "tool", "name": name}
+    assert decode_messages(body(tools=tools, tool_choice=choice)).settings.tool_choice == expected
+
+
+@pytest.mark.parametrize(
     ("thinking", "effort", "expected"),
     [
         ({"type": "adaptive"}, None, "high"),
