@@ -526,22 +526,23 @@ def vllm(delta: str, reason: str | None = None) -> bytes:
     return b"data: " + orjson.dumps(chunk) + b"\n\n"
 
 
+@pytest.mark.parametrize("done", [DONE, DONE + b": bye\n\n"], ids=["done", "keepalive-after"])
 @pytest.mark.parametrize("apart", [False, True])
 async def test_an_answer_given_up_on_is_told_by_its_last_finish_reason(
-    loopback: Loopback, apart: bool
+    loopback: Loopback, done: bytes, apart: bool
 ) -> None:
     """vLLM's chunks each say ``"finish_reason": null`` before the last says ``abort``; and
-    an answer's text may say ``[DONE]`` in the read of the stream's own: the last of each
-    is the one read, the stream's ``[DONE]`` left out."""
+    an answer's text may say ``[DONE]`` in the read of the stream's own (a keepalive after
+    it too): the last of each is the one read, the stream's ``[DONE]`` left out."""
     chunks = [
         vllm('{"role": "assistant", "content": ""}'),
         vllm('{"content": "data: [DONE]"}'),
         vllm("{}", "abort"),
         USAGE,
-        DONE,
+        done,
     ]
     relayed, error = await relayed_until(await forwarded(loopback, *writes_of(chunks, apart)))
-    assert relayed == b"".join(chunks).removesuffix(DONE)
+    assert relayed == b"".join(chunks).removesuffix(done)
     same(error, await streamed_failure(loopback, b"".join(chunks)))
 
 
