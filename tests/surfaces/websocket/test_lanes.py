@@ -215,6 +215,15 @@ def test_checkpoints_by_lane_and_id_within_their_bytes() -> None:
     assert checkpoints.size == size
 
 
+def test_evicting_a_response_no_longer_kept_leaves_the_default_lane_s() -> None:
+    """A fork's parent, dropped for room while the fork ran on the default lane, names no
+    lane when the fork fails: the default lane's own checkpoint stays."""
+    checkpoints = Checkpoints(limit=1024)
+    checkpoints.keep(None, "resp_1", [{"type": "message", "role": "user", "content": "x"}])
+    checkpoints.evict("resp_gone", None)
+    assert checkpoints.find("resp_1") is not None
+
+
 def test_a_checkpoint_holds_about_the_bytes_it_counts() -> None:
     """A context of many short items, kept parsed, held ~5 times the JSON size it was
     counted at (a connection's ``max_checkpoint_bytes`` of 32 MiB held ~160 MB)."""
