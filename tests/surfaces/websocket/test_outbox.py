@@ -32,6 +32,32 @@ async def test_every_frame_goes_out_in_order_and_the_writer_ends_when_idle() -> 
     assert outbox._writer is None
 
 
+class OneFrame(Client):
+    """A client that reads one frame, then stops (``read``: it has)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.read = asyncio.Event()
+
+    async def send(self, frame: bytes) -> None:
+        await super().send(frame)
+        self.reading.clear()
+        self.read.set()
+
+
+async def test_a_mark_is_sent_once_the_frames_put_before_it_went_out() -> None:
+    client = OneFrame()
+    outbox = Outbox(client.send, 1024, lambda: 0, lambda: None)
+    outbox.put(b"first")
+    outbox.put(b"second")
+    assert outbox.put_count == 2
+    await client.read.wait()  # the writer is then waiting to send the second
+    assert (outbox.sent(1), outbox.sent(2)) == (True, False)
+    client.reading.set()
+    await outbox.flushed()
+    assert outbox.sent(2)
+
+
 async def test_room_waits_while_the_bound_is_reached_and_a_big_frame_still_goes() -> None:
     client = Client()
     client.reading.clear()
