@@ -85,6 +85,8 @@ async def one_round(
     the context truncated to each)."""
     error: GatewayError | None = None
     for candidate in plan.begin_round():
+        if error is not None and plan.passed_over(candidate):
+            continue
         request.model = candidate.model
         sent = request if fit is None else replace(request, items=fit(candidate))
         if sent.settings.parallel_tool_calls and not candidate.capabilities.parallel_tool_calls:

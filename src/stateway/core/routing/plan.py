@@ -5,9 +5,11 @@ Each inference round (the tool loop's included) orders the capable candidates af
 ``priority`` tiers first to last, and within a tier a weighted random order (the first
 place goes to each candidate in proportion to its ``weight``). Candidates whose circuit
 is open (:mod:`.health`) are left out while any other remains (with none left, all are
-tried, the soonest to reopen first). With ``affinity`` a continuation's first choice is
-the candidate that served its chain last (:mod:`.affinity`), while it is healthy, in
-the first tier, and its share of the tier's runs in flight stays within
+tried, the soonest to reopen first); one left in whose circuit lets nothing through by the
+time the round reaches it (another run took its half-open probe meanwhile, or failures
+opened it) is passed over then (:meth:`Plan.passed_over`). With ``affinity`` a
+continuation's first choice is the candidate that served its chain last (:mod:`.affinity`),
+while it is healthy, in the first tier, and its share of the tier's runs in flight stays within
 ``affinity_tolerance`` above its weight share. The candidate comes from this process's
 table, else from the store (``stored``: the one that served the parent response or the
 conversation's last turn, read with the context at no extra query), under the same rules.
@@ -76,6 +78,8 @@ class Plan:
         """The names this run's chain will be known by, once a round succeeds."""
         self._state = state
         self._round = 0
+        self._every_open = False
+        """The round was planned with every circuit open (all tried, none passed over)."""
         self._current: Attempt | None = None
         self._affine: str | None = None
         self._source: Literal["hit", "stored"] = "hit"
@@ -121,6 +125,7 @@ class Plan:
         ordered = self.order()
         health = self._state.health
         healthy = [c for c in ordered if health.available(c.key)]
+        self._every_open = not healthy
         if healthy:
             for candidate in ordered:
                 if candidate not in healthy:
@@ -129,6 +134,17 @@ class Plan:
         else:  # every circuit is open: the soonest to reopen first
             chosen = sorted(ordered, key=lambda c: health.reopens_at(c.key))
         return self._affine_first(chosen)[: self.route.max_attempts]
+
+    def passed_over(self, candidate: Candidate) -> bool:
+        """Whether the round, having tried a candidate before ``candidate``, passes it
+        over: planned among the healthy, its circuit now lets nothing through (another
+        run took its half-open probe meanwhile, or failures opened it). Concurrent runs
+        plan their rounds together, so without this every one of them whose earlier
+        candidates failed would probe a recovering server at once. Recorded as a skip."""
+        if self._every_open or self._state.health.available(candidate.key):
+            return False
+        self._skip(candidate, "circuit_open")
+        return True
 
     def _affine_first(self, chosen: list[Candidate]) -> list[Candidate]:
         self._affinity = None
