@@ -6,7 +6,8 @@ opened (incapable, or its circuit open) is recorded too, with the reason.
 
 Which failures move on to the next candidate is decided here, by error class, status
 and code only: a recoverable failure is one where another model server may well answer
-(connect errors, timeouts before the first byte, 404, 413, 429, 5xx, a context too long
+(connect errors, timeouts before the first byte and an upstream's 408, its refusal of
+the gateway's credential (401 to 403), 404, 413, 429, 5xx, a context too long
 for the server's window, the gateway's own full queue for that server, an upstream error
 event before any output). A request the upstream refused as such (another 4xx) or an
 answer too large would fail the same way anywhere. A 404 is the candidate's model
