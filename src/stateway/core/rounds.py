@@ -59,6 +59,7 @@ from stateway.core.inference import (
 )
 from stateway.core.items import Item
 from stateway.core.routing import Candidate, Plan
+from stateway.core.routing.attempts import told
 from stateway.core.run_row import Row, announce, durable
 from stateway.core.runs import Run
 from stateway.core.telemetry import Telemetry
@@ -78,11 +79,12 @@ async def one_round(
     fit: Callable[[Candidate], list[Item]] | None = None,
 ) -> str:
     """Run one round; its finish reason. Raises the last candidate's error when none
-    could answer, or the error that ended an answer part-way. Adds its upstream's count to
-    ``usage``: of an answer ended part-way (or left by its client), the prompt's, when
-    counted before the end (:func:`_count_cut`). ``fit``: the items each candidate is
-    sent, when they are not all ``request``'s (candidates of different context windows,
-    the context truncated to each)."""
+    could answer (or an earlier one's server failure:
+    :func:`~stateway.core.routing.attempts.told`), or the error that ended an answer
+    part-way. Adds its upstream's count to ``usage``: of an answer ended part-way (or
+    left by its client), the prompt's, when counted before the end (:func:`_count_cut`).
+    ``fit``: the items each candidate is sent, when they are not all ``request``'s
+    (candidates of different context windows, the context truncated to each)."""
     error: GatewayError | None = None
     for candidate in plan.begin_round():
         if error is not None and plan.passed_over(candidate):
@@ -114,7 +116,7 @@ async def one_round(
                     continue
                 if not moves_on:
                     raise
-                error = exc
+                error = told(error, exc)
                 break
             except BaseException:
                 plan.abandoned(attempt, candidate)

@@ -18,7 +18,8 @@ smaller than the request (one not declared as the backend's ``context_window``):
 moves on without counting against the candidate's circuit (:func:`unhealthy`), and so
 does the gateway's own full queue.
 When every candidate refuses a context too long, the client gets the last refusal
-(``context_length_exceeded``, which Codex acts on by compacting).
+(``context_length_exceeded``, which Codex acts on by compacting); a 404 or 413 after
+another candidate's server failed gives way to that failure (:func:`told`).
 """
 
 from __future__ import annotations
@@ -79,6 +80,27 @@ def unhealthy(error: BaseException) -> bool:
     ):
         return False
     return not isinstance(error, Overloaded) and recoverable(error)
+
+
+def told(earlier: GatewayError | None, latest: GatewayError) -> GatewayError:
+    """The error a round answers with when its candidates so far failed, ``earlier``
+    the one it would have answered with before ``latest``: the last, unless that is a
+    refusal of a server that is up saying nothing of the route (a model it lacks, a body
+    over its own size limit) after a failure of another's server. Told a 404, a client
+    would take its model for one that does not exist, and not retry. A refusal the
+    client acts on (a context too long, which Codex compacts; an image refused) is
+    still told."""
+    if earlier is not None and _server_specific(latest) and not _server_specific(earlier):
+        return earlier
+    return latest
+
+
+def _server_specific(error: GatewayError) -> bool:
+    return (
+        isinstance(error, UpstreamRejected)
+        and error.status in _UP_BUT_REFUSING
+        and not _model_limit(error)
+    )
 
 
 def _model_limit(error: UpstreamRejected) -> bool:
