@@ -77,6 +77,10 @@ class HealthConfig(Section):
     """Seconds an open circuit waits before it lets one probe request through."""
     jitter: float = Field(default=0.1, ge=0, le=1)
     """The cool-down is lengthened by up to this fraction of itself, at random."""
+    max_retry_after: float = Field(default=60.0, gt=0)
+    """The longest ``Retry-After`` (429 or 503) that keeps a circuit open, in seconds; a
+    longer one is taken as this, so a day asked by a proxy's maintenance page does not
+    take the candidate out of its route until a reload."""
     active_probe: bool = False
     """Also ``GET /models`` on every candidate's backend, every ``probe_interval``."""
     probe_interval: float = Field(default=10.0, gt=0)

@@ -191,6 +191,26 @@ def test_retry_after_opens_the_circuit_for_as_long_as_asked() -> None:
     assert health.state("a/m") == "half_open"
 
 
+def test_a_retry_after_past_max_retry_after_is_honoured_up_to_it() -> None:
+    """A proxy's maintenance page asking a day (``Retry-After: 86400``) would take the
+    candidate out of its route until a reload: it is taken at most ``max_retry_after``."""
+    clock = Clock()
+    health = HealthBoard(
+        HealthPolicy(3, 5.0, 0.0, max_retry_after=60.0), clock=clock, rng=random.Random(1)
+    )
+    health.failed("a/m", retry_after=86400.0)
+    clock.now += 59.0
+    assert health.state("a/m") == "open"
+    clock.now += 1.0
+    assert health.state("a/m") == "half_open"
+    health.probe_answered("a/m")  # not before the cap is over, but then at once
+    assert health.state("a/m") == "closed"
+
+
+def test_max_retry_after_defaults_to_what_the_sdks_honour() -> None:
+    assert HealthPolicy().max_retry_after == 60.0
+
+
 def test_an_answered_probe_closes_the_circuit_but_not_before_retry_after_is_over() -> None:
     """A model list answering says the server is up, not that its rate limit is lifted."""
     clock = Clock()

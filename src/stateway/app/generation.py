@@ -190,8 +190,9 @@ def build_router(
     default = next(
         (route for route, r in zip(routes, config.routes, strict=True) if r.default), None
     )
+    settings = config.health
     health = HealthPolicy(
-        config.health.failure_threshold, config.health.cooldown, config.health.jitter
+        settings.failure_threshold, settings.cooldown, settings.jitter, settings.max_retry_after
     )
     return Router(entries, routes=routes, aliases=config.aliases, default=default, health=health)
 

@@ -6,7 +6,8 @@ closed     serving; each failure of the server counts (:func:`.attempts.unhealth
 open       ``failure_threshold`` consecutive failures (or a ``Retry-After`` from the
            upstream) opened it: skipped while any healthy candidate remains, until the
            cool-down is over (``cooldown`` plus up to ``jitter`` of it, at random; a
-           ``Retry-After`` longer than that is honoured as given)
+           ``Retry-After`` longer than that is honoured as given, up to
+           ``max_retry_after``)
 half-open  the cool-down is over: the next attempt is the probe (one at a time); its
            first output closes the circuit (a long stream does not keep every other
            request off a server that is back until it ends), its failure before that
@@ -47,6 +48,9 @@ class HealthPolicy:
     failure_threshold: int = 3
     cooldown: float = 5.0
     jitter: float = 0.1
+    max_retry_after: float = 60.0
+    """The longest ``Retry-After`` honoured, in seconds (the SDKs' own bound): a longer
+    one (a proxy's maintenance page asking a day) is taken as this."""
 
 
 @dataclass(slots=True)
@@ -139,6 +143,8 @@ class HealthBoard:
             if len(self._circuits) > self._max + len(self._kept):  # the oldest other, closed
                 del self._circuits[next(k for k in self._circuits if k not in self._kept)]
         now = self._clock()
+        if retry_after is not None:
+            retry_after = min(retry_after, self.policy.max_retry_after)
         circuit.failures += 1
         probe_failed = circuit.probing
         circuit.probing = False
