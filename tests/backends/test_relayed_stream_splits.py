@@ -231,6 +231,13 @@ class Relays:
 
     async def relayed(self, writes: list[bytes]) -> tuple[bytes, Verdict, Usage | None]:
         """What a relay of ``writes`` relays, its verdict, and the usage it found."""
+        chunks, judged, found = await self.relayed_chunks(writes)
+        return b"".join(chunks), judged, found
+
+    async def relayed_chunks(
+        self, writes: list[bytes]
+    ) -> tuple[list[bytes], Verdict, Usage | None]:
+        """The chunks a relay of ``writes`` relays, its verdict, and the usage it found."""
         if self._backend is None:
             client = UpstreamClient(UpstreamTarget("up", await self._loopback.serve(self._answers)))
             self._backend = OpenAIChatBackend(self._loopback.adopt(client))
@@ -248,7 +255,7 @@ class Relays:
             self._relayed = asyncio.Event()
             relayed.set()  # the server's handler, if waiting, ends
             await relay.aclose()
-        return b"".join(chunks), verdict(error), relay.usage()
+        return chunks, verdict(error), relay.usage()
 
 
 async def run_verdict(loopback: Loopback, body: bytes) -> Verdict:
@@ -359,3 +366,22 @@ async def test_a_stream_whose_end_the_reads_hide_is_judged_as_a_run_judges_it(
     assert judged == verdict(failure)
     kept = body if failure is None else body[: body.rindex(b"data: [DONE]")]
     assert relayed == kept or begun_apart(body, kept, relayed)
+
+
+@pytest.mark.parametrize("size", [97, 61])
+@pytest.mark.parametrize("lines", [b"\n", b"\r\n", b"\r"])
+async def test_reads_that_never_end_an_event_are_relayed_an_event_at_a_time(
+    loopback: Loopback, size: int, lines: bytes
+) -> None:
+    """A stream a proxy cut into reads of one size (none ending an event) holds no event
+    back past the read after the one that ends it: a read ending inside an event is held
+    until that event ends, and what it read of the next goes with the next read (held
+    until a read ends as an event does, the stream would come out at its end: its client
+    would see no token until the answer was done)."""
+    events = [vllm({"content": f"word {n}"}) for n in range(30)]
+    body = (ROLE + b"".join(events) + vllm({}, "stop") + vllm(None) + DONE).replace(b"\n", lines)
+    writes = [body[at : at + size] for at in range(0, len(body), size)]
+    relayed, judged, found = await Relays(loopback).relayed_chunks(writes)
+    assert (b"".join(relayed), judged, found) == (body, None, USAGE)
+    ends = lines * 2
+    assert all(chunk.count(ends) <= 2 for chunk in relayed), [c.count(ends) for c in relayed]

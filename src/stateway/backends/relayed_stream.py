@@ -15,7 +15,8 @@ So too for a stream that ends as no answer, which a run fails on and a client re
 the relayed bytes could not tell from one; each is told once per stream, at its end,
 from the last chunks the relay keeps anyway, however its bytes were split between reads
 (a read that ends inside an event, but for one that begins as an ordinary event, is held
-until a read ends that event, and judged joined to it: :data:`EVENT_ENDS`; a read that
+until a read ends that event, and judged joined to it, what that read holds of the next
+event going with the read after: :data:`EVENT_ENDS`, :func:`last_event_end`; a read that
 ends no event otherwise, or goes on with a line the read before it began, is kept with
 that read: :data:`KEPT`, :data:`OBJECT_ENDS`; a ``data:`` split between two reads is
 counted: :func:`straddling`). Lines may end with LF, CRLF or a CR alone, as the
@@ -61,7 +62,7 @@ comes.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Final
 
 import orjson
@@ -153,6 +154,24 @@ def ends_inside(chunk: bytes) -> bool:
         return True
     line = max(text.rfind(b"\n"), text.rfind(b"\r")) + 1
     return bool(text) and text[line : line + 1] != b":"
+
+
+def last_event_end(data: bytes) -> int:
+    """Where the last event that ends in ``data`` ends (past its blank line); -1 when none
+    does. A read held for its event's end (:func:`ends_inside`) is relayed to there once a
+    read holds it, the rest going with the next read: held until a read ends just as an
+    event does, a stream a proxy cut into reads of one size would come out at its end."""
+    return max(at + len(end) if (at := data.rfind(end)) >= 0 else -1 for end in EVENT_ENDS)
+
+
+def alone(chunk: bytes) -> AsyncIterator[bytes]:
+    """``chunk`` as a body's one read: the start of an event a held read left over
+    (:func:`last_event_end`), when the body ended after it."""
+
+    async def read() -> AsyncIterator[bytes]:
+        yield chunk
+
+    return read()
 
 
 def telling(chunk: bytes) -> bool:

@@ -37,10 +37,9 @@ from contextlib import AbstractContextManager
 from typing import Final
 
 import aiohttp
-import orjson
 
-from stateway.backends.chat_reply import GAVE_UP, gave_up
 from stateway.backends.chat_usage import reported_usage
+from stateway.backends.relayed_answer import judged_answer
 from stateway.backends.relayed_stream import (
     DONE,
     DONE_ENDS,
@@ -48,9 +47,11 @@ from stateway.backends.relayed_stream import (
     KEPT,
     OBJECT_ENDS,
     ORDINARY,
+    alone,
     done_at,
     done_ending,
     ends_inside,
+    last_event_end,
     reported_error,
     straddling,
     telling,
@@ -58,7 +59,7 @@ from stateway.backends.relayed_stream import (
     unended,
 )
 from stateway.backends.upstream_reply import UpstreamReply, no_output
-from stateway.backends.upstream_status import classify_reply, classify_reported, reports_error
+from stateway.backends.upstream_status import classify_reply
 from stateway.core.backend import is_event_stream
 from stateway.core.deadline import Deadline
 from stateway.core.errors import GatewayError, UpstreamError
@@ -123,7 +124,7 @@ class UpstreamRelay:
         self.headers = headers
         """Lower-case names."""
         self.whole = response.status == 200 and not streams
-        """A whole answer (:meth:`_answer`): read to its end before it is relayed
+        """A whole answer (:mod:`.relayed_answer`): read to its end before it is relayed
         (:meth:`body`)."""
         self._response = response
         self._release: Callable[[], None] | None = release
@@ -160,7 +161,9 @@ class UpstreamRelay:
                 raise self._closed_read(exc) from exc
             if first:
                 chunks.insert(0, first)
-            body = self._scrubbed(self._answer(chunks)) if chunks else b""
+            body = (
+                self._scrubbed(judged_answer(chunks, self._backend, self._scrub)) if chunks else b""
+            )
         self._response.release()  # read to the end: the connection goes back to the pool
         self._last = body  # where its usage is (its output is estimated by bytes, not events)
         return body
@@ -177,8 +180,9 @@ class UpstreamRelay:
                 first = b"" if self._first_token_timeout is None else await self._first()
                 judged = self.status == 200  # an answer's stream (:mod:`.relayed_stream`)
                 head = self._scrubbed(first)
+                carry = b""  # the start of an event a held read left for the next
                 if judged and ends_inside(head):  # its event's end held for (below)
-                    head = await self._completed(head)
+                    head, carry = await self._completed(head)
                 if head:  # read apart (first_token_timeout): judged as any other
                     erring, events = head.find(b"error") >= 0, head.count(b"data:")
                     if judged and telling(head) and (ending := self._ending(head, events, erring)):
@@ -186,36 +190,44 @@ class UpstreamRelay:
                             yield self._noted(ending[0])
                         raise ending[1]
                     yield self._noted(head)
-                async for chunk in self._reply:
-                    if self._scrub is not None:
-                        chunk = _scrubbed(self._scrub, chunk)
-                    events = chunk.count(b"data:")
-                    if judged and (events != 1 or not chunk.startswith(ORDINARY)):
-                        if ends_inside(chunk):
-                            chunk = await self._completed(chunk)
-                            events = chunk.count(b"data:")
-                        erring = chunk.find(b"error") >= 0
-                        if chunk[:1] != b"d":  # may go on with a line the read before began
-                            before = self._previous[-4:] + self._last[-4:]
-                            events += straddling(before, chunk)  # a data: line split
-                            erring = erring or (before[-4:] + chunk[:4]).find(b"error") >= 0
-                        whole = chunk == DONE or chunk.endswith(OBJECT_ENDS)  # ends an event
-                        if (
-                            chunk == DONE
-                            or chunk.endswith(DONE_ENDS)
-                            or erring
-                            or (not whole and chunk.rfind(b"[DONE]") >= 0)
-                        ) and (ending := self._ending(chunk, events, erring)):
-                            if ending[0]:
-                                yield self._noted(ending[0])
-                            raise ending[1]
-                        if not whole or not events:  # not whole events: kept with the last
-                            self._joined(chunk, events)
-                            yield chunk
-                            continue
-                    self._previous, self._last = self._last, chunk
-                    self._events += events
-                    yield chunk
+                reads: AsyncIterator[bytes] = self._reply
+                while True:
+                    async for chunk in reads:
+                        if carry:  # begun by the read before: judged with this one
+                            chunk = carry + chunk
+                        if self._scrub is not None:
+                            chunk = _scrubbed(self._scrub, chunk)
+                        events = chunk.count(b"data:")
+                        if carry or (judged and (events != 1 or not chunk.startswith(ORDINARY))):
+                            carry = b""
+                            if ends_inside(chunk):
+                                chunk, carry = await self._completed(chunk)
+                                events = chunk.count(b"data:")
+                            erring = chunk.find(b"error") >= 0
+                            if chunk[:1] != b"d":  # may go on with a line the read before began
+                                before = self._previous[-4:] + self._last[-4:]
+                                events += straddling(before, chunk)  # a data: line split
+                                erring = erring or (before[-4:] + chunk[:4]).find(b"error") >= 0
+                            whole = chunk == DONE or chunk.endswith(OBJECT_ENDS)  # ends an event
+                            if (
+                                chunk == DONE
+                                or chunk.endswith(DONE_ENDS)
+                                or erring
+                                or (not whole and chunk.rfind(b"[DONE]") >= 0)
+                            ) and (ending := self._ending(chunk, events, erring)):
+                                if ending[0]:
+                                    yield self._noted(ending[0])
+                                raise ending[1]
+                            if not whole or not events:  # not whole events: kept with the last
+                                self._joined(chunk, events)
+                                yield chunk
+                                continue
+                        self._previous, self._last = self._last, chunk
+                        self._events += events
+                        yield chunk
+                    if not carry:
+                        break
+                    reads, carry = alone(carry), b""  # the body ended after it
                 if judged and not self._done:  # no [DONE] told: finished, else cut
                     failed = unended(self._previous, self._last, self._events, self._backend)
                     if failed is not None:
@@ -226,21 +238,30 @@ class UpstreamRelay:
                 raise self._closed_read(exc) from exc
         self._response.release()  # read to the end: the connection goes back to the pool
 
-    async def _completed(self, chunk: bytes) -> bytes:
+    async def _completed(self, chunk: bytes) -> tuple[bytes, bytes]:
         """``chunk`` (relayed, scrubbed) that ends inside an event, with the reads that end
         it (or the body's end): an event is relayed whole, or not at all when it reports
         an error (an error event split between reads is left out as one read whole is),
         and a ``[DONE]`` split between reads is told as one read whole. A client's
         event-stream reader waits for an event's end anyway. Joined once, at the end; the
-        join scrubbed again (a key split between reads is masked too)."""
+        join scrubbed again (a key split between reads is masked too). Returned to the
+        last event end the reads hold, what they read of the next event apart (unscrubbed:
+        it goes before the next read), so a stream no read ends as an event does is
+        relayed an event at a time (:func:`~.relayed_stream.last_event_end`)."""
         parts = [chunk]
         end = chunk[-3:]
         async for more in self._reply:
             parts.append(more)
-            end = (end + more)[-3:]
+            seen, end = end + more, (end + more)[-3:]
             if end.endswith(EVENT_ENDS):
                 break
-        return self._scrubbed(b"".join(parts))
+            if (at := last_event_end(seen)) >= 0:  # it ended inside this read
+                joined = b"".join(parts)
+                at += len(joined) - len(seen)
+                if ends_inside(joined[at:]):
+                    return self._scrubbed(joined[:at]), joined[at:]
+                break
+        return self._scrubbed(b"".join(parts)), b""
 
     def _closed_read(self, exc: aiohttp.ClientError | OSError) -> UpstreamError:
         """A read that failed because the gateway closed the relay (:meth:`aclose`): not
@@ -327,34 +348,6 @@ class UpstreamRelay:
         bytes were split. Rare: an ordinary read is one event."""
         self._last = self._last[-KEPT:] + chunk
         self._events += events
-
-    def _answer(self, chunks: list[bytes]) -> bytes:
-        """A 200 body that is no event stream (a whole answer), read to its end; raises
-        the error it reports if it is only ``{"error": ...}`` (some servers answer so,
-        even a streamed request): no answer a client could read, as a translated
-        request's (:func:`~stateway.backends.upstream_status.classify_reported`); and,
-        as a translated request's, the error of an answer whose ``finish_reason`` says
-        the server gave up on it (:data:`~stateway.backends.chat_reply.GAVE_UP`). Parsed
-        only when it names an ``"error"`` or ``"abort"`` at all (two ``bytes.find``: for
-        an answer of a few kilobytes, fewer instructions than any call more)."""
-        body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-        if body.find(b'"error"') < 0 and body.find(b'"abort"') < 0:
-            return body
-        try:
-            payload = orjson.loads(body)
-        except orjson.JSONDecodeError:
-            return body
-        if not isinstance(payload, dict):
-            return body
-        if reports_error(payload, "choices"):
-            scrub = self._scrub or str
-            raise classify_reported(payload["error"], self._backend, scrub, mid_stream=False)
-        choices = payload.get("choices")
-        choice = choices[0] if isinstance(choices, list) and choices else None
-        reason = choice.get("finish_reason") if isinstance(choice, dict) else None
-        if isinstance(reason, str) and reason in GAVE_UP:
-            raise gave_up(reason)
-        return body
 
     def _scrubbed(self, chunk: bytes) -> bytes:
         return chunk if self._scrub is None else _scrubbed(self._scrub, chunk)
