@@ -57,11 +57,11 @@ def test_a_prefill_is_continued_and_not_repeated(claude: Anthropic, stream: bool
     start, the prefill first; its stream holds only what follows, as Anthropic answers."""
     prefilled = [
         {"role": "user", "content": "Hi"},
-        {"role": "assistant", "content": "Answer:\n"},
+        {"role": "assistant", "content": "<think>"},  # whitespace last is refused
     ]
     message = _answer(claude, stream, model=MODEL, max_tokens=100, messages=prefilled)
     assert [(block.type, getattr(block, "text", None)) for block in message.content] == [
-        ("text", REPLY_TEXT)  # a prefill's continuation is text: not read for reasoning
+        ("text", REPLY_TEXT.removeprefix("<think>"))  # a continuation is text: no reasoning
     ]
 
 
