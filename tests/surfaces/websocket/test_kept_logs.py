@@ -4,6 +4,8 @@ end until they are written, and for nothing when none is."""
 from __future__ import annotations
 
 import asyncio
+import gc
+import weakref
 
 from stateway.surfaces.websocket.kept_logs import KeptLogs
 from stateway.surfaces.websocket.outbox import Outbox
@@ -44,3 +46,33 @@ async def test_the_close_waits_for_nothing_when_no_log_is_being_written() -> Non
     logs.keep([Log(None)])
     async with asyncio.timeout(5):
         await logs.stored()
+
+
+async def test_a_run_s_journal_is_let_go_once_its_last_frames_went_out() -> None:
+    """An idle connection holds no finished run's log: once the outbox has sent the
+    frames put before it, the journal is dropped (not kept until the next run)."""
+    box = await outbox()
+    logs = KeptLogs(box)
+    journal = Log(None)
+    gone = weakref.ref(journal)
+    box.put(b"response.completed")
+    logs.streamed(journal)  # type: ignore[arg-type]  # a journal's keep() is all it reads
+    del journal
+    async with asyncio.timeout(5):
+        await box.flushed()
+    gc.collect()
+    assert gone() is None
+
+
+async def test_a_run_whose_frames_went_out_before_it_is_told_streamed_is_not_kept() -> None:
+    box = await outbox()
+    logs = KeptLogs(box)
+    box.put(b"response.completed")
+    async with asyncio.timeout(5):
+        await box.flushed()  # drained before the lane tells its run streamed
+    journal = Log(None)
+    gone = weakref.ref(journal)
+    logs.streamed(journal)  # type: ignore[arg-type]  # a journal's keep() is all it reads
+    del journal
+    gc.collect()
+    assert gone() is None

@@ -5,7 +5,9 @@ its client may not have had all of it. That is so when the connection closes (44
 client gone, a credential revoked) while a lane still streams the run, and also when the
 lane streamed it to its end but its last frames still wait in the outbox: a short
 response ends within milliseconds of ``response.created``, its frames queued behind it,
-and a client gone meanwhile would find no log to resume.
+and a client gone meanwhile would find no log to resume. A journal is let go as soon as
+its last frames went out (the outbox tells when it drains), so an idle connection holds
+no finished run's log.
 """
 
 from __future__ import annotations
@@ -33,14 +35,21 @@ class KeptLogs:
         its last frame: kept if the connection closes before that frame went out."""
         self._storing: list[asyncio.Future[None]] = []
         """Logs kept after their run's end, being written (the close frame waits)."""
+        outbox.drained = self._let_go  # an idle connection holds no finished run's log
+
+    def _let_go(self) -> None:
+        """Drop the journals whose last frames went out."""
+        unsent, outbox = self._unsent, self._outbox
+        while unsent and outbox.sent(unsent[0][0]):
+            unsent.popleft()
 
     def streamed(self, journal: RunJournal) -> None:
         """A run was streamed to its end: ``journal`` is kept should the connection
         close before the last frame put so far goes out."""
-        unsent, outbox = self._unsent, self._outbox
-        while unsent and outbox.sent(unsent[0][0]):
-            unsent.popleft()
-        unsent.append((outbox.put_count, journal))
+        self._let_go()
+        mark = self._outbox.put_count
+        if not self._outbox.sent(mark):  # else its frames are out: nothing to keep
+            self._unsent.append((mark, journal))
 
     def keep(self, streaming: Iterable[Keepable]) -> None:
         """The connection is closing: the logs of the runs still ``streaming``, and of

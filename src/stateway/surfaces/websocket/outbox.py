@@ -41,6 +41,7 @@ class Outbox:
         "_timer",
         "_writer",
         "closed",
+        "drained",
         "put_count",
     )
 
@@ -71,6 +72,9 @@ class Outbox:
         """Frames put so far: the mark :meth:`sent` tells of."""
         self._sent = 0
         """Frames the transport took so far."""
+        self.drained: Callable[[], None] | None = None
+        """Called when the writer has sent every frame put (once per burst, not per
+        frame): what waited for frames to go out can let go."""
 
     @property
     def pending(self) -> int:
@@ -127,6 +131,8 @@ class Outbox:
                 frames.popleft()
                 self._bytes -= len(frame)
                 self._wake()
+            if not frames and not self.closed and self.drained is not None:
+                self.drained()
         except OSError:  # the client is gone
             self.close()
         finally:
