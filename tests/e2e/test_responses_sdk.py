@@ -46,6 +46,18 @@ def test_create_retrieve_input_items_delete(client: OpenAI) -> None:
         client.responses.delete(response.id)
 
 
+def test_deleting_a_response_keeps_the_chains_that_went_on_from_it(client: OpenAI) -> None:
+    first = client.responses.create(model=MODEL, input="My name is Ada.")
+    second = client.responses.create(model=MODEL, input="Noted?", previous_response_id=first.id)
+    client.responses.delete(first.id)
+    with pytest.raises(openai.BadRequestError, match="not found"):
+        client.responses.create(model=MODEL, input="again", previous_response_id=first.id)
+    third = client.responses.create(
+        model=MODEL, input="[[echo]] And my name?", previous_response_id=second.id
+    )
+    assert "My name is Ada." in third.output_text  # the deleted turn is the later one's context
+
+
 def test_input_items_pagination(client: OpenAI) -> None:
     response = client.responses.create(
         model=MODEL,
