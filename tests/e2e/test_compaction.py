@@ -195,6 +195,9 @@ def test_compaction_trigger_answers_with_exactly_one_compaction_item(client: Ope
     [item] = final.output
     assert item.type == "compaction"
     assert events[4].item == item  # type: ignore[union-attr]
+    # announced whole, as hosted announces it: a client reading only the added event
+    # has the seal
+    assert events[2].item == item  # type: ignore[union-attr]
     assert final.usage.input_tokens > 0
 
     answer = client.responses.create(

@@ -262,11 +262,10 @@ async def test_trigger_emits_one_compaction_item_and_no_round() -> None:
         "ItemDone",
         "ResponseFinished",
     ]
-    added = run.events[2]
-    assert isinstance(added, ev.ItemAdded)
-    assert "encrypted_content" not in added.item
     state = run.state
     [item] = state.output
+    # as hosted: the item is announced whole, its seal already in it
+    assert run.events[2] == ev.ItemAdded(0, item)
     assert state.status == "completed"
     assert opened(item) == "the summary"
     assert state.usage == Usage(10, 3)
@@ -345,7 +344,7 @@ async def test_a_compaction_within_a_response_asks_its_model_and_emits_its_item(
     """The summary is asked of the candidate's upstream model, with the response's
     instructions, the model view, the request's own summary prompt and only the settings a
     summary keeps; its item is announced, compacted and done at its output index, by its
-    id, and the done event carries the item as stored."""
+    id, and the added and done events both carry the item as stored."""
     backend = RoundsBackend([SUMMARY, ANSWER])
     store = MemoryStore()
     router = Router([BackendEntry(backend, {"m": "upstream-m"})])
@@ -369,7 +368,7 @@ async def test_a_compaction_within_a_response_asks_its_model_and_emits_its_item(
     item, _ = run.state.output
     assert item[SHOWN] == "the summary"
     added, compacting, done = run.events[2:5]
-    assert added == ev.ItemAdded(0, {"id": item["id"], "type": "compaction"})
+    assert added == ev.ItemAdded(0, item)
     assert compacting == ev.Compacting(0, item["id"])
     assert done == ev.ItemDone(0, item)
 

@@ -108,8 +108,9 @@ class CompactionStep:
     async def run(self, run: Run, candidate: Candidate, usage: Usage) -> list[Item]:
         """Summarize (asking ``candidate``, with the request's ``summary_prompt`` if it has
         one), count it (the response's first :class:`~stateway.core.usage.Iteration`),
-        emit the compaction item (added, compacting, done; its summary shown beside its
-        seal when ``summary_shown``) and return the context the rounds go on with: the
+        emit the compaction item (added and done each carry it whole, with its seal, as the
+        hosted API's do, compacting between them; its summary shown beside its seal when
+        ``summary_shown``) and return the context the rounds go on with: the
         model view of the context and that item, then the prefill the answer continues,
         if any (:func:`prefill`: the summary covers it too, and the answer still goes on
         from it)."""
@@ -133,7 +134,7 @@ class CompactionStep:
         output = run.state.output
         index = len(output)
         output.append(item)
-        run.emit(ev.ItemAdded(index, {"id": item["id"], "type": sealed.COMPACTION}))
+        run.emit(ev.ItemAdded(index, dict(item)))  # whole, its seal in it, as hosted
         run.emit(ev.Compacting(index, item["id"]))
         run.emit(ev.ItemDone(index, dict(item)))
         context = [*self._context, item]
