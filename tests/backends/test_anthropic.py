@@ -40,7 +40,7 @@ from stateway.core.inference import (
     UsageReport,
 )
 from stateway.core.items import Item
-from stateway.core.reasoning import REDACTED, SEALED_BY_RESPONSES
+from stateway.core.reasoning import REDACTED, SEALED_BY_RESPONSES, responses_maker
 from stateway.core.usage import Usage
 from stateway.fake_upstream.errors import UpstreamError as Refused
 from stateway.fake_upstream.messages_checks import check_messages_request
@@ -180,13 +180,14 @@ def test_a_call_after_a_gateway_calls_result_is_the_next_assistant_turn() -> Non
     ]
 
 
-def test_a_responses_upstreams_seal_is_not_sent_as_a_signature() -> None:
+@pytest.mark.parametrize("prefix", [SEALED_BY_RESPONSES, responses_maker("openai")])
+def test_a_responses_upstreams_seal_is_not_sent_as_a_signature(prefix: str) -> None:
     """Reasoning an OpenAI Responses upstream sealed would be refused as a signature."""
     item = {
         "type": "reasoning",
         "summary": [],
         "content": [{"type": "reasoning_text", "text": "plan"}],
-        "encrypted_content": SEALED_BY_RESPONSES + "gAAAA",
+        "encrypted_content": prefix + "gAAAA",
     }
     sent = body([user("q"), item, user("next")])
     assert [message["role"] for message in sent["messages"]] == ["user"]

@@ -21,7 +21,7 @@ from stateway.core.inference import (
     UsageReport,
 )
 from stateway.core.items import Item
-from stateway.core.reasoning import REDACTED, SEALED_BY_RESPONSES
+from stateway.core.reasoning import REDACTED, SEALED_BY_RESPONSES, responses_maker
 from stateway.core.tools.catalog import model_tools
 from stateway.core.usage import Usage
 from stateway.protocols.responses.decode import decode_create
@@ -256,7 +256,7 @@ def test_hidden_reasoning_keeps_its_upstreams_seal() -> None:
 
 
 def test_reasoning_goes_back_with_its_own_upstreams_seal_only() -> None:
-    def sent(encrypted: str) -> dict[str, Any]:
+    def sent(encrypted: str, maker: str = SEALED_BY_RESPONSES) -> dict[str, Any]:
         item = {
             "id": "rs_1",
             "type": "reasoning",
@@ -264,7 +264,8 @@ def test_reasoning_goes_back_with_its_own_upstreams_seal_only() -> None:
             "content": [{"type": "reasoning_text", "text": "Plan"}],
             "encrypted_content": encrypted,
         }
-        body = to_upstream(InferenceRequest("m", None, [item], GenerationSettings(), stream=True))
+        request = InferenceRequest("m", None, [item], GenerationSettings(), stream=True)
+        body = to_upstream(request, maker)
         assert body["include"] == ["reasoning.encrypted_content"]
         result: dict[str, Any] = body["input"][0]
         return result
@@ -279,6 +280,28 @@ def test_reasoning_goes_back_with_its_own_upstreams_seal_only() -> None:
     for foreign in ("EqQBCkYIBRgCKkB-signature==", REDACTED + "data"):
         assert "encrypted_content" not in sent(foreign)
         assert sent(foreign)["content"] == [{"type": "reasoning_text", "text": "Plan"}]
+    # a backend's own blob goes back to it; another backend's (another server or
+    # account) does not; one stored before makers were named goes to any
+    ours, theirs = responses_maker("a"), responses_maker("b")
+    assert ours != theirs
+    assert ours.startswith("responses@")
+    assert sent(ours + "gAAAA-blob", ours)["encrypted_content"] == "gAAAA-blob"
+    assert "encrypted_content" not in sent(theirs + "gAAAA-blob", ours)
+    assert sent(theirs + "gAAAA-blob", ours)["content"] == [
+        {"type": "reasoning_text", "text": "Plan"}
+    ]
+    assert sent(SEALED_BY_RESPONSES + "gAAAA-blob", ours)["encrypted_content"] == "gAAAA-blob"
+
+
+def test_a_backends_blobs_carry_its_prefix() -> None:
+    maker = responses_maker("openai")
+    hidden = {"type": "reasoning", "summary": [], "content": [], "encrypted_content": "gAAAA"}
+    state = StreamState(maker=maker)
+    deltas = list(state.feed(added(0, {**hidden, "encrypted_content": None})))
+    deltas += state.feed(done(0, hidden))
+    assert deltas == [ReasoningSignature(maker + "gAAAA")]
+    whole = from_upstream_response({"status": "completed", "output": [hidden]}, maker=maker)
+    assert next(iter(whole)) == ReasoningSignature(maker + "gAAAA")
 
 
 def test_items_that_come_only_whole_are_not_lost() -> None:

@@ -7,9 +7,10 @@ A stream's events and a whole response turn into the same deltas
 
 Where the upstream hides its reasoning (OpenAI's reasoning models: no reasoning text, at
 most a summary), its ``encrypted_content`` is all the model can continue from when
-nothing is stored: it is kept on the item
-(:data:`~stateway.core.reasoning.SEALED_BY_RESPONSES`, as a :class:`ReasoningSignature`)
-and sent back as it came. Where the reasoning text is given (vLLM), the text is what is
+nothing is stored: it is kept on the item behind this backend's prefix
+(:func:`~stateway.core.reasoning.responses_maker`, as a :class:`ReasoningSignature`)
+and sent back to this backend as it came (another server or account would refuse it).
+Where the reasoning text is given (vLLM), the text is what is
 kept.
 
 The API has no field for stop sequences (a Chat client's ``stop``, a Messages client's
@@ -65,6 +66,7 @@ from stateway.core.inference import (
     Delta,
     InferenceRequest,
 )
+from stateway.core.reasoning import responses_maker
 from stateway.core.tools.history import REWRITTEN_ITEM_TYPES
 
 CARRIED = (
@@ -95,6 +97,8 @@ class OpenAIResponsesBackend:
     ) -> None:
         self._client = client
         self.name = client.target.name
+        self._maker = responses_maker(self.name)
+        """In front of the blobs sealing its reasoning: they go back to it alone."""
         self.address = client.target.address
         self.cache_salted = cache_salted
         """Each call carries its tenant's ``cache_salt``."""
@@ -109,17 +113,22 @@ class OpenAIResponsesBackend:
 
     async def _deltas(self, request: InferenceRequest) -> AsyncGenerator[Delta, None]:
         tokens = logprobs.INCLUDE in request.settings.include  # read only when asked for
-        body = to_upstream(request)
+        body = to_upstream(request, self._maker)
         if self.cache_salted and request.cache_salt is not None:
             body["cache_salt"] = request.cache_salt
         body, waiting = self._client.target.filled(body), request.first_output
         async with self._client.post("/responses", body, first_output=waiting) as reply:
             if not request.stream or reply.whole:
-                read = partial(from_upstream_response, tokens=tokens, answered=request.answered)
+                read = partial(
+                    from_upstream_response,
+                    tokens=tokens,
+                    answered=request.answered,
+                    maker=self._maker,
+                )
                 for delta in self._decode(read, await reply.read(), mid_stream=False):
                     yield delta
                 return
-            stream = StreamState(tokens, request.answered)
+            stream = StreamState(tokens, request.answered, self._maker)
             async for event in reply.events():
                 for delta in self._decode(stream.feed, event.data, mid_stream=True):
                     yield delta
@@ -156,7 +165,7 @@ class OpenAIResponsesBackend:
         missing (vLLM; LM Studio, which answers it with a 200 that is only an error), its
         tokenizer endpoint (:mod:`stateway.backends.tokenizer`) given the same context as
         Chat Completions messages."""
-        body = to_upstream(request)
+        body = to_upstream(request, self._maker)
         for key in ("stream", "store"):
             body.pop(key, None)
         try:

@@ -54,10 +54,26 @@ class StreamState:
     whose content came only whole (on ``response.output_item.done``) is not lost, and
     one that streamed is not repeated."""
 
-    __slots__ = ("answered", "finished", "part", "places", "streamed", "summaries", "tokens")
+    __slots__ = (
+        "answered",
+        "finished",
+        "maker",
+        "part",
+        "places",
+        "streamed",
+        "summaries",
+        "tokens",
+    )
 
-    def __init__(self, tokens: bool = False, answered: Answered | None = None) -> None:
+    def __init__(
+        self,
+        tokens: bool = False,
+        answered: Answered | None = None,
+        maker: str = SEALED_BY_RESPONSES,
+    ) -> None:
         self.tokens = tokens
+        self.maker = maker
+        """In front of a blob sealing reasoning: its backend's (:func:`responses_maker`)."""
         """Whether the text's tokens (``logprobs``) were asked for: read only then."""
         self.answered = answered
         """A traced attempt's: the response's id and model noted as it ends."""
@@ -164,20 +180,24 @@ class StreamState:
         kind = item.get("type")
         if index in self.streamed:
             if kind == "reasoning":
-                yield from _seal(item)
+                yield from _seal(item, self.maker)
             return
         if kind == "function_call":
             yield _call(count(index), item)
         elif kind in _MODELLED_OUTPUT:  # whole: what a non-streamed reply would say of it
-            yield from _whole(item, self.tokens, started=True)
+            yield from _whole(item, self.tokens, self.maker, started=True)
         else:
             yield OutputItem(item)
 
 
 def from_upstream_response(
-    payload: dict[str, Any], tokens: bool = False, answered: Answered | None = None
+    payload: dict[str, Any],
+    tokens: bool = False,
+    answered: Answered | None = None,
+    maker: str = SEALED_BY_RESPONSES,
 ) -> Iterator[Delta]:
-    """Deltas of a whole ``response`` (its id and model noted in ``answered``, if given)."""
+    """Deltas of a whole ``response`` (its id and model noted in ``answered``, if given;
+    its reasoning's blobs behind ``maker``)."""
     if payload.get("status") == "failed" or reports_error(payload, "output"):
         raise Reported(payload.get("error") or {})
     if answered is not None:
@@ -186,13 +206,15 @@ def from_upstream_response(
         if item.get("type") == "function_call":
             yield _call(index, item)
         elif item.get("type") in _MODELLED_OUTPUT:
-            yield from _whole(item, tokens)
+            yield from _whole(item, tokens, maker)
         else:
             yield OutputItem(item)
     yield from _finish(payload)
 
 
-def _whole(item: dict[str, Any], tokens: bool, *, started: bool = False) -> Iterator[Delta]:
+def _whole(
+    item: dict[str, Any], tokens: bool, maker: str, *, started: bool = False
+) -> Iterator[Delta]:
     """A whole reasoning item or message as deltas (a message after its
     :class:`MessageStart`, unless ``started``): its text, then its refusal."""
     if item.get("type") == "reasoning":
@@ -200,7 +222,7 @@ def _whole(item: dict[str, Any], tokens: bool, *, started: bool = False) -> Iter
         reasoning = "".join(_texts(item.get("content"))) or summary
         if reasoning:
             yield ReasoningDelta(reasoning)
-        yield from _seal(item)
+        yield from _seal(item, maker)
         return
     if not started:
         yield MessageStart(text(item.get("phase")))
@@ -213,11 +235,11 @@ def _whole(item: dict[str, Any], tokens: bool, *, started: bool = False) -> Iter
         yield RefusalDelta(refusal)
 
 
-def _seal(item: dict[str, Any]) -> Iterator[Delta]:
+def _seal(item: dict[str, Any], maker: str) -> Iterator[Delta]:
     """A hidden reasoning item's ``encrypted_content``, which ends it, if it has one."""
     blob = text(item.get("encrypted_content"))
     if blob and not any(_texts(item.get("content"))):
-        yield ReasoningSignature(SEALED_BY_RESPONSES + blob)
+        yield ReasoningSignature(maker + blob)
 
 
 def _call(index: int, item: dict[str, Any]) -> ToolCallDelta:

@@ -22,19 +22,21 @@ from typing import Any
 from stateway.core import logprobs
 from stateway.core.inference import InferenceRequest
 from stateway.core.items import Item
-from stateway.core.reasoning import responses_seal
+from stateway.core.reasoning import SEALED_BY_RESPONSES, responses_seal
 from stateway.core.tools import client_hosted
 from stateway.core.tools.history import model_items
 
 _ENCRYPTED = "reasoning.encrypted_content"
 
 
-def to_upstream(request: InferenceRequest) -> dict[str, Any]:
+def to_upstream(request: InferenceRequest, maker: str = SEALED_BY_RESPONSES) -> dict[str, Any]:
+    """The request's body; its reasoning carries the blobs behind ``maker`` only (its
+    backend's: :func:`~stateway.core.reasoning.responses_maker`)."""
     settings = request.settings
     body: dict[str, Any] = {
         "model": request.model,
         "input": [
-            _item(item)
+            _item(item, maker)
             for item in model_items(request.items, client_hosted.ITEM_TYPES, request.names)
         ],
         "store": False,
@@ -80,16 +82,16 @@ def to_upstream(request: InferenceRequest) -> dict[str, Any]:
     return body
 
 
-def _item(item: Item) -> Item:
+def _item(item: Item, maker: str) -> Item:
     """Items go as they are, ids included (a stateless upstream does not look them up).
     An assistant message is an output message on this wire, which needs a ``status``.
     What a Messages client marks that this wire has no field for (a tool result's
     ``is_error``, a part's ``cache_control``, a document's ``context``, ``citations`` and
     ``source``, a text's ``citations`` and ``search_result``, an image's ``in_document``),
     and a Chat client's message ``name``, are left out. A reasoning item carries only its
-    Responses upstream's seal."""
+    Responses upstream's seal, if that upstream's."""
     if item.get("type") == "reasoning" and "encrypted_content" in item:
-        return _reasoning(item)
+        return _reasoning(item, maker)
     if "is_error" in item or "cache_control" in item:
         item = {k: v for k, v in item.items() if k not in _MESSAGES_ONLY}
     if "name" in item and item.get("type") == "message":
@@ -109,10 +111,11 @@ _MESSAGES_ONLY_PARTS = frozenset(
 )
 
 
-def _reasoning(item: Item) -> Item:
-    """A reasoning item sealed by a Responses upstream as that upstream gave it (its
-    summary and blob: the text was read from the summary); without another's seal."""
-    blob = responses_seal(item)
+def _reasoning(item: Item, maker: str) -> Item:
+    """A reasoning item sealed by this Responses upstream as it gave it (its summary and
+    blob: the text was read from the summary); without another's seal (another upstream's,
+    or another server's or account's blob, which it would refuse)."""
+    blob = responses_seal(item, maker)
     if blob is None:
         return {k: v for k, v in item.items() if k != "encrypted_content"}
     return {**item, "content": [], "encrypted_content": blob}

@@ -11,10 +11,14 @@ the Responses field for exactly this (opaque, returned by clients that ask for
 - a redacted thinking block: no text, ``encrypted_content`` = :data:`REDACTED` + ``data``.
 
 A Responses upstream seals its reasoning the same way when asked
-(``include: ["reasoning.encrypted_content"]``: OpenAI encrypts it, vLLM carries its
-reasoning in it): the item keeps that blob as :data:`SEALED_BY_RESPONSES` + blob, so that
-it goes back to a Responses upstream only (an Anthropic upstream would refuse it as a
-signature, and a Responses upstream an Anthropic signature).
+(``include: ["reasoning.encrypted_content"]``: OpenAI encrypts it, for its account alone;
+vLLM carries its reasoning in it, in its own form): the item keeps that blob behind the
+prefix of the backend that made it (:func:`responses_maker`), so that it goes back to that
+backend only (an Anthropic upstream would refuse it as a signature, a Responses upstream
+an Anthropic signature, and another Responses server or account the blob). Items stored
+before 2026-12-06 hold :data:`SEALED_BY_RESPONSES` + blob, naming no backend: any
+Responses backend is sent those. Anthropic's signatures go to any Anthropic backend
+(Anthropic takes them across its platforms).
 
 Signatures are base64, so neither prefix (with its ``:``) can begin one.
 
@@ -35,6 +39,7 @@ Seals made before 2026-12-05 hold no text: the text that comes with the item is 
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Final
 
@@ -44,6 +49,16 @@ from stateway.core.ports import Sealer
 
 REDACTED: Final = "redacted_thinking:"
 SEALED_BY_RESPONSES: Final = "responses:"
+"""In front of a Responses upstream's blob stored before 2026-12-06 (its backend unnamed)."""
+_MADE_BY_RESPONSES: Final = "responses@"
+_RESPONSES_SEALS: Final = (SEALED_BY_RESPONSES, _MADE_BY_RESPONSES)
+
+
+def responses_maker(backend: str) -> str:
+    """The prefix in front of the blobs the Responses backend named ``backend`` seals its
+    reasoning with: a digest of its name (names may hold any character)."""
+    digest = hashlib.sha256(backend.encode()).hexdigest()[:16]
+    return f"{_MADE_BY_RESPONSES}{digest}:"
 
 
 @dataclass(slots=True, frozen=True)
@@ -66,14 +81,18 @@ def thinking_of(item: Item) -> Thinking:
     if seal is not None and seal.startswith(REDACTED):
         return Thinking("", seal.removeprefix(REDACTED), redacted=True)
     text = item_text(item) or item_text({"content": item.get("summary")})
-    return Thinking(text, seal, anthropic=seal is None or not seal.startswith(SEALED_BY_RESPONSES))
+    return Thinking(text, seal, anthropic=seal is None or not seal.startswith(_RESPONSES_SEALS))
 
 
-def responses_seal(item: Item) -> str | None:
-    """The blob a Responses upstream sealed a reasoning item with, else None."""
+def responses_seal(item: Item, maker: str) -> str | None:
+    """The blob the Responses backend whose prefix is ``maker`` (:func:`responses_maker`)
+    sealed a reasoning item with, or one of an unnamed backend; else None (another's, or
+    none)."""
     sealed = item.get("encrypted_content")
-    if isinstance(sealed, str) and sealed.startswith(SEALED_BY_RESPONSES):
-        return sealed.removeprefix(SEALED_BY_RESPONSES) or None
+    if isinstance(sealed, str):
+        for prefix in (maker, SEALED_BY_RESPONSES):
+            if sealed.startswith(prefix):
+                return sealed.removeprefix(prefix) or None
     return None
 
 
