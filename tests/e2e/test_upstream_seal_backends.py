@@ -50,12 +50,12 @@ def test_a_blob_goes_back_to_its_own_backend_only(gateway: RunningGateway) -> No
     assert PLAN not in str(reasoning)  # hidden: the blob is all the model continues from
 
     def echoed(model: str) -> str:
-        later = {
-            "model": model,
-            "store": False,
-            "input": [{"role": "user", "content": "hi"}, reasoning, "[[echo]]"],
-        }
-        later["input"][-1] = {"role": "user", "content": "[[echo]]"}
+        turns = [
+            {"role": "user", "content": "hi"},
+            reasoning,
+            {"role": "user", "content": "[[echo]]"},
+        ]
+        later = {"model": model, "store": False, "input": turns}
         text: str = create(gateway, later)["output"][-1]["content"][0]["text"]
         return text
 
