@@ -8,8 +8,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from stateway.core.errors import InvalidRequest
-from stateway.protocols.validation import string_too_long
+from stateway.protocols.validation import pattern_mismatch, string_too_long
 
 _PATTERN: Final = re.compile(r"[a-zA-Z0-9_-]+")
 _MAX_LENGTH: Final = 64
@@ -21,9 +20,4 @@ def check_schema_name(name: str, param: str) -> None:
     if len(name) > _MAX_LENGTH:
         raise string_too_long(param, _MAX_LENGTH, len(name))
     if not _PATTERN.fullmatch(name):
-        raise InvalidRequest(
-            f"Invalid '{param}': string does not match pattern. Expected a string that "
-            "matches the pattern '^[a-zA-Z0-9_-]+$'.",
-            param=param,
-            code="invalid_value",
-        )
+        raise pattern_mismatch(param, f"^{_PATTERN.pattern}$")

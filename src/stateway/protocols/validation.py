@@ -6,7 +6,9 @@ The hosted API's own sentences and codes for a field out of its bounds or of the
 JSON type are built here, for the errors pydantic raises and for the checks a decoder
 makes by hand (an ``input`` longer than the gateway takes, a schema name too long)
 alike: ``Invalid 'x': string too long. Expected a string with maximum length N, but got
-a string with length M instead.`` (``string_above_max_length``), ``Invalid 'x': decimal
+a string with length M instead.`` (``string_above_max_length``), ``Invalid 'x': string
+does not match pattern. Expected a string that matches the pattern '^[a-zA-Z0-9_-]+$'.``
+(``invalid_value``), ``Invalid 'x': decimal
 above maximum value. Expected a value <= 2, but got 3 instead.``
 (``decimal_above_max_value``), ``Invalid type for 'x': expected an integer, but got a
 string instead.`` (``invalid_type``), ``Invalid value: 'x'. Supported values are: 'auto'
@@ -129,6 +131,17 @@ _RANGE_CODES: Final = {
 """A number's code past a bound, by (a decimal field?, below its minimum?)."""
 
 
+def pattern_mismatch(param: str, pattern: str) -> InvalidRequest:
+    """A string not of the characters a field takes (``pattern``: its regex, as hosted
+    shows it, ``^[a-zA-Z0-9_-]+$``)."""
+    return InvalidRequest(
+        f"Invalid '{param}': string does not match pattern. Expected a string that matches "
+        f"the pattern '{pattern}'.",
+        param=param,
+        code="invalid_value",
+    )
+
+
 def wrong_type(param: str, expected: str, value: object) -> InvalidRequest:
     """``expected``: what the field holds, as hosted names it (``an integer``)."""
     return InvalidRequest(
@@ -245,6 +258,8 @@ def _hosted(error: ErrorDetails, param: str) -> InvalidRequest | None:
         return out_of_range(param, value, bound, operator, decimal=isinstance(bound, float))
     if kind == "string_too_long" and isinstance(value, str):
         return string_too_long(param, ctx["max_length"], len(value))
+    if kind == "string_pattern_mismatch":
+        return pattern_mismatch(param, ctx["pattern"])
     if kind == "string_too_short" and value == "":
         return empty_string(param, ctx["min_length"])
     if kind == "too_long" and isinstance(value, list):

@@ -13,12 +13,12 @@ from stateway.core.errors import InvalidRequest
 from stateway.core.items import Item
 from stateway.core.tools.catalog import CUSTOM, DEFER, NAMESPACE, TOOL_SEARCH
 from stateway.core.tools.model_names import model_name
+from stateway.protocols.function_parameters import check_parameters
 from stateway.protocols.responses.nesting import check_nesting
 from stateway.protocols.responses.tools.fields import (
     copy_choice,
     copy_typed,
     invalid_type,
-    strings,
 )
 from stateway.protocols.validation import empty_string, missing_or_wrong_type
 
@@ -30,7 +30,7 @@ def decode_function(tool: dict[str, Any], path: str) -> Item:
         raise invalid_type("'parameters' must be a JSON Schema object.", f"{path}.parameters")
     check_nesting(parameters, f"{path}.parameters")
     if parameters is not None:
-        _check_schema(parameters, f"{path}.parameters")
+        check_parameters(parameters, f"{path}.parameters")
     description = tool.get("description")
     if description is not None and not isinstance(description, str):
         raise invalid_type("'description' must be a string.", f"{path}.description")
@@ -46,35 +46,6 @@ def decode_function(tool: dict[str, Any], path: str) -> Item:
     }
     _defer(tool, path, out)
     return out
-
-
-def _check_schema(schema: dict[str, Any], path: str) -> None:
-    """The mistakes an upstream would reject late (or a model would choke on): the top
-    level of a function's parameters is an object schema with object ``properties`` and a
-    ``required`` list of strings. (Full JSON Schema validation is the upstream's.)"""
-    kind = schema.get("type")
-    if kind is not None and kind != "object":
-        raise InvalidRequest(
-            f"Invalid schema for '{path}': the top-level 'type' must be 'object', got {kind!r}.",
-            param=f"{path}.type",
-            code="invalid_function_parameters",
-        )
-    properties = schema.get("properties")
-    if properties is not None and not (
-        isinstance(properties, dict) and all(isinstance(p, dict) for p in properties.values())
-    ):
-        raise InvalidRequest(
-            f"Invalid schema for '{path}': 'properties' must map names to schemas.",
-            param=f"{path}.properties",
-            code="invalid_function_parameters",
-        )
-    required = schema.get("required")
-    if required is not None and not strings(required, optional=False):
-        raise InvalidRequest(
-            f"Invalid schema for '{path}': 'required' must be a list of property names.",
-            param=f"{path}.required",
-            code="invalid_function_parameters",
-        )
 
 
 def decode_custom(tool: dict[str, Any], path: str) -> Item:
