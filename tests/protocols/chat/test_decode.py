@@ -16,6 +16,13 @@ ASSISTANT_CALLS: dict[str, Any] = {
 }
 
 
+def _function(name: str, parameters: dict[str, Any] | None = None) -> dict[str, Any]:
+    function: dict[str, Any] = {"name": name}
+    if parameters is not None:
+        function["parameters"] = parameters
+    return {"type": "function", "function": function}
+
+
 def decode(**fields: Any) -> ChatRequest:
     base: dict[str, Any] = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
     return decode_chat({**base, **fields}, max_input_items=20)
@@ -475,10 +482,26 @@ def test_logprobs_are_the_text_logprobs_include() -> None:
             "invalid_type",
         ),
         (
-            {"tool_choice": {"type": "function", "function": {"name": "nope"}}},
+            {
+                "tools": [{"type": "function", "function": {"name": "f"}}],
+                "tool_choice": {"type": "function", "function": {"name": "nope"}},
+            },
             "tool_choice.function.name",
             "invalid_value",
         ),
+        ({"stop": ["a", "b", "c", "d", "e"]}, "stop", "array_above_max_length"),
+        ({"tools": []}, "tools", None),
+        ({"tools": [_function(f"f{n}") for n in range(129)]}, "tools", "array_above_max_length"),
+        ({"tools": [_function("lookup.city")]}, "tools[0].function.name", "invalid_value"),
+        ({"tools": [_function("f"), _function("a b")]}, "tools[1].function.name", "invalid_value"),
+        ({"tool_choice": "auto"}, "tool_choice", "invalid_value"),
+        (
+            {"tool_choice": {"type": "function", "function": {"name": "f"}}},
+            "tool_choice",
+            "invalid_value",
+        ),
+        ({"parallel_tool_calls": True}, "parallel_tool_calls", "invalid_value"),
+        ({"parallel_tool_calls": False}, "parallel_tool_calls", "invalid_value"),
         (
             {"response_format": {"type": "json_schema"}},
             "response_format.json_schema",
@@ -492,7 +515,9 @@ def test_logprobs_are_the_text_logprobs_include() -> None:
         ),
     ],
 )
-def test_refused_with_a_400_naming_the_field(fields: dict[str, Any], param: str, code: str) -> None:
+def test_refused_with_a_400_naming_the_field(
+    fields: dict[str, Any], param: str, code: str | None
+) -> None:
     error = refused(**fields)
     assert (error.status, error.param, error.code) == (400, param, code), error.message
     # A value none of a field's values is worded as hosted words it, the field unnamed.
@@ -784,3 +809,83 @@ def test_fields_the_gateway_does_not_model_are_kept_for_a_chat_upstream() -> Non
         "repetition_penalty": 1.1,
     }
     assert settings.top_k == 3
+
+
+@pytest.mark.parametrize(
+    ("fields", "words"),
+    [
+        (
+            {"stop": ["1", "2", "3", "4", "5", "6"]},
+            "Invalid 'stop': array too long. Expected an array with maximum length 4, but got "
+            "an array with length 6 instead.",
+        ),
+        ({"tools": []}, "[] is too short - 'tools'"),
+        (
+            {"tools": [_function(f"f{n}") for n in range(130)]},
+            "Invalid 'tools': array too long. Expected an array with maximum length 128, but "
+            "got an array with length 130 instead.",
+        ),
+        (
+            {"tools": [_function("mcp/search")]},
+            "Invalid 'tools[0].function.name': string does not match pattern. Expected a string "
+            "that matches the pattern '^[a-zA-Z0-9_-]+$'.",
+        ),
+        (
+            {"tool_choice": "required"},
+            "Invalid value for 'tool_choice': 'tool_choice' is only allowed when 'tools' are "
+            "specified.",
+        ),
+        (
+            {"tool_choice": "auto", "parallel_tool_calls": False},
+            "Invalid value for 'tool_choice': 'tool_choice' is only allowed when 'tools' are "
+            "specified.",
+        ),
+        (
+            {"parallel_tool_calls": True},
+            "Invalid value for 'parallel_tool_calls': 'parallel_tool_calls' is only allowed when "
+            "'tools' are specified.",
+        ),
+    ],
+)
+def test_refused_in_hosted_words(fields: dict[str, Any], words: str) -> None:
+    """As hosted OpenAI refuses each (its words, found in its users' reports)."""
+    assert refused(**fields).message == words
+
+
+def test_what_hosted_takes_at_those_limits_is_taken() -> None:
+    """Four stop strings, 128 tools, a 128-character name of ``[a-zA-Z0-9_-]``, and
+    ``tool_choice: "none"`` (which asks for no tool) without tools."""
+    assert decode(stop=["a", "b", "c", "d"]).command.settings.stop_sequences == list("abcd")
+    tools = [_function(f"f{n}") for n in range(127)] + [_function("A-z_9" + "x" * 123)]
+    assert len(decode(tools=tools).command.settings.tools) == 128
+    assert decode(tool_choice="none").command.settings.tool_choice == "none"
+    searching = decode(web_search_options={}, parallel_tool_calls=False, tool_choice="auto")
+    assert searching.command.settings.parallel_tool_calls is False  # the search is a tool
+
+
+@pytest.mark.parametrize(
+    ("parameters", "key"),
+    [
+        ({"type": "string"}, "type"),
+        ({"type": "object", "properties": {"a": "text"}}, "properties"),
+        ({"type": "object", "required": "a"}, "required"),
+    ],
+)
+def test_a_functions_parameters_are_an_object_schema_as_on_responses(
+    parameters: dict[str, Any], key: str
+) -> None:
+    """As on the Responses API: the top level is an object schema, its ``properties``
+    schemas and its ``required`` a list of names (hosted refuses a schema of another
+    type too)."""
+    error = refused(tools=[_function("f"), _function("g", parameters)])
+    assert (error.param, error.code) == (
+        f"tools[1].function.parameters.{key}",
+        "invalid_function_parameters",
+    )
+    assert error.message.startswith("Invalid schema for 'tools[1].function.parameters': ")
+
+
+def test_a_functions_object_schema_is_kept() -> None:
+    schema = {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}
+    [tool] = decode(tools=[_function("f", schema)]).command.settings.tools
+    assert tool["parameters"] == schema

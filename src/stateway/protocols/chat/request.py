@@ -9,7 +9,7 @@ content parts by ``type``; one outside those listed is an error naming it.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -141,8 +141,14 @@ class WebSearchOptions(_Wire):
     user_location: dict[str, Any] | None = None
 
 
+TOOL_NAME_PATTERN: Final = "^[a-zA-Z0-9_-]+$"
+"""A function's name, as hosted takes it (of at most 128 characters, as hosted now takes)."""
+MAX_TOOLS: Final = 128
+"""As many tools as hosted takes."""
+
+
 class FunctionDefinition(_Wire):
-    name: str = Field(min_length=1, max_length=128)
+    name: str = Field(min_length=1, max_length=128, pattern=TOOL_NAME_PATTERN)
     description: str | None = None
     parameters: dict[str, Any] | None = None
     strict: bool | None = None
@@ -225,7 +231,7 @@ class ChatBody(_Wire):
     messages: list[Message] = Field(min_length=1)
     stream: bool | None = None
     stream_options: StreamOptions | None = None
-    tools: list[FunctionTool | CustomTool] | None = None
+    tools: list[FunctionTool | CustomTool] | None = Field(default=None, max_length=MAX_TOOLS)
     web_search_options: WebSearchOptions | None = None
     tool_choice: (
         Literal["none", "auto", "required"]

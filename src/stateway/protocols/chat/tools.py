@@ -1,11 +1,14 @@
 """A Chat Completions request's ``tools`` and ``tool_choice`` as their Responses forms.
 
 Tools: ``function`` (``strict: false`` unless sent true, as Chat means it, where a
-Responses tool without ``strict`` is strict) and ``custom`` (its grammar ``format``
-flattened as Responses has it); a name declared twice is a 400. ``tool_choice``:
-``auto``, ``none``, ``required`` (a 400 without a tool), a named function or custom tool,
-or ``allowed_tools`` (its ``mode`` over the functions and custom tools it lists), each
-tool it names one declared of its type (a 400 naming the field otherwise).
+Responses tool without ``strict`` is strict; its name of ``[a-zA-Z0-9_-]``, as hosted, and
+its ``parameters`` an object schema, as on responses) and ``custom`` (its grammar
+``format`` flattened as Responses has it); a name declared twice is a 400.
+``tool_choice``: ``auto``, ``none``, ``required``, a named function or custom tool, or
+``allowed_tools`` (its ``mode`` over the functions and custom tools it lists), each tool
+it names one declared of its type (a 400 naming the field otherwise). Without a tool, a
+``tool_choice`` but ``none``, and ``parallel_tool_calls`` (true or false), are 400s in
+hosted's words.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from stateway.protocols.chat.request import (
     NamedCustomChoice,
     NamedToolChoice,
 )
+from stateway.protocols.function_parameters import check_parameters
 
 Choice = str | NamedToolChoice | NamedCustomChoice | AllowedToolsChoice | None
 
@@ -42,6 +46,8 @@ def decode_tools(tools: list[FunctionTool | CustomTool]) -> list[Item]:
             decoded.append(_custom_tool(tool))
             continue
         function = tool.function
+        if function.parameters is not None:
+            check_parameters(function.parameters, f"tools[{index}].function.parameters")
         item: Item = {"type": "function", "name": function.name}
         item["parameters"] = function.parameters or {"type": "object", "properties": {}}
         if function.description is not None:
@@ -76,13 +82,8 @@ def _custom_tool(tool: CustomTool) -> Item:
 def decode_tool_choice(choice: Choice, tools: list[Item]) -> str | dict[str, Any]:
     if choice is None:
         return "auto"
-    if choice == "required" and not tools:  # nothing the model could call
-        raise InvalidRequest(
-            "Invalid value for 'tool_choice': 'tool_choice' is only allowed when 'tools' are "
-            "specified.",
-            param="tool_choice",
-            code="invalid_value",
-        )
+    if choice != "none" and not tools:  # nothing the model could call
+        raise _without_tools("tool_choice")
     if isinstance(choice, str):
         return choice
     if isinstance(choice, AllowedToolsChoice):
@@ -93,6 +94,21 @@ def decode_tool_choice(choice: Choice, tools: list[Item]) -> str | dict[str, Any
         ]
         return {"type": "allowed_tools", "mode": allowed.mode, "tools": listed}
     return _declared(choice, tools, "tool_choice")
+
+
+def check_parallel_tool_calls(parallel: bool | None, tools: list[Item]) -> None:
+    """``parallel_tool_calls``, true or false, needs a tool, as hosted has it."""
+    if parallel is not None and not tools:
+        raise _without_tools("parallel_tool_calls")
+
+
+def _without_tools(param: str) -> InvalidRequest:
+    """A field about the tools sent without any, in hosted's words."""
+    return InvalidRequest(
+        f"Invalid value for '{param}': '{param}' is only allowed when 'tools' are specified.",
+        param=param,
+        code="invalid_value",
+    )
 
 
 def _declared(
