@@ -44,9 +44,9 @@ def invalid_request(
     that is no object, a value of the wrong type, out of its bounds, or a wrong value.
     ``tag_of``: the discriminator of a tagged union (``role``, ``type``), for a wire that
     names it as the field missing or holding an unknown tag. ``unions``: what a union
-    field (by its ``param``) is said to expect when every alternative refused the value's
-    type, where hosted's words for it are known (``one of a string or array of input
-    items``)."""
+    field (by its ``param``, its indices left empty: ``messages[].content``) is said to
+    expect when every alternative refused the value's type, where hosted's words for it
+    are known (``one of a string or array of input items``)."""
     errors = exc.errors(include_url=False)
     error = max(errors, key=_reach)
     kind = error["type"]
@@ -61,8 +61,9 @@ def invalid_request(
         param = f"{param}.{tag_of(error['loc'])}"
     hosted = _hosted(error, param)
     if kind in _EXPECTED and _alternatives(errors, param_of, param):
-        if unions is not None and param in unions:
-            return wrong_type(param, unions[param], error["input"])
+        expected = None if unions is None else unions.get(_INDICES.sub("[]", param))
+        if expected is not None:
+            return wrong_type(param, expected, error["input"])
     elif hosted is not None:
         return hosted
     code = "invalid_type" if kind.endswith("_type") else "invalid_value"
@@ -203,6 +204,8 @@ def _listed(values: Sequence[str], conjunction: str) -> str:
     return ", ".join(quoted[:-1]) + f", {conjunction} {quoted[-1]}"
 
 
+_INDICES: Final = re.compile(r"\[\d+\]")
+"""An array index in a ``param`` (``[3]``)."""
 _QUOTED: Final = re.compile(r"'([^']*)'")
 """A value in pydantic's list of a literal's values (``'auto' or 'disabled'``)."""
 

@@ -889,3 +889,58 @@ def test_a_functions_object_schema_is_kept() -> None:
     schema = {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}
     [tool] = decode(tools=[_function("f", schema)]).command.settings.tools
     assert tool["parameters"] == schema
+
+
+@pytest.mark.parametrize(
+    ("fields", "param", "code", "words"),
+    [
+        (
+            {"messages": [{"role": "user", "content": None}]},
+            "messages[0].content",
+            "invalid_type",
+            "Invalid type for 'messages[0].content': expected one of a string or array of "
+            "objects, but got null instead.",
+        ),
+        (
+            {
+                "messages": [
+                    {"role": "user", "content": "q"},
+                    {"role": "tool", "tool_call_id": "c", "content": {}},
+                ]
+            },
+            "messages[1].content",
+            "invalid_type",
+            "Invalid type for 'messages[1].content': expected one of a string or array of "
+            "objects, but got an object instead.",
+        ),
+        (
+            {"messages": [{"role": "user", "content": "q", "name": "Ann Lee"}]},
+            "messages[0].name",
+            "invalid_value",
+            "Invalid 'messages[0].name': string does not match pattern. Expected a string that "
+            "matches the pattern '^[a-zA-Z0-9_-]+$'.",
+        ),
+        (
+            {"n": 0},
+            "n",
+            "integer_below_min_value",
+            "Invalid 'n': integer below minimum value. Expected a value >= 1, but got 0 instead.",
+        ),
+        (
+            {"modalities": ["video"]},
+            "modalities[0]",
+            "invalid_value",
+            "Invalid value: 'video'. Supported values are: 'text' and 'audio'.",
+        ),
+    ],
+)
+def test_a_field_of_the_wrong_shape_is_refused_as_hosted_refuses_it(
+    fields: dict[str, Any], param: str, code: str, words: str
+) -> None:
+    error = refused(**fields)
+    assert (error.param, error.code, error.message) == (param, code, words)
+
+
+def test_a_message_name_hosted_takes_is_kept() -> None:
+    messages = [{"role": "user", "content": "q", "name": "Ann_Lee-2"}]
+    assert decode(messages=messages).command.input[0]["name"] == "Ann_Lee-2"

@@ -298,7 +298,11 @@ def _invalid(exc: pydantic.ValidationError) -> InvalidRequest:
                 param=param,
                 code="unsupported_value",
             )
-    return invalid_request(exc, _param, _tag)
+    return invalid_request(exc, _param, _tag, _UNIONS)
+
+
+_UNIONS: Final = {"messages[].content": "one of a string or array of objects"}
+"""What a union field is said to expect, by hosted, when a value is of none of its types."""
 
 
 def _tag(loc: tuple[int | str, ...]) -> str:

@@ -20,10 +20,10 @@
   answered (a 400 naming the assistant message, as OpenAI words it), and two calls may
   not share an id.
 
-A message's ``name`` stays on its item (a Chat upstream gets it back). Empty text carries
-nothing and is left out; a message left with no content is left out, but for a user
-message (``content: ""``, or only empty text parts): hosted answers that empty turn, so it
-stays, with one empty text part.
+A message's ``name`` (of ``[a-zA-Z0-9_-]``, as hosted takes it) stays on its item (a Chat
+upstream gets it back). Empty text carries nothing and is left out; a message left with no
+content is left out, but for a user message (``content: ""``, or only empty text parts):
+hosted answers that empty turn, so it stays, with one empty text part.
 """
 
 from __future__ import annotations

@@ -68,22 +68,28 @@ AssistantPart = Annotated[TextPart | RefusalPart, Field(discriminator="type")]
 PART_TYPES = frozenset({"text", "refusal", "image_url", "file", "input_audio"})
 
 
+TOOL_NAME_PATTERN: Final = "^[a-zA-Z0-9_-]+$"
+"""A function's name, and a message's, as hosted takes them (a function's of at most 128
+characters, as hosted now takes)."""
+MessageName = Annotated[str, Field(pattern=TOOL_NAME_PATTERN)]
+
+
 class SystemMessage(_Wire):
     role: Literal["system"]
     content: str | list[TextPart]
-    name: str | None = None
+    name: MessageName | None = None
 
 
 class DeveloperMessage(_Wire):
     role: Literal["developer"]
     content: str | list[TextPart]
-    name: str | None = None
+    name: MessageName | None = None
 
 
 class UserMessage(_Wire):
     role: Literal["user"]
     content: str | list[UserPart]
-    name: str | None = None
+    name: MessageName | None = None
 
 
 class FunctionCall(_Wire):
@@ -115,7 +121,7 @@ class AssistantMessage(_Wire):
     content: str | list[AssistantPart] | None = None
     refusal: str | None = None
     tool_calls: list[ToolCall | CustomToolCall] | None = None
-    name: str | None = None
+    name: MessageName | None = None
     reasoning_content: str | None = None
     """What vLLM and others call the model's reasoning (``reasoning`` in newer vLLM)."""
     reasoning: str | None = None
@@ -141,8 +147,6 @@ class WebSearchOptions(_Wire):
     user_location: dict[str, Any] | None = None
 
 
-TOOL_NAME_PATTERN: Final = "^[a-zA-Z0-9_-]+$"
-"""A function's name, as hosted takes it (of at most 128 characters, as hosted now takes)."""
 MAX_TOOLS: Final = 128
 """As many tools as hosted takes."""
 
@@ -248,7 +252,7 @@ class ChatBody(_Wire):
     top_p: float | None = Field(default=None, ge=0, le=1)
     top_k: int | None = None
     """A vendor field (vLLM, llama.cpp); -1 or 0 means no limit there."""
-    n: int | None = None
+    n: int | None = Field(default=None, ge=1)
     seed: int | None = None
     response_format: ResponseFormat | None = None
     reasoning_effort: str | None = Field(default=None, min_length=1)
@@ -265,6 +269,6 @@ class ChatBody(_Wire):
     frequency_penalty: float | None = Field(default=None, ge=-2, le=2)
     logprobs: bool | None = None
     top_logprobs: int | None = Field(default=None, ge=0, le=20)
-    modalities: list[str] | None = None
+    modalities: list[Literal["text", "audio"]] | None = None
     store: bool | None = None
     """OpenAI's stored completions: accepted and ignored (nothing is stored)."""
