@@ -944,3 +944,21 @@ def test_a_field_of_the_wrong_shape_is_refused_as_hosted_refuses_it(
 def test_a_message_name_hosted_takes_is_kept() -> None:
     messages = [{"role": "user", "content": "q", "name": "Ann_Lee-2"}]
     assert decode(messages=messages).command.input[0]["name"] == "Ann_Lee-2"
+
+
+def test_an_assistant_message_with_an_empty_tool_calls_array_is_refused_as_hosted() -> None:
+    """Hosted refuses ``tool_calls: []`` (leave it out for none)."""
+    messages = [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": "a", "tool_calls": []},
+        {"role": "user", "content": "q"},
+    ]
+    error = refused(messages=messages)
+    assert (error.param, error.code, error.message) == (
+        "messages[1].tool_calls",
+        "empty_array",
+        "Invalid 'messages[1].tool_calls': empty array. Expected an array with minimum length "
+        "1, but got an empty array instead.",
+    )
+    del messages[1]["tool_calls"]
+    assert len(decode(messages=messages).command.input) == 3
