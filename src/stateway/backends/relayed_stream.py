@@ -14,9 +14,10 @@ it left out, and the route ends the stream with it in the OpenAI shape (what the
 So too for a stream that ends as no answer, which a run fails on and a client reading
 the relayed bytes could not tell from one; each is told once per stream, at its end,
 from the last chunks the relay keeps anyway, however its bytes were split between reads
-(a read that ends inside an event, but for one that begins as an ordinary event, is held
-until a read ends that event, and judged joined to it, what that read holds of the next
-event going with the read after: :data:`EVENT_ENDS`, :func:`last_event_end`; a read that
+(a read that ends inside an event, but for one that begins as an ordinary event, is
+relayed to the end of what it holds whole, its events and comment lines, and the start of
+the event it ends inside held, judged joined to the reads that end it, what they hold of
+the next event going with the read after: :data:`EVENT_ENDS`, :func:`whole_end`; a read that
 ends no event otherwise, or goes on with a line the read before it began, is kept with
 that read: :data:`KEPT`, :data:`OBJECT_ENDS`; a ``data:`` split between two reads is
 counted: :func:`straddling`). Lines may end with LF, CRLF or a CR alone, as the
@@ -138,8 +139,9 @@ body's end inside an event), or that goes on with a ``data:`` line the read befo
 began, is kept with the read before it (:data:`KEPT`): kept, a read loses nothing."""
 EVENT_ENDS: Final = (b"\n\n", b"\r\r", b"\n\r", b"\n\r\n", b"\r\r\n")
 """How a read that ends an event ends: two line ends (LF, CRLF or a CR alone), the second
-a blank line. A read that is not one ordinary event and ends otherwise, inside an event,
-is held until a read ends that event (:func:`ends_inside`)."""
+a blank line. A read that is not one ordinary event and ends otherwise, inside an event
+(:func:`ends_inside`), holds back the start of that event until a read ends it
+(:func:`whole_end`)."""
 
 
 def ends_inside(chunk: bytes) -> bool:
@@ -158,15 +160,30 @@ def ends_inside(chunk: bytes) -> bool:
 
 def last_event_end(data: bytes) -> int:
     """Where the last event that ends in ``data`` ends (past its blank line); -1 when none
-    does. A read held for its event's end (:func:`ends_inside`) is relayed to there once a
-    read holds it, the rest going with the next read: held until a read ends just as an
-    event does, a stream a proxy cut into reads of one size would come out at its end."""
+    does (:func:`whole_end`: held until a read ends just as an event does, a stream a proxy
+    cut into reads of one size would come out at its end)."""
     return max(at + len(end) if (at := data.rfind(end)) >= 0 else -1 for end in EVENT_ENDS)
+
+
+def whole_end(data: bytes) -> int:
+    """Where what ``data`` holds whole ends: past its last event end
+    (:func:`last_event_end`), or past an ended comment line after it (what
+    :func:`ends_inside` holds nothing for); 0 when neither. A read held for its event's end
+    is relayed to there at once, the rest going with the next read: nothing whole waits for
+    the upstream's next read (a proxy's keepalive, whole or ending a split one, is what a
+    silent upstream's client waits on). Read only for a read that ends inside an event."""
+    end = max(last_event_end(data), 0)
+    at = start = end
+    for line in data[end:].splitlines(keepends=True):  # LF, CRLF or a CR alone
+        start += len(line)
+        if line[:1] == b":" and line[-1:] in (b"\n", b"\r"):
+            at = start
+    return at
 
 
 def alone(chunk: bytes) -> AsyncIterator[bytes]:
     """``chunk`` as a body's one read: the start of an event a held read left over
-    (:func:`last_event_end`), when the body ended after it."""
+    (:func:`whole_end`), when the body ended after it."""
 
     async def read() -> AsyncIterator[bytes]:
         yield chunk

@@ -11,9 +11,9 @@ so, even to a streamed request) is the error it reports, not an answer, and one 
 ``finish_reason`` says the server gave up on it is that failure; so is an event of a 200
 stream that reports an error, raised after the events before it, and the end of one that
 is no whole answer (cut short, done before any output, given up on), told once, at its
-end, from the last two reads kept for the usage (a read that ends inside an event held
-until one ends it, one that ends no event otherwise kept with the one before it:
-:mod:`~stateway.backends.relayed_stream`).
+end, from the last two reads kept for the usage (a read that ends inside an event relayed
+to what it holds whole, that event's start held until a read ends it; one that ends no
+event otherwise kept with the one before it: :mod:`~stateway.backends.relayed_stream`).
 An error status is relayed as it came; :meth:`UpstreamRelay.failure` says what it means
 (how it counts on the backend's circuit), from the status and the body relayed. The body is
 counted against ``max_response_bytes`` as it is read (a declared ``Content-Length`` over
@@ -43,7 +43,6 @@ from stateway.backends.relayed_answer import judged_answer
 from stateway.backends.relayed_stream import (
     DONE,
     DONE_ENDS,
-    EVENT_ENDS,
     KEPT,
     OBJECT_ENDS,
     ORDINARY,
@@ -51,12 +50,12 @@ from stateway.backends.relayed_stream import (
     done_at,
     done_ending,
     ends_inside,
-    last_event_end,
     reported_error,
     straddling,
     telling,
     unanswered,
     unended,
+    whole_end,
 )
 from stateway.backends.upstream_reply import UpstreamReply, no_output
 from stateway.backends.upstream_status import classify_reply
@@ -239,28 +238,28 @@ class UpstreamRelay:
         self._response.release()  # read to the end: the connection goes back to the pool
 
     async def _completed(self, chunk: bytes) -> tuple[bytes, bytes]:
-        """``chunk`` (relayed, scrubbed) that ends inside an event, with the reads that end
-        it (or the body's end): an event is relayed whole, or not at all when it reports
-        an error (an error event split between reads is left out as one read whole is),
-        and a ``[DONE]`` split between reads is told as one read whole. A client's
-        event-stream reader waits for an event's end anyway. Joined once, at the end; the
-        join scrubbed again (a key split between reads is masked too). Returned to the
-        last event end the reads hold, what they read of the next event apart (unscrubbed:
-        it goes before the next read), so a stream no read ends as an event does is
-        relayed an event at a time (:func:`~.relayed_stream.last_event_end`)."""
+        """``chunk`` (relayed, scrubbed) that ends inside an event, to what it holds whole
+        (:func:`~.relayed_stream.whole_end`: its events, its comment lines), and the rest
+        apart (unscrubbed: it goes before the next read); when it holds nothing whole, with
+        the reads that end a line of it until they hold something whole (or the body's
+        end), joined once a read ends a line (scrubbed again: a key split between reads is
+        masked too). An event is relayed whole, or not at all when it reports an error (an
+        error event split between reads is left out as one read whole is), and a
+        ``[DONE]`` split between reads is told as one read whole; a client's event-stream
+        reader waits for an event's end anyway. Nothing whole waits for the upstream's
+        next read: a stream no read ends as an event does is relayed an event at a time,
+        and a keepalive comment as soon as its line ends."""
+        if at := whole_end(chunk):
+            return chunk[:at], chunk[at:]
         parts = [chunk]
-        end = chunk[-3:]
         async for more in self._reply:
             parts.append(more)
-            seen, end = end + more, (end + more)[-3:]
-            if end.endswith(EVENT_ENDS):
-                break
-            if (at := last_event_end(seen)) >= 0:  # it ended inside this read
-                joined = b"".join(parts)
-                at += len(joined) - len(seen)
-                if ends_inside(joined[at:]):
-                    return self._scrubbed(joined[:at]), joined[at:]
-                break
+            if more.find(b"\n") < 0 and more.find(b"\r") < 0:  # no line ended: still inside
+                continue
+            joined = b"".join(parts)
+            if at := whole_end(joined):
+                return self._scrubbed(joined[:at]), joined[at:]
+            parts = [joined]
         return self._scrubbed(b"".join(parts)), b""
 
     def _closed_read(self, exc: aiohttp.ClientError | OSError) -> UpstreamError:
@@ -325,7 +324,7 @@ class UpstreamRelay:
         """The first event in ``chunk`` that reports an error, and where it starts
         (:func:`~.relayed_stream.reported_error`; 0 for one begun in the read before). When
         that read ended inside a line (only a read relayed as one ordinary event, with the
-        first bytes of the next line, does: any other is held until an event ends),
+        first bytes of the next line, does: any other holds back the event it ends inside),
         ``chunk`` goes on with that line, read whole: an answer's (``error"}]}``, a finish
         reason's value read apart, names no ``error`` field), or an error's begun there
         (``d`` then ``ata: {"error": ...}``), whose bytes in ``chunk`` are left out."""
