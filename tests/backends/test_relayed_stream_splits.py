@@ -88,6 +88,9 @@ AZURE = (
 
 SPACED: Final = b"data: [DONE] \n\n"
 """A ``[DONE]`` with a trailing space: a run reads its data stripped, so done all the same."""
+NUMBERED: Final = b"data: [DONE]\nid: 7\n\n"
+"""A ``[DONE]`` event with a field after its data (an ``id``, as a server numbering its
+events writes): its data is ``[DONE]`` all the same, to a run and to the ``openai`` SDK."""
 
 
 def cr(body: bytes) -> bytes:
@@ -143,6 +146,18 @@ STREAMS: dict[str, tuple[bytes, GatewayError | None, Usage | None]] = {
         USAGE,
     ),
     "vllm-no-answer-done-spaced": (ROLE + SPACED, no_answer("up"), None),
+    "done-numbered": (ANSWER + vllm({}, "stop") + vllm(None) + NUMBERED, None, USAGE),
+    "aborted-done-numbered-crlf": (
+        (ANSWER + vllm({}, "abort") + vllm(None) + NUMBERED).replace(b"\n", b"\r\n"),
+        gave_up("abort"),
+        USAGE,
+    ),
+    "no-finish-done-numbered": (ROLE + vllm({"content": "Hi"}) + NUMBERED, None, None),
+    "no-answer-done-retry-proxied": (
+        ROLE + b"data: [DONE]\nretry: 3000\n: keep-alive\n\n",
+        no_answer("up"),
+        None,
+    ),
     "vllm-cr": (cr(ANSWER + vllm({}, "stop") + vllm(None) + DONE), None, USAGE),
     "vllm-cr-aborted": (
         cr(ANSWER + vllm({}, "abort") + vllm(None) + DONE),
@@ -348,6 +363,12 @@ FAILED = vllm({}, "error")
             [ROLE, OUTPUT, *ABORTED, b"data: [DONE]\n", KEEPALIVE],
             gave_up("abort"),
             id="done-keepalive-apart",
+        ),
+        pytest.param([ROLE, OUTPUT, *ABORTED, NUMBERED], gave_up("abort"), id="done-numbered"),
+        pytest.param(
+            [ROLE, OUTPUT, *ABORTED, NUMBERED[:13], NUMBERED[13:]],
+            gave_up("abort"),
+            id="done-numbered-apart",
         ),
     ],
 )

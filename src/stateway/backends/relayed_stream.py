@@ -130,7 +130,8 @@ DONE: Final = b"data: [DONE]\n\n"
 DONE_ENDS: Final = (DONE, b"data: [DONE]\r\n\r\n", b"data:[DONE]\n\n", b"data:[DONE]\r\n\r\n")
 """How a read holding a stream's ``data: [DONE]`` mostly ends: it is the stream's last
 event, told by one ``endswith``. A read that holds ``[DONE]`` but ends otherwise (a
-proxy's keepalive comment or a blank line after it) is read from its end
+proxy's keepalive comment or a blank line after it, an ``id`` after it in its event) is
+read from its end
 (:func:`done_ending`) unless it ends as an answer's chunk does (:data:`OBJECT_ENDS`)."""
 OBJECT_ENDS: Final = (b"}\n\n", b"}\r\n\r\n", b"}\r\r")
 """How a read whose last event is an answer's chunk ends: no ``[DONE]`` looked for in it.
@@ -242,7 +243,9 @@ def done_ending(chunk: bytes) -> int:
     blank line after it, and after that only comments (a proxy's keepalive) or blank lines
     (a server's extra line break), which a run never reads (it stops at ``[DONE]``); -1
     when no ``[DONE]`` ends it so (none, one not yet followed by its blank line, one in a
-    comment). Searched from the end: a few bytes read of a read that ends a stream."""
+    comment). Its event may name itself or have an ``id`` or a ``retry`` after its data
+    (:func:`done_field`). Searched from the end: a few bytes read of a read that ends a
+    stream."""
     start = done_at(chunk)
     if start < 0:
         return -1
@@ -252,9 +255,20 @@ def done_ending(chunk: bytes) -> int:
     for line in after[1:]:
         if line[:1] in (b"\n", b"\r"):  # a blank line: [DONE] was dispatched
             return start
-        if line[:1] != b":":  # a field of its event: its data is no [DONE] alone
+        if line[:1] != b":" and not done_field(line):
             return -1
     return -1  # not dispatched (yet): its blank line may be in the next read
+
+
+def done_field(line: bytes) -> bool:
+    """Whether ``line``, after a ``data: [DONE]`` line in its event, leaves its data
+    ``[DONE]`` alone, as a run and the ``openai`` SDK read it: an ``id``, a ``retry``, an
+    unknown field, an ``event`` naming it anything but ``error``; not a ``data`` line
+    (more data), nor an ``error`` one (llama.cpp's, which a run reads as an error's)."""
+    name, _, value = line.rstrip(b"\r\n").partition(b":")
+    if name == b"event":
+        return value.removeprefix(b" ") != b"error"
+    return name not in (b"data", b"error")
 
 
 def gave_up_at_end(tail: bytes) -> bool:
