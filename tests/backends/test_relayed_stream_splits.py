@@ -406,3 +406,54 @@ async def test_reads_that_never_end_an_event_are_relayed_an_event_at_a_time(
     assert (b"".join(relayed), judged, found) == (body, None, USAGE)
     ends = lines * 2
     assert all(chunk.count(ends) <= 2 for chunk in relayed), [c.count(ends) for c in relayed]
+
+
+ERROR_LINE = b"error: " + FAILED_WORDS + b"\n\n"
+"""llama-server's 2025 error line, which an event-stream reader drops (a run reads it)."""
+UNNAMED_LINE = b'error: {"code": 500, "message": "engine died"}\n\n'
+"""An error line whose bytes past its first 11 do not say ``error`` again."""
+
+
+def crlf(body: bytes) -> bytes:
+    return body.replace(b"\n", b"\r\n")
+
+
+@pytest.mark.parametrize(
+    "writes",
+    [
+        pytest.param([ROLE, OUTPUT + ERROR_LINE, DONE], id="line-then-done"),
+        pytest.param([ROLE, OUTPUT + ERROR_LINE], id="line-then-end"),
+        pytest.param([ROLE, OUTPUT, OUTPUT, OUTPUT + ERROR_LINE, DONE], id="after-more-events"),
+        pytest.param([ROLE, OUTPUT + ERROR_LINE, KEEPALIVE, DONE], id="line-keepalive-done"),
+        pytest.param(
+            [ROLE, OUTPUT + UNNAMED_LINE[:11], UNNAMED_LINE[11:], DONE], id="line-split-then-done"
+        ),
+        pytest.param(
+            [crlf(ROLE), crlf(OUTPUT + ERROR_LINE), crlf(DONE)],
+            id="crlf",
+        ),
+        pytest.param(
+            [ROLE, OUTPUT + b"event: error\n", b"data: the engine stopped\n\n", DONE],
+            id="named-event-split",
+        ),
+        pytest.param(
+            [ROLE, OUTPUT + b"event: error\n", b"data: the engine stopped\n\n"],
+            id="named-event-split-then-end",
+        ),
+    ],
+)
+async def test_an_error_read_with_the_ordinary_event_before_it_ends_the_stream(
+    loopback: Loopback, writes: list[bytes]
+) -> None:
+    """A read of one ordinary event is relayed unread (the fewest instructions), so an
+    error line or an event named ``error`` the same read holds after it goes out as it
+    came (an event-stream reader drops an ``error:`` line); the stream's end, judged from
+    its last reads, still ends it with the error a run gets, its ``[DONE]`` left out."""
+    body = b"".join(writes)
+    failure = await run_verdict(loopback, body)
+    assert failure is not None
+    assert failure[2] == "upstream_error"  # the error the server reported, not a cut
+    relayed, judged, _ = await Relays(loopback).relayed(writes)
+    assert judged == failure
+    done = body.rfind(b"data: [DONE]")
+    assert relayed == (body if done < 0 else body[:done])

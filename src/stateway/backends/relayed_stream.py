@@ -26,14 +26,14 @@ data stripped). A stream that ends without ``data: [DONE]`` and without a
 finish in its last chunks (:func:`unended`, :func:`unfinished`) was cut short (a proxy's
 timeout, a server dying between two events: the body ends cleanly), as is one that ends
 with no byte at all. At ``[DONE]`` (:func:`done_ending`: its read's last event, perhaps
-followed by a proxy's keepalive comments or blank lines; left out when it ends a
-failure), :func:`unanswered` reads
+followed by a proxy's keepalive comments or blank lines, or with an ``id`` after it in its
+event; left out when it ends a failure), :func:`unanswered` reads
 the last chunks' events only when there were few (two at most: vLLM's ``[DONE]`` alone,
 after an error it dropped before the first token; a role chunk and ``[DONE]``, no
 output: ``no_answer``) or when the last ``finish_reason`` says the server gave up on the
-answer (vLLM's and SGLang's ``abort``, vLLM's ``error``: :func:`gave_up_at_end`, a
-search from the end), as a run reads them
-(:func:`~stateway.backends.chat_reply.from_upstream_chunk`).
+answer (vLLM's and SGLang's ``abort``, vLLM's ``error``) or the bytes ``error`` follow it
+(:func:`told_at_end`, searches from the end), as a run reads them
+(:func:`~stateway.backends.chat_reply.from_upstream_chunk`, and an error event).
 
 The relay's loop adds almost nothing to an ordinary chunk, one event that starts as an
 answer's chunk does (:data:`ORDINARY`): one ``startswith`` of a chunk whose ``data:``
@@ -49,9 +49,11 @@ not whole events (an event's end read apart, a comment, an event cut by the read
 is kept with the read before it (:data:`KEPT`). An error event split between two reads
 is judged as one read whole: held with the read that ends it, or, begun by the last bytes
 of a read of one ordinary event (a ``d``, an ``erro``: relayed unread), read from that
-line's start (the route's error goes apart from those bytes). What is not seen so is
-relayed as it came: an ``error:`` line, or an event named ``error``, read whole together
-with the one ordinary event before it.
+line's start (the route's error goes apart from those bytes). What is not seen so (an
+``error:`` line, or an event named ``error``, read together with the one ordinary event
+before it) is relayed as it came (an event-stream reader drops an ``error:`` line), and
+told at the stream's end, from its last reads (:func:`told_at_end`): llama-server's
+``[DONE]`` follows its error line at once.
 
 The status line has gone out with the first chunk, so an error before any output is the
 same error line after a 200 (a translated stream holds its status line for its first
@@ -71,7 +73,7 @@ import orjson
 from stateway.backends.chat_reply import from_upstream_chunk
 from stateway.backends.upstream_reply import cut_short, no_answer
 from stateway.backends.upstream_status import classify_event, classify_reported, reports_error
-from stateway.core.errors import GatewayError, UpstreamError
+from stateway.core.errors import GatewayError
 from stateway.core.inference import Delta, Finish
 
 ORDINARY: Final = (b'data: {"id"', b'data: {"choices"')
@@ -271,17 +273,20 @@ def done_field(line: bytes) -> bool:
     return name not in (b"data", b"error")
 
 
-def gave_up_at_end(tail: bytes) -> bool:
-    """Whether the last ``finish_reason`` in ``tail`` (a stream's last reads, joined: a
-    read may end inside its key or value) says the server gave up on the answer. Searched
+def told_at_end(tail: bytes) -> bool:
+    """Whether the end of ``tail`` (a stream's last reads, joined: a read may end inside a
+    key or value) may tell a failure: its last ``finish_reason`` says the server gave up
+    on the answer, or the bytes ``error`` come after it (an ``error:`` line or an event
+    named ``error`` that a read of one ordinary event before it left unread). Searched
     from the end, where an answer finishes (after it only its usage and ``[DONE]``): the
-    search reads little of a long answer; slices look at the value (a method call costs
+    searches read little of a long answer; slices look at the value (a method call costs
     more)."""
     at = tail.rfind(FINISH_REASON)
-    if at < 0:
-        return False
-    value = tail[at + _VALUE : at + _VALUE + 8]
-    return value[:7] in GAVE_UP_VALUES or value[1:] in GAVE_UP_VALUES
+    if at >= 0:
+        value = tail[at + _VALUE : at + _VALUE + 8]
+        if value[:7] in GAVE_UP_VALUES or value[1:] in GAVE_UP_VALUES:
+            return True
+    return tail.find(b"error", max(at, 0)) >= 0
 
 
 def unanswered(
@@ -289,16 +294,16 @@ def unanswered(
 ) -> GatewayError | None:
     """The error of a stream whose read ``chunk`` says it is done (``[DONE]``), after the
     reads ``previous`` and ``last`` and ``events`` data lines, as a run judges it: an
-    answer the server gave up on; no answer when no event gave any output (every one of
-    them read here); else None. Read only when there were few events, or the last finish
-    reason says the server gave up (:func:`gave_up_at_end`): otherwise an answer ended as
-    every answer does."""
+    answer the server gave up on; an error event relayed unread (:func:`_deltas`); no
+    answer when no event gave any output (every one of them read here); else None. Read
+    only when there were few events, or the end may tell a failure
+    (:func:`told_at_end`): otherwise an answer ended as every answer does."""
     tail = previous + last + chunk  # one search, one parse: a call costs more than a copy
-    if events > FEW and not gave_up_at_end(tail):
+    if events > FEW and not told_at_end(tail):
         return None
     try:
-        deltas, read = _deltas(tail)  # [DONE] is no JSON: not read
-    except UpstreamError as error:  # a finish reason saying the server gave up
+        deltas, read = _deltas(tail, backend)  # [DONE] is no JSON: not read
+    except GatewayError as error:  # a finish reason saying the server gave up, an error
         return error
     return no_answer(backend) if not deltas and read == events else None
 
@@ -325,21 +330,26 @@ def unfinished(tail: bytes, backend: str) -> GatewayError | None:
     drops the one the stream's end cut, even before its blank line alone."""
     lines = tail.replace(b"\r\n", b"\n").replace(b"\r", b"\n")  # a CR alone ends a line too
     try:
-        deltas, _ = _deltas(lines[: lines.rfind(b"\n\n") + 1])
-    except UpstreamError as error:
+        deltas, _ = _deltas(lines[: lines.rfind(b"\n\n") + 1], backend)
+    except GatewayError as error:
         return error
     return None if any(type(delta) is Finish for delta in deltas) else cut_short(backend)
 
 
-def _deltas(tail: bytes) -> tuple[list[Delta], int]:
+def _deltas(tail: bytes, backend: str) -> tuple[list[Delta], int]:
     """The deltas of the events of ``tail`` a run would read, and how many events were
-    read: whole ones only (its first line may be the end of one read apart). Raises the
-    :class:`UpstreamError` of a finish reason saying the server gave up."""
+    read: whole ones only (its first line may be the end of one read apart: no field
+    told by its name). Raises the ``UpstreamError`` of a finish reason saying the
+    server gave up, and the error an ``error:`` line or an event named ``error`` reports,
+    as :func:`reported_error` reads them (its bytes relayed already: scrubbed)."""
     deltas: list[Delta] = []
     read = 0
-    for line in tail.splitlines():  # LF, CRLF or a CR alone
+    named = False
+    for index, line in enumerate(tail.splitlines()):  # LF, CRLF or a CR alone
         name, _, value = line.partition(b":")
-        if name != b"data":
+        if name != b"data" or named:
+            if index:  # not the end of a line read apart
+                named = _named(line, name, value, named, backend)
             continue
         try:
             payload = orjson.loads(value)
@@ -352,3 +362,15 @@ def _deltas(tail: bytes) -> tuple[list[Delta], int]:
             except (KeyError, TypeError, AttributeError):  # malformed: relayed as it came
                 continue
     return deltas, read
+
+
+def _named(line: bytes, name: bytes, value: bytes, named: bool, backend: str) -> bool:
+    """Whether the event ``line`` is in (a line of :func:`_deltas` but its first; ``named``:
+    whether a line before it named that event ``error``) is named ``error`` after it;
+    raises the error of an ``error`` field, or of a data line of an event so named."""
+    value = value[1:] if value[:1] == b" " else value
+    if name == b"error" or (name == b"data" and named):
+        raise classify_event(value, backend, str)
+    if not line:  # a blank line ends an event
+        return False
+    return value == b"error" if name == b"event" else named
