@@ -364,6 +364,16 @@ FAILED = vllm({}, "error")
             gave_up("abort"),
             id="done-keepalive-apart",
         ),
+        pytest.param(
+            [ROLE, OUTPUT + b"dat", *cut(b"".join(ABORTED)[3:], (37, 176)), DONE],
+            gave_up("abort"),
+            id="finish-begun-by-an-ordinary-read",
+        ),
+        pytest.param(
+            [ROLE, OUTPUT + b"d", ABORTED[0][1:] + ABORTED[1][:20], ABORTED[1][20:]],
+            gave_up("abort"),
+            id="finish-begun-by-an-ordinary-read-no-done",
+        ),
         pytest.param([ROLE, OUTPUT, *ABORTED, NUMBERED], gave_up("abort"), id="done-numbered"),
         pytest.param(
             [ROLE, OUTPUT, *ABORTED, NUMBERED[:13], NUMBERED[13:]],
@@ -378,14 +388,17 @@ async def test_a_stream_whose_end_the_reads_hide_is_judged_as_a_run_judges_it(
     """A ``data:`` split in a read that holds another event is counted (here the only
     event before ``[DONE]``), and the read kept with the one it goes on from (here the
     last event before ``[DONE]``); a finish three reads before a split ``[DONE]`` is read, and
-    the value ``error`` of one read alone is no ``error:`` line; a ``[DONE]`` split, or
+    the value ``error`` of one read alone is no ``error:`` line; a finish whose first bytes
+    ended a read of one ordinary event is read whole, however many reads come after it
+    before its stream's end; a ``[DONE]`` split, or
     followed by a comment or a blank line in its read, ends the stream as one read alone
     does (left out when it ends a failure, unless its first bytes ended an ordinary read)."""
     body = b"".join(writes)
     assert await run_verdict(loopback, body) == verdict(failure)
     relayed, judged, _ = await Relays(loopback).relayed(writes)
     assert judged == verdict(failure)
-    kept = body if failure is None else body[: body.rindex(b"data: [DONE]")]
+    done = body.rfind(b"data: [DONE]")
+    kept = body if failure is None or done < 0 else body[:done]
     assert relayed == kept or begun_apart(body, kept, relayed)
 
 

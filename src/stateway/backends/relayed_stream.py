@@ -205,10 +205,15 @@ def telling(chunk: bytes) -> bool:
     )
 
 
+LINE_ENDS: Final = (b"\n", b"\r")
+"""The last byte of a read that ends a line: one ending otherwise begins a line the next
+read goes on with (:data:`KEPT`)."""
+
 KEPT: Final = 4096
 """Bytes of the last read kept (for the usage and the stream's end) that a read that is
 not whole events (an event's end read apart, a comment, an event cut by the body's end:
-:data:`OBJECT_ENDS`) is kept after, not in its place: however a stream's last bytes were
+:data:`OBJECT_ENDS`), or that goes on with a line it began (:data:`LINE_ENDS`), is kept
+after, not in its place: however a stream's last bytes were
 split between reads, the two reads kept then hold its ``[DONE]``, and the usage and the
 finish before it (events of a few hundred bytes). A bound, so that a stream read a byte
 at a time copies no more than this a read."""

@@ -44,6 +44,7 @@ from stateway.backends.relayed_stream import (
     DONE,
     DONE_ENDS,
     KEPT,
+    LINE_ENDS,
     OBJECT_ENDS,
     ORDINARY,
     alone,
@@ -203,10 +204,12 @@ class UpstreamRelay:
                                 chunk, carry = await self._completed(chunk)
                                 events = chunk.count(b"data:")
                             erring = chunk.find(b"error") >= 0
+                            going_on = False  # with a line the read before began
                             if chunk[:1] != b"d":  # may go on with a line the read before began
                                 before = self._previous[-4:] + self._last[-4:]
                                 events += straddling(before, chunk)  # a data: line split
                                 erring = erring or (before[-4:] + chunk[:4]).find(b"error") >= 0
+                                going_on = self._last[-1:] not in LINE_ENDS
                             whole = chunk == DONE or chunk.endswith(OBJECT_ENDS)  # ends an event
                             if (
                                 chunk == DONE
@@ -217,7 +220,7 @@ class UpstreamRelay:
                                 if ending[0]:
                                     yield self._noted(ending[0])
                                 raise ending[1]
-                            if not whole or not events:  # not whole events: kept with the last
+                            if not whole or not events or going_on:  # kept with the last
                                 self._joined(chunk, events)
                                 yield chunk
                                 continue
@@ -338,10 +341,12 @@ class UpstreamRelay:
         return max(reported[0] - len(begun), 0), reported[1]
 
     def _joined(self, chunk: bytes, events: int) -> None:
-        """``chunk`` of a 200 stream, relayed, that is not whole events (its ``events`` data
-        lines counted, a split one among them): an event's end read apart, a comment, an
-        event cut by the read's end (a ``[DONE]`` split), one going on with the event the
-        read before it cut. Kept after the last read kept (its last
+        """``chunk`` of a 200 stream, relayed, that is not whole events of its own (its
+        ``events`` data lines counted, a split one among them): an event's end read apart,
+        a comment, an event cut by the read's end (a ``[DONE]`` split), one going on with
+        the line the read before it began (whole events after it or not: a read of one
+        ordinary event relays the first bytes of the next line unread, and that line is
+        read whole only with them). Kept after the last read kept (its last
         :data:`~.relayed_stream.KEPT` bytes), not in its place: the last two reads kept
         hold a ``[DONE]``, the usage and the finish before it however the stream's last
         bytes were split. Rare: an ordinary read is one event."""
