@@ -146,6 +146,10 @@ a blank line. A read that is not one ordinary event and ends otherwise, inside a
 (:func:`ends_inside`), holds back the start of that event until a read ends it
 (:func:`whole_end`)."""
 
+LINE_ENDS: Final = (b"\n", b"\r")
+"""The last byte of a line (LF, CRLF or a CR alone): a read ending otherwise begins a line
+the next read goes on with (:data:`KEPT`)."""
+
 
 def ends_inside(chunk: bytes) -> bool:
     """Whether ``chunk`` ends inside an event (not past a blank line): not when it is just
@@ -163,8 +167,7 @@ def ends_inside(chunk: bytes) -> bool:
 
 def last_event_end(data: bytes) -> int:
     """Where the last event that ends in ``data`` ends (past its blank line); -1 when none
-    does (:func:`whole_end`: held until a read ends just as an event does, a stream a proxy
-    cut into reads of one size would come out at its end)."""
+    does (:func:`whole_end`)."""
     return max(at + len(end) if (at := data.rfind(end)) >= 0 else -1 for end in EVENT_ENDS)
 
 
@@ -174,12 +177,14 @@ def whole_end(data: bytes) -> int:
     :func:`ends_inside` holds nothing for); 0 when neither. A read held for its event's end
     is relayed to there at once, the rest going with the next read: nothing whole waits for
     the upstream's next read (a proxy's keepalive, whole or ending a split one, is what a
-    silent upstream's client waits on). Read only for a read that ends inside an event."""
+    silent upstream's client waits on; held until a read ends just as an event does, a
+    stream a proxy cut into reads of one size would come out at its end). Read only for a
+    read that ends inside an event."""
     end = max(last_event_end(data), 0)
     at = start = end
     for line in data[end:].splitlines(keepends=True):  # LF, CRLF or a CR alone
         start += len(line)
-        if line[:1] == b":" and line[-1:] in (b"\n", b"\r"):
+        if line[:1] == b":" and line[-1:] in LINE_ENDS:
             at = start
     return at
 
@@ -204,10 +209,6 @@ def telling(chunk: bytes) -> bool:
         or (not chunk.endswith(OBJECT_ENDS) and chunk.rfind(b"[DONE]") >= 0)
     )
 
-
-LINE_ENDS: Final = (b"\n", b"\r")
-"""The last byte of a read that ends a line: one ending otherwise begins a line the next
-read goes on with (:data:`KEPT`)."""
 
 KEPT: Final = 4096
 """Bytes of the last read kept (for the usage and the stream's end) that a read that is
