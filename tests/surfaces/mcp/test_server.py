@@ -17,6 +17,7 @@ import orjson
 import pytest
 import uvicorn
 from mcp import Client
+from mcp.shared.exceptions import MCPError
 from starlette.types import Message, Receive, Scope, Send
 
 from stateway.coordination.memory import MemoryCommandResults
@@ -400,3 +401,18 @@ async def test_an_argument_number_beyond_a_float_is_refused_as_a_body_is() -> No
     assert result.is_error
     error = result.structured_content["error"]
     assert (error["type"], error["code"]) == ("invalid_request_error", "invalid_arguments")
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("listing", ["list_tools", "list_resources", "list_resource_templates"])
+async def test_a_cursor_the_gateway_never_gave_is_invalid_params(mode: str, listing: str) -> None:
+    """Every listing fits one page (no ``nextCursor``), so any cursor is one the gateway
+    never gave: the spec's pagination has that answered -32602, not the first page again
+    (a client paging on would list the same tools twice)."""
+    async with serving(answering()) as served, Client(served.url, mode=mode) as client:
+        with pytest.raises(MCPError) as refused:
+            await getattr(client, listing)(cursor="c2")
+        assert refused.value.code == types.INVALID_PARAMS
+        assert refused.value.error.message.startswith("Invalid cursor")
+        assert (await getattr(client, listing)()).next_cursor is None
+        assert (await getattr(client, listing)(cursor="")).next_cursor is None

@@ -174,6 +174,7 @@ class McpSurface:
     async def _list_tools(
         self, ctx: Context, params: PaginatedRequestParams | None
     ) -> ListToolsResult:
+        _first_page(params)
         return self._tools
 
     async def _call_tool(self, ctx: Context, params: CallToolRequestParams) -> CallToolResult:
@@ -236,11 +237,13 @@ class McpSurface:
     ) -> ListResourcesResult:
         """Stored responses and conversations are read by URI (see the templates), not
         listed: there is no listing of a tenant's objects to page through."""
+        _first_page(params)
         return ListResourcesResult(resources=[])
 
     async def _list_templates(
         self, ctx: Context, params: PaginatedRequestParams | None
     ) -> ListResourceTemplatesResult:
+        _first_page(params)
         return ListResourceTemplatesResult(resource_templates=resources.TEMPLATES)
 
     async def _read_resource(
@@ -373,6 +376,14 @@ class _ListenBus(InMemorySubscriptionBus):
         unsubscribe = super().subscribe(listener)
         self.listening.set()
         return unsubscribe
+
+
+def _first_page(params: PaginatedRequestParams | None) -> None:
+    """Every listing is one page (none answers a ``nextCursor``), so a cursor is one the
+    gateway never gave: refused, as the spec's pagination has an invalid cursor. An empty
+    one is taken for none (a client's "no cursor yet")."""
+    if params is not None and params.cursor:
+        raise MCPError(INVALID_PARAMS, "Invalid cursor: every list here is one page.")
 
 
 def _principal(ctx: Context) -> Principal:
