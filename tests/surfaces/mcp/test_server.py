@@ -116,10 +116,12 @@ def held(gate: asyncio.Event) -> ScriptedBackend:
     return ScriptedBackend([TextDelta("hello"), Finish("stop")], gate=gate)
 
 
-async def test_a_cancelled_create_stops_its_run() -> None:
-    """``notifications/cancelled`` (the SDK sends it for a caller that gave up) ends the
-    handler, and with it the response's run: the upstream request is closed."""
-    async with serving(held(asyncio.Event())) as served, Client(served.url) as client:
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_cancelled_create_stops_its_run(mode: str) -> None:
+    """A call the client gives up on (2025-11-25: ``notifications/cancelled`` on its
+    session, which Codex's sessions take; 2026-07-28: its request closed) ends the handler,
+    and with it the response's run: the upstream request is closed."""
+    async with serving(held(asyncio.Event())) as served, Client(served.url, mode=mode) as client:
         call = client.call_tool("create_response", {"model": "m", "input": "hi"})
         with pytest.raises(TimeoutError):
             await asyncio.wait_for(call, 0.5)
