@@ -52,6 +52,12 @@ class Served:
     """While set up, a request with ``x-hold`` waits for it as its answer starts
     (:attr:`held` is set then)."""
     held: asyncio.Event = field(default_factory=asyncio.Event)
+    ended: dict[bytes, asyncio.Event] = field(default_factory=dict)
+    """Set, by its ``x-tag``, once a tagged request's serving ended."""
+
+    async def served_through(self, tag: bytes) -> None:
+        """Wait until the request tagged ``tag`` was served to its end."""
+        await asyncio.wait_for(self.ended.setdefault(tag, asyncio.Event()).wait(), 5)
 
     @property
     def surface(self) -> McpSurface:
@@ -82,6 +88,9 @@ async def serving(
         except BaseException as exc:
             served.escaped.append(exc)
             raise
+        finally:
+            if (tag := dict(scope["headers"]).get(b"x-tag")) is not None:
+                served.ended.setdefault(tag, asyncio.Event()).set()
 
     sock.listen(128)  # usable at once: early connections wait in the backlog
     server = uvicorn.Server(server_config(app, lifespan=False, graceful_shutdown=1))
@@ -126,6 +135,32 @@ async def test_a_cancelled_create_stops_its_run(mode: str) -> None:
         with pytest.raises(TimeoutError):
             await asyncio.wait_for(call, 0.5)
         await asyncio.wait_for(served.backend.closed.wait(), 5)
+
+
+async def test_a_call_whose_connection_drops_is_not_cancelled() -> None:
+    """2025-11-25 (the sessions Codex opens): a call's connection dropping is no
+    cancellation (the spec: a client cancels with ``notifications/cancelled``, and a
+    disconnection should not be taken for one); its run goes on to its end. At
+    2026-07-28, without a session, closing the request is the cancellation (above)."""
+    gate = asyncio.Event()
+    params = {"name": "create_response", "arguments": {"model": "m", "input": "hi"}}
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params}
+    async with serving(held(gate)) as served, httpx2.AsyncClient() as http:
+        opened = await http.post(served.url, json=initialize("2025-11-25"), headers=ACCEPT)
+        session = {**ACCEPT, "mcp-session-id": opened.headers["mcp-session-id"]}
+        session["mcp-protocol-version"] = "2025-11-25"
+        async with httpx2.AsyncClient() as caller:
+            posted = caller.post(served.url, json=call, headers={**session, "x-tag": "call"})
+            calling = asyncio.create_task(posted)
+            await asyncio.wait_for(served.backend.started.wait(), 5)
+            [run] = served.surface._gateway.runs
+            calling.cancel()
+        await served.served_through(b"call")
+        gate.set()
+        await asyncio.wait_for(run.wait(), 5)
+
+    assert run.state.status == "completed"
+    assert served.escaped == []
 
 
 @pytest.mark.parametrize("mode", MODES)
