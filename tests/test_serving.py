@@ -1,10 +1,12 @@
-"""uvicorn's WebSocket protocol as the gateway runs it (``stateway.serving``): a turn's
-text frames leave in one write while the transport takes them, in order, and a send
-waits as uvicorn's does once the transport pauses."""
+"""uvicorn as the gateway runs it (``stateway.serving``): the socket it binds hands out
+connections that send small writes at once, and its WebSocket protocol writes a turn's
+text frames in one write while the transport takes them, in order, and makes a send wait
+as uvicorn's does once the transport pauses."""
 
 from __future__ import annotations
 
 import asyncio
+import socket
 from typing import Any
 
 import uvicorn
@@ -12,7 +14,7 @@ from uvicorn.server import ServerState
 from websockets.frames import Frame, Opcode
 from websockets.streams import StreamReader
 
-from stateway.serving import DenyingWebSocketProtocol
+from stateway.serving import DenyingWebSocketProtocol, bind_socket
 
 HANDSHAKE = (
     b"GET /v1/responses HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\n"
@@ -119,3 +121,26 @@ async def test_a_paused_transport_makes_the_next_send_wait() -> None:
     assert progress == [1, 2]
     assert frames_in(b"".join(transport.writes[1:])) == ["first", "second"]
     protocol.connection_lost(None)
+
+
+async def test_connections_to_a_bound_socket_send_small_writes_at_once() -> None:
+    """TCP_NODELAY on every accepted connection. asyncio sets it only on a socket made for
+    TCP (``IPPROTO_TCP``), which an accepted one is when its listener is: without it, an
+    answer uvicorn writes as its headers, then its body, had the body wait under Nagle's
+    algorithm for the client's delayed ACK, ~40 ms per JSON answer on a kept-alive
+    connection (uvloop sets it on any socket; asyncio runs the gateway where uvloop is
+    missing, and runs the tests)."""
+    sock = bind_socket("127.0.0.1", 0)
+    nodelay: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+    async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        conn = writer.get_extra_info("socket")
+        nodelay.set_result(conn.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+        writer.close()
+
+    async with await asyncio.start_server(accept, sock=sock):
+        _, writer = await asyncio.open_connection(*sock.getsockname()[:2])
+        try:
+            assert await asyncio.wait_for(nodelay, 5) != 0
+        finally:
+            writer.close()

@@ -239,9 +239,12 @@ def _counted(count: int, noun: str) -> str:
 
 
 def bind_socket(host: str, port: int) -> socket.socket:
-    """A TCP socket bound to ``host:port`` (``port`` 0 for an ephemeral one)."""
+    """A TCP socket bound to ``host:port`` (``port`` 0 for an ephemeral one). Made for TCP
+    (``IPPROTO_TCP``, not the default 0), as its accepted connections then are: asyncio
+    sets ``TCP_NODELAY`` only on those, and without it an answer written in two parts
+    (uvicorn's headers, then its body) waits for the client's delayed ACK (~40 ms)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
