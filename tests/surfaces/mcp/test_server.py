@@ -453,3 +453,32 @@ async def test_a_cursor_the_gateway_never_gave_is_invalid_params(mode: str, list
         assert refused.value.error.message.startswith("Invalid cursor")
         assert (await getattr(client, listing)()).next_cursor is None
         assert (await getattr(client, listing)(cursor="")).next_cursor is None
+
+
+async def test_a_call_takes_its_tools_schema_without_listing_the_tools(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """At 2026-07-28 the SDK checks a call's ``Mcp-Param-*`` headers against its tool's
+    input schema: given by the surface, not found by serving ``tools/list`` once more for
+    every call (which took ~40% of a short call's time)."""
+    listed: list[object] = []
+    list_tools = McpSurface._list_tools
+
+    async def counted(self: McpSurface, ctx: Any, params: Any) -> types.ListToolsResult:
+        listed.append(params)
+        return await list_tools(self, ctx, params)
+
+    monkeypatch.setattr(McpSurface, "_list_tools", counted)
+    async with serving(answering()) as served, Client(served.url, mode="auto") as client:
+        [schema] = [
+            t.input_schema for t in (await client.list_tools()).tools if t.name == "get_response"
+        ]
+        listed.clear()
+        result = await client.call_tool("get_response", {"response_id": "resp_x"})
+        lookup = served.surface._manager.app.get_tool_input_schema
+
+    assert result.is_error  # no such response: the call ran
+    assert listed == []
+    assert lookup is not None
+    assert lookup("get_response") == schema
+    assert lookup("nope") is None

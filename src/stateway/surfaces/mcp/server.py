@@ -105,6 +105,10 @@ class McpSurface:
         self._gateway = gateway
         self._limits = limits or McpLimits()
         self._tools = ListToolsResult.model_validate(tool_schemas())  # as checked in
+        self._input_schemas = {tool.name: tool.input_schema for tool in self._tools.tools}
+        """Each tool's input schema, which the SDK checks a 2026-07-28 call's
+        ``Mcp-Param-*`` headers against (without it, it would serve ``tools/list`` again
+        for every call to find it)."""
         self._subscriptions: dict[str, dict[str, asyncio.Task[None]]] = {}
         """Each session's subscriptions (by its ``mcp-session-id``), by URI, until the
         session ends."""
@@ -116,6 +120,7 @@ class McpSurface:
             instructions="A stateful model gateway: create responses and conversations; "
             "read them as the stateway:// resources their results link to (a response's "
             "can be subscribed to).",
+            get_tool_input_schema=self._input_schemas.get,
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
             on_list_resources=self._list_resources,
