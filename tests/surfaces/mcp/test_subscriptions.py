@@ -10,7 +10,9 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
-from mcp_types import SubscribeRequestParams, UnsubscribeRequestParams
+from mcp import Client
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS, SubscribeRequestParams, UnsubscribeRequestParams
 
 from stateway.core.errors import NotFound
 from stateway.core.gateway import Gateway
@@ -18,6 +20,9 @@ from stateway.core.principal import Principal
 from stateway.core.watch import Watch
 from stateway.surfaces.mcp import limits, server
 from stateway.surfaces.mcp.updates import ResponseUpdates
+from tests.surfaces.mcp.test_server import Served, answering, serving
+
+URI = "stateway://acme/responses/resp_1"
 
 
 class Endless:
@@ -118,3 +123,45 @@ async def test_a_response_deleted_while_followed_is_its_last_change() -> None:
     gateway, principal = cast(Gateway, None), Principal()
     updates = ResponseUpdates(gateway, principal, "r", cast(Watch, Deleted()))
     assert [change async for change in updates.changes()] == [None, None]
+
+
+def counting(served: Served) -> list[str]:
+    """The URIs the surface opened updates of, each time; every one follows its response
+    for as long as the test lasts."""
+    opened: list[str] = []
+
+    async def updates(principal: Principal, uri: str) -> Endless:
+        opened.append(uri)
+        return Endless()
+
+    served.surface._updates = updates  # type: ignore[method-assign,assignment]
+    return opened
+
+
+async def test_a_listen_stream_follows_a_uri_listed_twice_once() -> None:
+    """One request names what a listen stream follows: each URI is followed once, however
+    often it is listed (else one request could have the gateway read a response's state
+    thousands of times over, every quarter of a second while it runs)."""
+    async with serving(answering()) as served, Client(served.url) as client:
+        await client.list_tools()  # the surface is started
+        opened = counting(served)
+        async with client.listen(resource_subscriptions=[URI, URI, URI]) as subscription:
+            assert subscription.honored.resource_subscriptions == [URI]
+
+    assert opened == [URI]
+
+
+async def test_a_listen_stream_following_too_many_resources_is_refused() -> None:
+    uris = [f"stateway://acme/responses/resp_{n}" for n in range(limits.MAX_LISTENED + 1)]
+    async with serving(answering()) as served, Client(served.url) as client:
+        await client.list_tools()
+        opened = counting(served)
+        with pytest.raises(MCPError) as refused:
+            async with client.listen(resource_subscriptions=uris):
+                pass
+        async with client.listen(resource_subscriptions=uris[1:]) as subscription:
+            assert len(subscription.honored.resource_subscriptions or ()) == len(uris) - 1
+
+    assert refused.value.code == INVALID_PARAMS
+    assert str(limits.MAX_LISTENED) in refused.value.error.message
+    assert opened == uris[1:]  # the refused stream opened none

@@ -3,8 +3,9 @@
 A request's body is read ahead of the ``mcp`` SDK, within the bounds every route's body
 has (``[server] max_body_bytes``, ``request_body_timeout``): past them it is a 413 or a
 408 in the OpenAI error shape, as on the other routes (the SDK would wait for a body for
-ever, and bound it at 4 MiB with a plain-text 413). The process keeps at most
-:data:`MAX_SESSIONS` sessions open; with auth configured, one tenant holds at most
+ever, and bound it at 4 MiB with a plain-text 413). A listen stream follows at most
+:data:`MAX_LISTENED` resources, each once however often it is named. The process keeps
+at most :data:`MAX_SESSIONS` sessions open; with auth configured, one tenant holds at most
 :data:`MAX_TENANT_SESSIONS` of them (``sessions.py``), so that no tenant can take them
 all and keep every other one from opening a session.
 
@@ -24,6 +25,9 @@ MAX_SESSIONS: Final = 1000
 """MCP sessions open at once in one process (the SDK's default is 10,000)."""
 MAX_TENANT_SESSIONS: Final = 100
 """MCP sessions one tenant may hold open at once in one process, with auth configured."""
+MAX_LISTENED: Final = 100
+"""Resources one 2026-07-28 ``subscriptions/listen`` stream may follow (-32602 beyond):
+one request names them all, and each is a response read or watched while it runs."""
 MAX_BODY_BYTES: Final = 32 * 1024 * 1024
 """``[server] max_body_bytes``'s default."""
 

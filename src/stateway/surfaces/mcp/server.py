@@ -12,8 +12,8 @@ responses for subscriptions (``updates.py``):
   until it is unsubscribed, its response ends, or its session ends (the SDK's connection
   teardown cancels it: a dead session's notifications are dropped without an error);
 - ``subscriptions/listen`` (2026-07-28): the SDK's ``ListenHandler`` serves the stream,
-  over a bus of its own that tasks following the listed URIs publish ``ResourceUpdated``
-  events to.
+  over a bus of its own that tasks following the listed URIs (each once, a bounded number:
+  ``listening.py``) publish ``ResourceUpdated`` events to.
 
 Each HTTP request to ``/mcp`` is authenticated by the HTTP surface's middleware; its
 principal (``principal_of``) is what the handlers act for, and the SDK binds each session
@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import partial
 from typing import Any, Final
@@ -43,7 +43,7 @@ from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
-from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ServerEvent
+from mcp.server.subscriptions import ListenHandler
 from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import ResourceUpdated
 from mcp_types import (
@@ -83,6 +83,7 @@ from stateway.surfaces.mcp.answer_once import answer_once
 from stateway.surfaces.mcp.cutoff import serve_until_revoked
 from stateway.surfaces.mcp.inputs import as_parsed
 from stateway.surfaces.mcp.limits import MAX_SESSIONS, McpLimits
+from stateway.surfaces.mcp.listening import ListenBus, listened
 from stateway.surfaces.mcp.schema import tool_schemas
 from stateway.surfaces.mcp.sessions import TenantSessionManager, TenantSessionsFull
 from stateway.surfaces.mcp.tools import TOOLS, Result
@@ -308,11 +309,13 @@ class McpSurface:
         self, ctx: Context, params: SubscriptionsListenRequestParams
     ) -> SubscriptionsListenResult:
         """One listen stream: the SDK's handler over a bus that this stream's URIs publish
-        their updates to (each followed from the moment the stream is acknowledged)."""
+        their updates to (each followed from the moment the stream is acknowledged; each
+        once, however often it is named, and a bounded number of them: ``listening.py``)."""
+        params = listened(params)
         uris = list(params.notifications.resource_subscriptions or ())
         principal = _principal(ctx)
         followed = [await self._updates(principal, uri) for uri in uris]
-        bus = _ListenBus()
+        bus = ListenBus()
 
         async def publish(uri: str, updates: ResponseUpdates) -> None:
             await bus.listening.wait()
@@ -367,20 +370,6 @@ class _Server(Server[Any]):
                 "resources": ResourcesCapability(subscribe=subscribe, list_changed=False),
             }
         )
-
-
-class _ListenBus(InMemorySubscriptionBus):
-    """A listen stream's own bus; ``listening`` is set once its handler subscribed (an
-    event published before that would be lost)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.listening = asyncio.Event()
-
-    def subscribe(self, listener: Callable[[ServerEvent], None]) -> Callable[[], None]:
-        unsubscribe = super().subscribe(listener)
-        self.listening.set()
-        return unsubscribe
 
 
 def _first_page(params: PaginatedRequestParams | None) -> None:
