@@ -9,13 +9,13 @@ import pytest
 
 from stateway.core.background import watch
 from stateway.core.commands import GetResponse, WatchResponse
-from stateway.core.errors import NotFound, StorageError
+from stateway.core.errors import NotFound, ServerShuttingDown, StorageError
 from stateway.core.gateway import Gateway
 from stateway.core.loop import Loop
 from stateway.core.ports import EventBatch, EventLog
 from stateway.core.principal import Principal
 from stateway.core.routing import BackendEntry, Router
-from stateway.core.runs import RunRegistry
+from stateway.core.runs import CancelReason, RunRegistry
 from stateway.core.watch import FollowedWatch, StoredWatch
 from tests.core.fakes import MemoryStore, ScriptedBackend
 from tests.core.sharing_fakes import MemoryFanout
@@ -439,3 +439,54 @@ async def test_a_get_of_a_response_another_process_runs_answers_its_row() -> Non
     gateway = Gateway(store, router, Loop(store), RunRegistry())
     state = await gateway.execute(Principal("t"), GetResponse("bg"))
     assert (state.id, state.status, state.background) == ("bg", "in_progress", True)
+
+
+async def test_shutting_down_ends_the_watches_of_runs_elsewhere_while_they_wait() -> None:
+    """Nothing here ends a run another process runs: its watchers, waiting on that
+    process, are ended with this process's runs, told to resume elsewhere."""
+    store, fanout, runs = await stored(2), MemoryFanout(), RunRegistry()
+    polling = StoredWatch(store, KEY, await log_after(store, -1), poll=60, runs=runs)
+    following = FollowedWatch(store, fanout, KEY, await log_after(store, -1), quiet=60, runs=runs)
+    seen: list[list[bytes]] = []
+    both_read = asyncio.Event()
+
+    async def watching(watch: StoredWatch | FollowedWatch) -> None:
+        async for batch, _ in watch.batches():
+            seen.append(batch)
+            if len(seen) == 2:
+                both_read.set()
+
+    watches = [asyncio.create_task(watching(w)) for w in (polling, following)]
+    await both_read.wait()  # each went on to wait for more: a poll, the next batch
+
+    assert await runs.end_all(CancelReason.SHUTTING_DOWN) == 2
+    async with asyncio.timeout(5):  # each waits 60 s unless ended
+        ended = await asyncio.gather(*watches, return_exceptions=True)
+    for error in ended:
+        assert isinstance(error, ServerShuttingDown), error
+        assert (error.status, error.code) == (503, "server_shutting_down")
+        assert "resume the stream from another one with starting_after" in error.message
+    assert seen == [events(0, 2), events(0, 2)]
+    assert not fanout.followers.get(KEY)  # its following let go
+
+
+async def test_a_watch_of_a_run_elsewhere_waits_no_more_once_shut_down() -> None:
+    store, runs = await stored(1), RunRegistry()
+    await runs.end_all(CancelReason.SHUTTING_DOWN)
+    watching = StoredWatch(store, KEY, await log_after(store, -1), poll=60, runs=runs)
+    batches = watching.batches()
+    assert await anext(batches) == (events(0, 1), False)
+    with pytest.raises(ServerShuttingDown):
+        await asyncio.wait_for(anext(batches), 5)
+
+
+async def test_a_watch_that_ended_leaves_nothing_for_shutdown_to_end() -> None:
+    store, runs = await stored(1), RunRegistry()
+    watching = StoredWatch(store, KEY, await log_after(store, -1), poll=0.001, runs=runs)
+    seen: list[bytes] = []
+    async for batch, _ in watching.batches():
+        seen += batch
+        if len(seen) == 1:
+            await commit(store, MemoryFanout(), 1, 2, last=True)
+    assert seen == events(0, 2)
+    assert await runs.end_all(CancelReason.SHUTTING_DOWN) == 0

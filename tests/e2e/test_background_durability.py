@@ -16,6 +16,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import asyncpg
+import openai
 import pytest
 from openai import AsyncOpenAI, OpenAI
 
@@ -173,6 +174,47 @@ async def test_a_sibling_process_replays_and_follows_a_background_run(
             assert await watch(other, created.id, middle) == from_owner[middle + 1 :]
             done = await other.responses.retrieve(created.id)
             assert done.status == "completed"
+
+
+async def test_a_sibling_stopping_ends_its_watch_of_a_run_elsewhere_in_the_error_shape(
+    fake_upstream: str, database: str, tmp_path: Path
+) -> None:
+    """A process watching a run another process runs (following its stored log) ends
+    that watch at SIGTERM once its drain window is over, with an ``error`` event
+    (``server_shutting_down``): its client resumes from another process while the run
+    goes on. Before, the watch outlived the window until uvicorn's last resort cancelled
+    it: a traceback logged, the connection cut without a word, five seconds later."""
+    log = tmp_path / "gateway.log"
+    with gateway(fake_upstream, database, log) as first:
+        owner = sdk(first.url)
+        created = await owner.responses.create(
+            model=MODEL, input="[[slow:100]] [[words:300]]", background=True
+        )
+        seen: list[Event] = []
+        stopping: list[float] = []  # when SIGTERM was sent
+        with gateway(fake_upstream, database, log, {"STATEWAY_DRAIN_TIMEOUT": "1"}) as sibling:
+
+            async def follow() -> None:
+                stream = await sdk(sibling.url).responses.retrieve(created.id, stream=True)
+                async for event in stream:
+                    seen.append(dump(event))
+                    if len(seen) == 5:
+                        stopping.append(time.monotonic())
+                        os.kill(sibling.pid, signal.SIGTERM)
+
+            with pytest.raises(openai.APIError) as ended:
+                await follow()
+            took = time.monotonic() - stopping[0]
+            wait_until_gone(sibling.pid, within=20)
+
+        assert ended.value.code == "server_shutting_down", ended.value
+        assert took < 4, f"the watch outlived the 1 s drain window by {took - 1:.1f} s"
+        assert (await owner.responses.retrieve(created.id)).status == "in_progress"
+        await owner.responses.cancel(created.id)
+        rest = await watch(owner, created.id, seen[-1]["sequence_number"])
+        assert seen + rest == await watch(owner, created.id)
+        assert rest[-1]["response"]["status"] == "cancelled"
+    assert "Traceback" not in log.read_text()
 
 
 async def test_sigterm_gives_background_runs_the_drain_window_then_ends_them(

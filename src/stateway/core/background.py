@@ -283,8 +283,8 @@ async def watch(
         elif command.refuse_at_end:
             raise _at_end(response_id, after, log.status)
     if fanout is not None and log.status in UNFINISHED:
-        return FollowedWatch(store, fanout, key, log, after)
-    return StoredWatch(store, key, log, after)
+        return FollowedWatch(store, fanout, key, log, after, runs=runs)
+    return StoredWatch(store, key, log, after, runs=runs)
 
 
 @dataclass(frozen=True, slots=True)

@@ -275,8 +275,10 @@ class Run:
 
 
 class Relaying(Protocol):
-    """A relayed answer in flight (the Chat Completions fast path): not a run, nothing of
-    it is stored, but the server shutting down ends it too."""
+    """An answer in flight relayed from elsewhere: a model server's (the Chat Completions
+    fast path), or the log of a run another gateway process runs (a watch of it). Not a
+    run of this process, nothing of it is stored here, but the server shutting down ends
+    it too."""
 
     async def end(self, error: GatewayError) -> None:
         """Interrupt it now; its client is answered ``error`` in its place."""
@@ -284,8 +286,8 @@ class Relaying(Protocol):
 
 
 class RunRegistry:
-    """Runs in flight in this process, by response id; and the relayed answers in flight,
-    for :meth:`end_all` to end them at shutdown."""
+    """Runs in flight in this process, by response id; and the answers in flight relayed
+    from elsewhere (:class:`Relaying`), for :meth:`end_all` to end them at shutdown."""
 
     def __init__(self) -> None:
         self._runs: dict[str, Run] = {}

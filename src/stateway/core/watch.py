@@ -31,6 +31,13 @@ process runs it and the processes share no Redis, or Redis is away), leaves noth
 read: the watch raises :class:`~stateway.core.errors.NotFound`, which its surface sends
 as the protocol's error, rather than ending as if the stream were whole.
 
+A watch of a run another process runs is not ended by a run's end here: known to this
+process's :class:`~stateway.core.runs.RunRegistry` while it waits on that process (as an
+answer relayed from elsewhere), it is ended with the runs when this process shuts down,
+its wait interrupted and :class:`~stateway.core.errors.ServerShuttingDown` raised, which
+its surface sends as the protocol's error: its client resumes from another process while
+the run goes on (:class:`_Stop`).
+
 A watcher never holds up the run: the run appends to its log whatever the watchers do.
 :meth:`Watch.behind` tells how far a watcher trails the run, so that its surface can drop
 one that stopped reading (it resumes with ``starting_after``).
@@ -40,16 +47,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
-from typing import Final, Protocol
+from collections.abc import AsyncIterator, Awaitable, Callable
+from functools import partial
+from typing import Final, Protocol, TypeVar
 
 from stateway.core.coordination import EventFanout, Following, Published
-from stateway.core.errors import NotFound, StorageError
+from stateway.core.errors import GatewayError, NotFound, ServerShuttingDown, StorageError
 from stateway.core.journal import RunJournal
 from stateway.core.ownership import sent_unstored
 from stateway.core.ports import EventBatch, EventLog, ResponseStore
 from stateway.core.response import UNFINISHED
-from stateway.core.runs import Run
+from stateway.core.runs import Run, RunRegistry
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +68,13 @@ QUIET_READ: Final = 1.0
 
 Batches = AsyncIterator[tuple[list[bytes], bool]]
 """Wire payloads in log order, each batch flagged True when it is the last."""
+
+T = TypeVar("T")
+
+_RESUME_ELSEWHERE: Final = (
+    "The server is shutting down; the response goes on in the gateway process running "
+    "it: resume the stream from another one with starting_after."
+)
 
 
 class Watch(Protocol):
@@ -112,13 +127,17 @@ class StoredWatch:
         after: int = -1,
         *,
         poll: float = POLL_INTERVAL,
+        runs: RunRegistry | None = None,
     ) -> None:
+        """``runs``: this process's runs, whose shutdown ends the watch while it waits
+        for another process's run (:class:`_Stop`)."""
         self._store = store
         self._key = key
         self._log: EventLog | None = log
         self._after = after
         self._position = after + 1
         self._poll = poll
+        self._stop = _Stop(runs)
 
     @property
     def position(self) -> int:
@@ -127,21 +146,25 @@ class StoredWatch:
     async def batches(self) -> Batches:
         log, self._log = self._log, None
         after = self._after
-        while log is not None:
-            finished = log.status not in UNFINISHED
-            if log.events.payloads:
-                after = log.events.end - 1
-                self._position = log.events.end
-                yield log.events.payloads, finished
-            elif finished and (missed := await _missed_end(self._store, self._key, log.last)):
-                self._position = log.last + 1
-                yield missed, True
-            if finished:
-                return
-            await asyncio.sleep(self._poll)  # another process runs it: no signal to wait on
-            log = await _read(self._store, self._key, after)
-            if log is None:
-                raise _deleted_meanwhile(self._key[1])
+        try:
+            while log is not None:
+                finished = log.status not in UNFINISHED
+                if log.events.payloads:
+                    after = log.events.end - 1
+                    self._position = log.events.end
+                    yield log.events.payloads, finished
+                elif finished and (missed := await _missed_end(self._store, self._key, log.last)):
+                    self._position = log.last + 1
+                    yield missed, True
+                if finished:
+                    return
+                # another process runs it: no signal to wait on
+                await self._stop.waited(partial(asyncio.sleep, self._poll))
+                log = await _read(self._store, self._key, after)
+                if log is None:
+                    raise _deleted_meanwhile(self._key[1])
+        finally:
+            self._stop.close()
 
     def behind(self) -> int:
         return 0  # it reads at its own pace; nothing piles up for it
@@ -157,7 +180,10 @@ class FollowedWatch:
         after: int = -1,
         *,
         quiet: float = QUIET_READ,
+        runs: RunRegistry | None = None,
     ) -> None:
+        """``runs``: this process's runs, whose shutdown ends the watch while it waits
+        for another process's run (:class:`_Stop`)."""
         self._store = store
         self._fanout = fanout
         self._key = key
@@ -166,6 +192,7 @@ class FollowedWatch:
         """The sequence number of the next event to give."""
         self._quiet = quiet
         self._following: Following | None = None
+        self._stop = _Stop(runs)
 
     @property
     def position(self) -> int:
@@ -179,35 +206,39 @@ class FollowedWatch:
             yield log.events.payloads, ended
         if ended:
             return
-        async with self._fanout.follow(*self._key) as following:
-            self._following = following
-            published: Published | None = None  # first: what was committed meanwhile
-            while True:
-                if published is None or published.batch.first > self._position:
-                    read = await _read(self._store, self._key, self._position - 1)
-                    if read is None:
-                        raise _deleted_meanwhile(self._key[1])
-                    ended = read.status not in UNFINISHED
-                    if read.events.payloads:
-                        self._position = read.events.end
-                        yield read.events.payloads, ended
-                    elif ended and (missed := await self._missed_end(read.last)):
-                        yield missed, True
-                    if ended:
-                        return
-                if published is not None:
-                    batch = published.batch
-                    if batch.first <= self._position < batch.end:
-                        fresh = batch.payloads[self._position - batch.first :]
-                        self._position = batch.end
-                        yield fresh, published.last
-                    elif published.last and (missed := await self._missed_end(batch.end - 1)):
-                        yield missed, True
-                    if published.last and self._position >= batch.end:
-                        return
-                published = await following.next(self._quiet)
-                while published is not None and not published.batch.payloads:
-                    published = await following.next(self._quiet)  # a mark, for whoever asked
+        try:
+            async with self._fanout.follow(*self._key) as following:
+                self._following = following
+                published: Published | None = None  # first: what was committed meanwhile
+                while True:
+                    if published is None or published.batch.first > self._position:
+                        read = await _read(self._store, self._key, self._position - 1)
+                        if read is None:
+                            raise _deleted_meanwhile(self._key[1])
+                        ended = read.status not in UNFINISHED
+                        if read.events.payloads:
+                            self._position = read.events.end
+                            yield read.events.payloads, ended
+                        elif ended and (missed := await self._missed_end(read.last)):
+                            yield missed, True
+                        if ended:
+                            return
+                    if published is not None:
+                        batch = published.batch
+                        if batch.first <= self._position < batch.end:
+                            fresh = batch.payloads[self._position - batch.first :]
+                            self._position = batch.end
+                            yield fresh, published.last
+                        elif published.last and (missed := await self._missed_end(batch.end - 1)):
+                            yield missed, True
+                        if published.last and self._position >= batch.end:
+                            return
+                    wait = partial(following.next, self._quiet)
+                    published = await self._stop.waited(wait)
+                    while published is not None and not published.batch.payloads:
+                        published = await self._stop.waited(wait)  # a mark, for whoever asked
+        finally:
+            self._stop.close()
 
     def behind(self) -> int:
         return 0 if self._following is None else self._following.pending()
@@ -218,6 +249,65 @@ class FollowedWatch:
         missed = await _missed_end(self._store, self._key, last)
         self._position = max(self._position, last + 1)
         return missed
+
+
+class _Stop:
+    """How a watch of a run another process runs ends when this process shuts down: known
+    to this process's runs while it waits on the other process (one of the answers
+    relayed from elsewhere, :class:`~stateway.core.runs.Relaying`), it is ended with them
+    (:meth:`RunRegistry.end_all <stateway.core.runs.RunRegistry.end_all>`): the wait under
+    way is interrupted, and this one and any later raise
+    :class:`~stateway.core.errors.ServerShuttingDown`. Without ``runs``, waits are only
+    waits. :meth:`close` once the watch is over."""
+
+    __slots__ = ("_ended", "_guard", "_known", "_runs")
+
+    def __init__(self, runs: RunRegistry | None) -> None:
+        self._runs = runs
+        self._known = False
+        """Whether ``runs`` holds it (from its first wait on, until :meth:`close`)."""
+        self._ended = False
+        self._guard: asyncio.Timeout | None = None
+        """The wait under way's way out."""
+
+    async def waited(self, wait: Callable[[], Awaitable[T]]) -> T:
+        """What ``wait()`` gives, unless the process shuts down first (or has)."""
+        runs = self._runs
+        if runs is None:
+            return await wait()
+        if not self._known and not self._ended:
+            if runs.closing:  # ended already: it would not be ended again
+                self._ended = True
+            else:
+                runs.add_relay(self)
+                self._known = True
+        if self._ended:
+            raise ServerShuttingDown(_RESUME_ELSEWHERE)
+        guard = asyncio.timeout(None)
+        self._guard = guard
+        try:
+            async with guard:
+                return await wait()
+        except TimeoutError:
+            if not guard.expired():  # the wait's own: it has no deadline but this end
+                raise
+            raise ServerShuttingDown(_RESUME_ELSEWHERE) from None
+        finally:
+            self._guard = None
+
+    async def end(self, error: GatewayError) -> None:
+        """:class:`~stateway.core.runs.Relaying`: interrupt the wait under way, if any,
+        and every later one (its client is told to resume elsewhere, not ``error``'s
+        words: the response is not ended)."""
+        self._ended = True
+        guard = self._guard
+        if guard is not None and not guard.expired():
+            guard.reschedule(asyncio.get_running_loop().time())
+
+    def close(self) -> None:
+        if self._known and self._runs is not None:
+            self._known = False
+            self._runs.discard_relay(self)
 
 
 def _deleted_meanwhile(response_id: str) -> NotFound:

@@ -67,8 +67,11 @@ class ServerShuttingDown(GatewayError):
     type = "server_error"
     code = "server_shutting_down"
 
-    def __init__(self) -> None:
-        super().__init__("The server is shutting down; the response was ended before it finished.")
+    def __init__(
+        self,
+        message: str = "The server is shutting down; the response was ended before it finished.",
+    ) -> None:
+        super().__init__(message)
 
 
 class ServerRestarted(GatewayError):
