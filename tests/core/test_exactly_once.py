@@ -14,7 +14,13 @@ from stateway.coordination import MemoryCommandResults
 from stateway.core import background
 from stateway.core.commands import CancelResponse, DeleteResponse
 from stateway.core.coordination import MAX_COMMAND_ID, CancelHandler, CommandKey, Outcome
-from stateway.core.errors import IdempotencyKeyReused, InvalidRequest, NotFound, StorageError
+from stateway.core.errors import (
+    IdempotencyKeyReused,
+    InvalidRequest,
+    NotFound,
+    ServerShuttingDown,
+    StorageError,
+)
 from stateway.core.exactly_once import Attempt, attempt, fingerprint
 from stateway.core.gateway import Gateway
 from stateway.core.inference import TextDelta
@@ -22,7 +28,7 @@ from stateway.core.loop import Loop
 from stateway.core.ports import ResponseRecord
 from stateway.core.principal import Credential, Principal
 from stateway.core.routing import BackendEntry, Router
-from stateway.core.runs import RunRegistry
+from stateway.core.runs import CancelReason, RunRegistry
 from stateway.protocols.responses.stream import encode_event_json
 from tests.core.fakes import MemoryStore, ScriptedBackend
 from tests.core.test_background import create, ended, script, until_output
@@ -323,6 +329,30 @@ async def test_a_cancel_whose_owner_never_ends_the_run_gives_up(
     with pytest.raises(InvalidRequest) as caught:
         await gateway.execute(ME, CancelResponse("resp_x"))
     assert (caught.value.status, caught.value.code) == (409, "response_running_elsewhere")
+
+
+async def test_a_cancel_waiting_on_another_process_ends_when_this_one_shuts_down() -> None:
+    """A cancel sent to the process running the response waits for its end (up to
+    CANCEL_WAIT): at shutdown it is answered with the runs here, a 503 its client retries
+    on another process, rather than left to the server's last resort."""
+    store = MemoryStore()
+    body = {"id": "resp_x", "created_at": 1.0, "model": "m", "status": "in_progress"}
+    record = ResponseRecord(
+        "default", "resp_x", None, "in_progress", 1.0, body | {"background": True}
+    )
+    await store.save(record)
+    signals = Signals()
+    gateway = gateway_for(store, signals=signals)
+    cancelling = asyncio.create_task(gateway.execute(ME, CancelResponse("resp_x")))
+    await signals.arrived.wait()
+
+    await gateway.runs.end_all(CancelReason.SHUTTING_DOWN)
+
+    with pytest.raises(ServerShuttingDown) as caught:
+        async with asyncio.timeout(5):  # the owner never ends it: CANCEL_WAIT is 30 s
+            await cancelling
+    assert (caught.value.status, caught.value.code) == (503, "server_shutting_down")
+    assert "the cancel was sent to the gateway process running it" in caught.value.message
 
 
 async def test_a_delete_whose_signal_cannot_be_sent_still_answers_deleted() -> None:

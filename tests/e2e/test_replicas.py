@@ -13,8 +13,8 @@ import os
 import signal
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import ExitStack
+from collections.abc import AsyncIterator, Iterator
+from contextlib import ExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +99,28 @@ class Follower:
     async def ended(self) -> list[Event]:
         await asyncio.wait_for(self.task, 60)
         return self.events
+
+
+@asynccontextmanager
+async def signalled(redis_url: str, prefix: str) -> AsyncIterator[asyncio.Event]:
+    """An event set once a cancel signal goes out on the replicas' channel."""
+    client = Redis.from_url(redis_url)
+    sent = asyncio.Event()
+    async with client.pubsub() as pubsub:
+        await pubsub.subscribe(prefix + "cancel")
+
+        async def listen() -> None:
+            async for message in pubsub.listen():
+                if message["type"] == "message":
+                    sent.set()
+
+        listening = asyncio.create_task(listen())
+        try:
+            yield sent
+        finally:
+            listening.cancel()
+            await asyncio.gather(listening, return_exceptions=True)
+    await client.aclose()
 
 
 async def subscribers(redis_url: str, channel: str) -> int:
@@ -373,3 +395,49 @@ async def test_one_concurrency_limit_is_shared_by_both_replicas(one_at_a_time: R
     assert (await b.responses.create(model=MODEL, input="three")).status == "completed"
     assert (await a.responses.create(model=MODEL, input="four")).status == "completed"
     assert (await b.responses.create(model=MODEL, input="five")).status == "completed"
+
+
+@pytest.fixture
+def short_drains(
+    redis_url: str, postgres_url: str, fake_upstream: str, tmp_path: Path
+) -> Iterator[Replicas]:
+    log = tmp_path / "gateway.log"
+    yield from replicas(redis_url, postgres_url, fake_upstream, log, STATEWAY_DRAIN_TIMEOUT="1")
+
+
+async def test_b_stopping_ends_its_waits_on_a_in_their_error_shapes(
+    short_drains: Replicas, redis_url: str, tmp_path: Path
+) -> None:
+    """B's watch of a run on A and its cancel of it wait on A (paused here, so that the
+    cancel cannot end): SIGTERM ends both once B's drain window is over, each in its
+    error shape, rather than leaving them to uvicorn's last resort (a traceback, the
+    connection cut without a word). The run goes on on A, which the cancel reached."""
+    a, b = sdk(short_drains.a.url), sdk(short_drains.b.url)
+    created = await a.responses.create(model=MODEL, input=LONG, background=True)
+    following = Follower(b, created.id)
+    await following.reached(6)
+    os.kill(short_drains.a.pid, signal.SIGSTOP)
+    try:
+        async with signalled(redis_url, short_drains.prefix) as sent:
+            cancelling = asyncio.create_task(b.responses.cancel(created.id))
+            await asyncio.wait_for(sent.wait(), 10)  # then it waits for A, paused
+        assert not cancelling.done()
+        stopping = time.monotonic()
+        os.kill(short_drains.b.pid, signal.SIGTERM)
+        with pytest.raises(openai.InternalServerError) as refused:
+            await asyncio.wait_for(cancelling, 10)
+        with pytest.raises(openai.APIError) as cut:
+            await following.ended()
+        took = time.monotonic() - stopping
+    finally:
+        os.kill(short_drains.a.pid, signal.SIGCONT)
+    wait_until_gone(short_drains.b.pid, within=20)
+
+    assert refused.value.status_code == 503
+    assert refused.value.code == "server_shutting_down"
+    assert "the cancel was sent" in refused.value.message
+    assert cut.value.code == "server_shutting_down"
+    assert took < 4, f"B's waits outlived its 1 s drain window by {took - 1:.1f} s"
+    ended = await a.responses.cancel(created.id)  # A heard B's signal, or hears this one
+    assert ended.status == "cancelled"
+    assert "Traceback" not in (tmp_path / "gateway.log").read_text()

@@ -30,11 +30,13 @@ import logging
 import time
 from contextlib import suppress
 from dataclasses import dataclass
+from functools import partial
 from typing import Final
 
 from stateway.core.commands import CreateResponse, WatchResponse
 from stateway.core.coordination import CancelSignals, EventFanout
 from stateway.core.errors import InvalidRequest, ResponseNotFound, StorageError
+from stateway.core.foreign_waits import ForeignWait
 from stateway.core.journal import EventEncoder
 from stateway.core.owner_position import beyond_log, judged
 from stateway.core.ownership import sent_unstored
@@ -53,6 +55,12 @@ RESEND_INTERVAL: Final = 1.0
 """Seconds between the sends of a cancel signal while it waits: a signal reaches only the
 processes subscribed as it is sent, and an owner subscribing again (Redis restarted, its
 connection dropped) would miss a single one and run on."""
+_CANCEL_SENT: Final = (
+    "The server is shutting down; the cancel was sent to the gateway process running it, "
+    "which ends the response unless it has ended: read it, or cancel it again, from "
+    "another process."
+)
+"""What a cancel waiting on another process is answered when this process shuts down."""
 
 
 def check_background(command: CreateResponse, encoder: EventEncoder | None) -> None:
@@ -108,20 +116,39 @@ async def cancel(
         if signals is None or not signals.shared:
             raise _running_elsewhere(response_id, "it can only be cancelled there.")
         await signals.send(principal.tenant_id, response_id)
-        return await _ended_elsewhere(store, signals, principal, response_id)
+        return await _ended_elsewhere(store, signals, principal, response_id, runs)
     return state
 
 
 async def _ended_elsewhere(
-    store: ResponseStore, signals: CancelSignals, principal: Principal, response_id: str
+    store: ResponseStore,
+    signals: CancelSignals,
+    principal: Principal,
+    response_id: str,
+    runs: RunRegistry,
 ) -> ResponseState:
     """The response once the process running it has ended it (read every POLL_INTERVAL:
     its end is a committed row, and no signal crosses back), the signal sent again every
-    RESEND_INTERVAL meanwhile (an owner cancels a cancelled run no further)."""
+    RESEND_INTERVAL meanwhile (an owner cancels a cancelled run no further). This process
+    shutting down ends the wait (``runs``: :mod:`.foreign_waits`)."""
+    waiting = ForeignWait(runs, _CANCEL_SENT)
+    try:
+        return await _polled_end(store, signals, principal, response_id, waiting)
+    finally:
+        waiting.close()
+
+
+async def _polled_end(
+    store: ResponseStore,
+    signals: CancelSignals,
+    principal: Principal,
+    response_id: str,
+    waiting: ForeignWait,
+) -> ResponseState:
     now = time.monotonic()
     deadline, resend = now + CANCEL_WAIT, now + RESEND_INTERVAL
     while True:
-        await asyncio.sleep(POLL_INTERVAL)
+        await waiting.waited(partial(asyncio.sleep, POLL_INTERVAL))
         record = await store.get(principal.tenant_id, response_id)
         if record is None:
             raise ResponseNotFound(response_id)  # deleted meanwhile

@@ -36,7 +36,7 @@ process's :class:`~stateway.core.runs.RunRegistry` while it waits on that proces
 answer relayed from elsewhere), it is ended with the runs when this process shuts down,
 its wait interrupted and :class:`~stateway.core.errors.ServerShuttingDown` raised, which
 its surface sends as the protocol's error: its client resumes from another process while
-the run goes on (:class:`_Stop`).
+the run goes on (:mod:`stateway.core.foreign_waits`).
 
 A watcher never holds up the run: the run appends to its log whatever the watchers do.
 :meth:`Watch.behind` tells how far a watcher trails the run, so that its surface can drop
@@ -47,12 +47,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from functools import partial
-from typing import Final, Protocol, TypeVar
+from typing import Final, Protocol
 
 from stateway.core.coordination import EventFanout, Following, Published
-from stateway.core.errors import GatewayError, NotFound, ServerShuttingDown, StorageError
+from stateway.core.errors import NotFound, StorageError
+from stateway.core.foreign_waits import ForeignWait
 from stateway.core.journal import RunJournal
 from stateway.core.ownership import sent_unstored
 from stateway.core.ports import EventBatch, EventLog, ResponseStore
@@ -68,8 +69,6 @@ QUIET_READ: Final = 1.0
 
 Batches = AsyncIterator[tuple[list[bytes], bool]]
 """Wire payloads in log order, each batch flagged True when it is the last."""
-
-T = TypeVar("T")
 
 _RESUME_ELSEWHERE: Final = (
     "The server is shutting down; the response goes on in the gateway process running "
@@ -130,14 +129,14 @@ class StoredWatch:
         runs: RunRegistry | None = None,
     ) -> None:
         """``runs``: this process's runs, whose shutdown ends the watch while it waits
-        for another process's run (:class:`_Stop`)."""
+        for another process's run (:class:`~stateway.core.foreign_waits.ForeignWait`)."""
         self._store = store
         self._key = key
         self._log: EventLog | None = log
         self._after = after
         self._position = after + 1
         self._poll = poll
-        self._stop = _Stop(runs)
+        self._stop = ForeignWait(runs, _RESUME_ELSEWHERE)
 
     @property
     def position(self) -> int:
@@ -183,7 +182,7 @@ class FollowedWatch:
         runs: RunRegistry | None = None,
     ) -> None:
         """``runs``: this process's runs, whose shutdown ends the watch while it waits
-        for another process's run (:class:`_Stop`)."""
+        for another process's run (:class:`~stateway.core.foreign_waits.ForeignWait`)."""
         self._store = store
         self._fanout = fanout
         self._key = key
@@ -192,7 +191,7 @@ class FollowedWatch:
         """The sequence number of the next event to give."""
         self._quiet = quiet
         self._following: Following | None = None
-        self._stop = _Stop(runs)
+        self._stop = ForeignWait(runs, _RESUME_ELSEWHERE)
 
     @property
     def position(self) -> int:
@@ -249,65 +248,6 @@ class FollowedWatch:
         missed = await _missed_end(self._store, self._key, last)
         self._position = max(self._position, last + 1)
         return missed
-
-
-class _Stop:
-    """How a watch of a run another process runs ends when this process shuts down: known
-    to this process's runs while it waits on the other process (one of the answers
-    relayed from elsewhere, :class:`~stateway.core.runs.Relaying`), it is ended with them
-    (:meth:`RunRegistry.end_all <stateway.core.runs.RunRegistry.end_all>`): the wait under
-    way is interrupted, and this one and any later raise
-    :class:`~stateway.core.errors.ServerShuttingDown`. Without ``runs``, waits are only
-    waits. :meth:`close` once the watch is over."""
-
-    __slots__ = ("_ended", "_guard", "_known", "_runs")
-
-    def __init__(self, runs: RunRegistry | None) -> None:
-        self._runs = runs
-        self._known = False
-        """Whether ``runs`` holds it (from its first wait on, until :meth:`close`)."""
-        self._ended = False
-        self._guard: asyncio.Timeout | None = None
-        """The wait under way's way out."""
-
-    async def waited(self, wait: Callable[[], Awaitable[T]]) -> T:
-        """What ``wait()`` gives, unless the process shuts down first (or has)."""
-        runs = self._runs
-        if runs is None:
-            return await wait()
-        if not self._known and not self._ended:
-            if runs.closing:  # ended already: it would not be ended again
-                self._ended = True
-            else:
-                runs.add_relay(self)
-                self._known = True
-        if self._ended:
-            raise ServerShuttingDown(_RESUME_ELSEWHERE)
-        guard = asyncio.timeout(None)
-        self._guard = guard
-        try:
-            async with guard:
-                return await wait()
-        except TimeoutError:
-            if not guard.expired():  # the wait's own: it has no deadline but this end
-                raise
-            raise ServerShuttingDown(_RESUME_ELSEWHERE) from None
-        finally:
-            self._guard = None
-
-    async def end(self, error: GatewayError) -> None:
-        """:class:`~stateway.core.runs.Relaying`: interrupt the wait under way, if any,
-        and every later one (its client is told to resume elsewhere, not ``error``'s
-        words: the response is not ended)."""
-        self._ended = True
-        guard = self._guard
-        if guard is not None and not guard.expired():
-            guard.reschedule(asyncio.get_running_loop().time())
-
-    def close(self) -> None:
-        if self._known and self._runs is not None:
-            self._known = False
-            self._runs.discard_relay(self)
 
 
 def _deleted_meanwhile(response_id: str) -> NotFound:
