@@ -101,6 +101,42 @@ def test_a_redirect_is_an_upstream_error_saying_so(status: int) -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("status", "code", "retryable"),
+    [
+        (401, None, False),  # the gateway's credentials: its configuration
+        (402, None, False),  # its account's payment
+        (403, None, False),
+        (307, None, False),  # a redirect, never followed
+        (429, "insufficient_quota", False),  # a quota used up, not a rate
+        (429, "rate_limit_exceeded", True),
+        (429, None, True),
+        (408, None, True),
+        (500, None, True),
+        (503, None, True),
+        (529, None, True),
+    ],
+)
+def test_a_refusal_the_same_request_meets_again_says_not_to_retry(
+    status: int, code: str | None, retryable: bool
+) -> None:
+    """The SDKs retry a 429 or 5xx unless told ``x-should-retry: false``."""
+    error = classify_status(status, "why", code, "up", {"Retry-After": "5"})
+    assert error.retryable is retryable
+    assert ("x-should-retry" in error.headers) is not retryable
+    if not retryable:
+        assert error.headers == {"x-should-retry": "false"}  # and no wait for nothing
+
+
+@pytest.mark.parametrize("mid_stream", [False, True])
+def test_a_quota_reported_in_a_reply_is_a_429_saying_not_to_retry(mid_stream: bool) -> None:
+    """Hosted's ``response.failed`` (or an error body) with ``insufficient_quota``, which
+    Codex does not retry either."""
+    quota = {"type": "insufficient_quota", "code": "insufficient_quota", "message": "no"}
+    error = classify_reported(quota, "up", str, mid_stream=mid_stream)
+    assert (error.status, error.code, error.retryable) == (429, "insufficient_quota", False)
+
+
 @pytest.mark.parametrize("status", [429, 503, 529])
 def test_retry_after_is_passed_on(status: int) -> None:
     error = classify_status(status, "", None, "up", {"Retry-After": "12"})

@@ -451,6 +451,31 @@ async def test_when_every_candidate_lacks_the_model_the_client_gets_the_404() ->
     ]
 
 
+def refused_credentials(name: str) -> GatewayError:
+    return UpstreamError(f"{name} refused", code="upstream_auth_failed", retryable=False)
+
+
+@pytest.mark.parametrize("final_first", [True, False])
+async def test_a_round_is_told_retryable_when_any_candidate_may_come_back(
+    final_first: bool,
+) -> None:
+    """One server refusing the gateway's credentials and another down for a while: the
+    answer, whichever it is, leaves the client its retries (the other may be back)."""
+    final, passing = Named("a", [refused_credentials("a")]), Named("b", [UpstreamError("b")])
+    run, _ = await run_over(*((final, passing) if final_first else (passing, final)))
+    assert run.state.status == "failed"
+    assert run.error.retryable
+    assert "x-should-retry" not in run.error.headers
+
+
+async def test_a_round_every_candidate_of_which_will_refuse_again_is_told_so() -> None:
+    a, b = Named("a", [refused_credentials("a")]), Named("b", [refused_credentials("b")])
+    run, _ = await run_over(a, b, stream=False)
+    assert run.error.code == "upstream_auth_failed"
+    assert not run.error.retryable
+    assert run.error.headers == {"x-should-retry": "false"}
+
+
 async def test_attempts_are_logged_a_failure_as_a_warning_an_answer_at_debug(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

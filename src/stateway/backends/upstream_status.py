@@ -6,18 +6,21 @@ too long, below; what a 429 ran out of).
 upstream   client
 =========  ==========================================================================
 401-403    502 ``upstream_auth_failed`` (the gateway's credential or account, not the
-           client's: a 402 is its payment, as OpenRouter and Anthropic refuse one)
+           client's: a 402 is its payment, as OpenRouter and Anthropic refuse one),
+           not retryable (``x-should-retry: false``: the SDKs would retry a 502)
 404        404, the upstream's code or ``model_not_found``
 413        413, the upstream's code or ``request_too_large`` (a body over the server's
            size limit, as hosted OpenAI and Anthropic refuse one); a context refusal
            (some proxies answer one with a 413) as any 4xx's, below
 408, 504   504 ``upstream_timeout``
 429        429, the upstream's code or ``rate_limit_exceeded``, with its ``Retry-After``;
-           typed ``tokens`` when its words say tokens ran out, else ``requests``
+           typed ``tokens`` when its words say tokens ran out, else ``requests``; an
+           ``insufficient_quota`` (a quota used up, not a rate) not retryable
 503        503 ``upstream_unavailable``, with its ``Retry-After``
 529        503 ``upstream_overloaded`` (Anthropic's "overloaded"), with its ``Retry-After``
 other 4xx  400, the upstream's code or ``upstream_rejected``
 other 5xx  502 ``upstream_error`` (an image refused in words: 400, below)
+3xx        502 ``upstream_error``, not retryable (redirects are not followed)
 =========  ==========================================================================
 
 A prompt longer than the model's context becomes ``context_length_exceeded`` (which
@@ -80,6 +83,8 @@ from stateway.core.errors import (
     rate_limit_type,
 )
 
+INSUFFICIENT_QUOTA = "insufficient_quota"
+"""Hosted OpenAI's code of a 429 that is a quota used up (billing), not a rate."""
 OVERLOADED = 529
 """Anthropic's status for an API that is temporarily overloaded."""
 REQUEST_TOO_LARGE = 413
@@ -100,6 +105,7 @@ _STATUS_OF_CODE = {
     CONTEXT_LENGTH_EXCEEDED: 400,
     "model_not_found": 404,
     "rate_limit_exceeded": 429,
+    INSUFFICIENT_QUOTA: 429,
 }
 """String codes of an error reported in a 200 reply that name the status it stands for."""
 _STATUS_OF_TYPE = {
@@ -149,7 +155,8 @@ def classify_status(
     if 300 <= status < 400:
         return UpstreamError(
             f"Model server '{backend}' redirected the call ({status}); redirects are not "
-            "followed: configure the URL it redirects to."
+            "followed: configure the URL it redirects to.",
+            retryable=False,
         )
     return _by_status(status, detail, message, code, backend, retry_after(headers), stated)
 
@@ -221,10 +228,16 @@ def _by_status(
         return UpstreamError(
             f"Model server '{backend}' refused the gateway's credentials ({status}).",
             code="upstream_auth_failed",
+            retryable=False,
         )
     if status == 429:
+        quota = code == INSUFFICIENT_QUOTA  # used up, not a rate: no wait brings it back
         limited = UpstreamRejected(
-            detail, status=429, code=code or "rate_limit_exceeded", headers=retry
+            detail,
+            status=429,
+            code=code or "rate_limit_exceeded",
+            headers=None if quota else retry,
+            retryable=not quota,
         )
         limited.type = rate_limit_type(code, message)
         return limited

@@ -1,7 +1,9 @@
 """The one error tree of the gateway.
 
 Every error a client can see is a :class:`GatewayError` carrying its HTTP status, the
-OpenAI error ``type`` and ``code`` and, for request errors, the offending ``param``.
+OpenAI error ``type`` and ``code`` and, for request errors, the offending ``param``; one
+the same request would meet again, though the SDKs retry its status, is not
+``retryable`` (answered with ``x-should-retry: false``: marked "final" below).
 Protocols render it in their own error shape; nothing classifies errors by message text
 (but an upstream 429's ``type``, ``tokens`` or ``requests``, which only its words tell:
 :func:`rate_limit_type`).
@@ -50,9 +52,11 @@ Import the tree from here. Its branches are kept one concept to a module:
     │   ├── ConversationNotFound  404 (also an unknown conversation named by a response)
     │   └── ThreadNotFound        404 code=thread_not_found
     ├── ConversationLocked        409 code=conversation_locked (another turn holds it)
-    ├── IdempotencyKeyReused      409 code=idempotency_key_reused (the id named another request)
+    ├── IdempotencyKeyReused      409 code=idempotency_key_reused (the id named another
+    │                                 request), final
     ├── RateLimited               429 type=requests|tokens code=rate_limit_exceeded, Retry-After
-    ├── UpstreamError             502 upstream_error (any upstream failure, status mapped)
+    ├── UpstreamError             502 upstream_error (any upstream failure, status mapped;
+    │   │                             final: its credentials refused, a redirect, a quota)
     │   ├── UpstreamTimeout       504
     │   ├── UpstreamUnavailable   502 (connect refused, DNS, ...); 503 when upstream said 503
     │   ├── UpstreamResponseTooLarge  502 code=upstream_response_too_large

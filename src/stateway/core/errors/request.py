@@ -197,11 +197,13 @@ class ResponseInProgress(InvalidRequest):
 
 
 class IdempotencyKeyReused(GatewayError):
-    """A command id (``Idempotency-Key``, ``command_id``) came back with another request."""
+    """A command id (``Idempotency-Key``, ``command_id``) came back with another request:
+    a 409 the SDKs would retry, for ever refused (not :attr:`retryable`)."""
 
     status = 409
     type = "invalid_request_error"
     code = "idempotency_key_reused"
+    retryable = False
 
     def __init__(self, param: str = "Idempotency-Key") -> None:
         super().__init__(

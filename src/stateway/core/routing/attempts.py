@@ -89,10 +89,14 @@ def told(earlier: GatewayError | None, latest: GatewayError) -> GatewayError:
     over its own size limit) after a failure of another's server. Told a 404, a client
     would take its model for one that does not exist, and not retry. A refusal the
     client acts on (a context too long, which Codex compacts; an image refused) is
-    still told."""
-    if earlier is not None and _server_specific(latest) and not _server_specific(earlier):
-        return earlier
-    return latest
+    still told. It is :attr:`~stateway.core.errors.GatewayError.retryable` when any of
+    them was: the same request may find that candidate's server back."""
+    if earlier is None:
+        return latest
+    chosen = earlier if _server_specific(latest) and not _server_specific(earlier) else latest
+    if earlier.retryable or latest.retryable:
+        chosen.told_retryable(True)
+    return chosen
 
 
 def _server_specific(error: GatewayError) -> bool:

@@ -1,0 +1,191 @@
+"""Errors as the official SDKs retry them, in process: each SDK with its default
+``max_retries`` (2), the requests the gateway saw counted. An answer the same request
+meets again (a key used with another request, the gateway's credentials refused by its
+model server, a quota used up) carries ``x-should-retry: false`` and is sent once; a
+transient one is retried, after the ``Retry-After`` it carries."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anthropic
+import httpx2
+import openai
+import pytest
+from starlette.applications import Starlette
+
+from stateway.backends.upstream_status import classify_status
+from stateway.core.errors import GatewayError
+from stateway.core.inference import Delta, Finish, TextDelta
+from tests.core.fakes import ScriptedBackend
+from tests.surfaces.http import test_idempotency, test_messages
+
+OK: list[Delta | GatewayError] = [TextDelta("ok"), Finish("stop")]
+
+
+class Sent:
+    """The requests a client sent, and the waits its SDK chose before each retry (not
+    slept: a test waits for nothing)."""
+
+    def __init__(self) -> None:
+        self.paths: list[str] = []
+        self.waits: list[float] = []
+
+    async def saw(self, request: httpx2.Request) -> None:
+        self.paths.append(request.url.path)
+
+    def waited(self, choose: Callable[..., float]) -> Callable[..., float]:
+        def chosen(*args: Any, **kwargs: Any) -> float:
+            self.waits.append(choose(*args, **kwargs))
+            return 0.0
+
+        return chosen
+
+
+@asynccontextmanager
+async def http_client(app: Starlette, sent: Sent) -> AsyncIterator[httpx2.AsyncClient]:
+    transport = httpx2.ASGITransport(app=app)
+    hooks = {"request": [sent.saw]}
+    async with httpx2.AsyncClient(transport=transport, event_hooks=hooks) as http:
+        yield http
+
+
+@asynccontextmanager
+async def openai_client(app: Starlette, sent: Sent) -> AsyncIterator[openai.AsyncOpenAI]:
+    async with (
+        http_client(app, sent) as http,
+        openai.AsyncOpenAI(api_key="k", base_url="http://localhost/v1", http_client=http) as sdk,
+    ):
+        sdk._calculate_retry_timeout = sent.waited(sdk._calculate_retry_timeout)  # type: ignore[method-assign]
+        yield sdk
+
+
+@asynccontextmanager
+async def anthropic_client(app: Starlette, sent: Sent) -> AsyncIterator[anthropic.AsyncAnthropic]:
+    async with (
+        http_client(app, sent) as http,
+        anthropic.AsyncAnthropic(api_key="k", base_url="http://localhost", http_client=http) as sdk,
+    ):
+        sdk._calculate_retry_timeout = sent.waited(sdk._calculate_retry_timeout)  # type: ignore[method-assign]
+        yield sdk
+
+
+def upstream(status: int, code: str | None = None, retry_after: str | None = None) -> GatewayError:
+    """What a backend raises for its model server's ``status`` (and structured ``code``)."""
+    headers = {"Retry-After": retry_after} if retry_after else None
+    return classify_status(status, "refused", code, "up", headers)
+
+
+async def test_a_key_used_with_another_request_is_refused_once() -> None:
+    """409 ``idempotency_key_reused`` never turns into a success: without
+    ``x-should-retry: false`` the SDK would send it three times (it retries any 409)."""
+    sent = Sent()
+    app = test_idempotency.build(ScriptedBackend(OK))
+    async with openai_client(app, sent) as sdk:
+        key = {"Idempotency-Key": "k1"}
+        await sdk.responses.create(model="m", input="hi", extra_headers=key)
+        with pytest.raises(openai.ConflictError) as refused:
+            await sdk.responses.create(model="m", input="other", extra_headers=key)
+    assert refused.value.code == "idempotency_key_reused"
+    assert len(sent.paths) == 2
+    assert refused.value.response.headers["x-should-retry"] == "false"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize(
+    ("refusal", "status"),
+    [
+        (upstream(401), 502),  # the gateway's credentials: a configuration to fix
+        (upstream(402), 502),  # its account's payment
+        (upstream(307), 502),  # a redirect, never followed: the URL to configure
+        (upstream(429, "insufficient_quota"), 429),  # a quota, not a rate
+    ],
+)
+async def test_an_upstream_refusal_the_same_request_meets_again_is_sent_once(
+    refusal: GatewayError, status: int, stream: bool
+) -> None:
+    sent = Sent()
+    backend = ScriptedBackend([refusal])
+    async with openai_client(test_idempotency.build(backend), sent) as sdk:
+        with pytest.raises(openai.APIStatusError) as refused:
+            await sdk.responses.create(model="m", input="hi", stream=stream)
+    assert refused.value.status_code == status
+    assert (len(sent.paths), len(backend.requests)) == (1, 1)
+    assert refused.value.response.headers["x-should-retry"] == "false"
+
+
+async def test_a_rate_limit_is_retried_after_its_retry_after() -> None:
+    """An upstream's 429 that is a rate is retried by the SDK, waiting as it asked."""
+    sent = Sent()
+    backend = ScriptedBackend([upstream(429, retry_after="3")])
+    async with openai_client(test_idempotency.build(backend), sent) as sdk:
+        with pytest.raises(openai.RateLimitError):
+            await sdk.responses.create(model="m", input="hi")
+    assert len(sent.paths) == 3
+    assert sent.waits == [3.0, 3.0]
+
+
+async def test_a_messages_client_is_told_an_upstream_refusal_is_final() -> None:
+    sent = Sent()
+    backend = ScriptedBackend([upstream(401)])
+    async with anthropic_client(test_messages.build(backend), sent) as sdk:
+        with pytest.raises(anthropic.APIStatusError) as refused:
+            await sdk.messages.create(
+                model="m", max_tokens=16, messages=[{"role": "user", "content": "hi"}]
+            )
+    assert (refused.value.status_code, len(sent.paths)) == (502, 1)
+    assert refused.value.response.headers["x-should-retry"] == "false"
+
+
+async def test_an_overloaded_upstream_is_retried_by_a_messages_client_after_its_wait() -> None:
+    """Anthropic's 529 ``overloaded_error`` with its ``Retry-After`` and ``request-id``:
+    what the SDK (and Claude Code) retry, waiting as asked."""
+    sent = Sent()
+    backend = ScriptedBackend([upstream(529, retry_after="2")])
+    async with anthropic_client(test_messages.build(backend), sent) as sdk:
+        with pytest.raises(anthropic.APIStatusError) as refused:
+            await sdk.messages.create(
+                model="m", max_tokens=16, messages=[{"role": "user", "content": "hi"}]
+            )
+    error = refused.value
+    assert (error.status_code, error.body["error"]["type"]) == (529, "overloaded_error")  # type: ignore[index]
+    assert (len(sent.paths), sent.waits) == (3, [2.0, 2.0])
+    assert (error.request_id or "").startswith("req_")
+
+
+class FailingFirst(ScriptedBackend):
+    """Fails its first ``times`` calls with ``error``, then plays its script."""
+
+    def __init__(self, error: GatewayError, times: int = 1) -> None:
+        super().__init__(OK)
+        self.error, self.times = error, times
+
+    async def infer(self, request: Any) -> Any:
+        failing = len(self.requests) < self.times
+        async for delta in super().infer(request):
+            if failing:
+                raise self.error
+            yield delta
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_conversation_turn_the_sdk_retries_is_added_once(stream: bool) -> None:
+    """A turn that failed before its output (its response stored ``failed``) added nothing
+    and let the conversation go before its client was answered: the SDK's retry is the
+    turn, taken at once (no 409 ``conversation_locked``), its input added once."""
+    sent = Sent()
+    backend = FailingFirst(upstream(500))
+    async with openai_client(test_idempotency.build(backend), sent) as sdk:
+        conversation = await sdk.conversations.create()
+        answer = await sdk.responses.create(
+            model="m", input="hi", conversation=conversation.id, stream=stream
+        )
+        if stream:
+            async for _ in answer:  # type: ignore[union-attr]
+                pass
+        items = await sdk.conversations.items.list(conversation.id, order="asc")
+    assert sent.paths.count("/v1/responses") == 2
+    assert len(backend.requests) == 2
+    assert [item.role for item in items.data] == ["user", "assistant"]  # type: ignore[union-attr]
