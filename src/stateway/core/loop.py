@@ -43,7 +43,7 @@ from stateway.core.reasoning import wrapped
 from stateway.core.response import STEERED_REASON, started_record
 from stateway.core.rounds import one_round
 from stateway.core.routing import Plan
-from stateway.core.run_endings import counted, detached, end_cancelled, finish, shown
+from stateway.core.run_endings import answered, counted, detached, end_cancelled, finish, shown
 from stateway.core.run_row import Row, announce, announce_once_durable, durable
 from stateway.core.runs import CancelReason, Run
 from stateway.core.settling import Settler
@@ -274,7 +274,7 @@ class Loop:
             state.usage = counted(usage)
             state.fail(error)
             if not shown(run, assembler.started):
-                run.error = error
+                run.error = answered(state, error)
         run.cancellable = False  # from here a client leaving interrupts nothing
         await finish(run, row, self._store, self.settler)
 

@@ -17,11 +17,18 @@ import time
 from typing import TypeVar
 
 from stateway.core import events as ev
-from stateway.core.errors import ServerRestarted, ServerShuttingDown, StorageError
+from stateway.core.errors import GatewayError, ServerRestarted, ServerShuttingDown, StorageError
 from stateway.core.hidden import visible
+from stateway.core.items import MCP_CALL
 from stateway.core.ownership import end_as_stored
 from stateway.core.ports import ResponseRecord, ResponseStore
-from stateway.core.response import CLIENT_LEFT, INTERRUPTED_REASON, final_record, turn_end
+from stateway.core.response import (
+    CLIENT_LEFT,
+    INTERRUPTED_REASON,
+    ResponseState,
+    final_record,
+    turn_end,
+)
 from stateway.core.run_row import Row, announce, durable, written
 from stateway.core.runs import CancelReason, Run
 from stateway.core.settling import Settler
@@ -76,7 +83,7 @@ async def finish(run: Run, row: Row | None, store: ResponseStore, settler: Settl
                 "message": unstored.message,
                 "status": unstored.status,
             }
-            run.error = unstored
+            run.error = answered(run.state, unstored)
             if written(row):  # its in-progress row: ended (and its turn let go) later
                 settler.settle(state, turn_end(state, run.input_items))
     run.emit(ev.ResponseFinished(state))
@@ -89,6 +96,16 @@ async def _with_log(run: Run, record: ResponseRecord) -> ResponseRecord:
     if run.journal is not None:
         record.events = await run.journal.close(ev.ResponseFinished(run.state))
     return record
+
+
+def answered(state: ResponseState, error: GatewayError) -> GatewayError:
+    """``error`` as a client is answered it in place of the response (an HTTP error):
+    not retryable once the gateway ran an MCP call for the request (the SDKs retry a 5xx
+    by themselves, and the same request sent again would run that call, its side
+    effects, again)."""
+    if any(item.get("type") == MCP_CALL for item in state.output):
+        error.told_retryable(False)
+    return error
 
 
 def shown(run: Run, round_started: bool) -> bool:

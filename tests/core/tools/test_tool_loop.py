@@ -1009,6 +1009,40 @@ async def test_a_round_failing_after_a_gateway_calls_round_fails_the_response_sh
     assert run.error is None
 
 
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_hidden_round_failing_after_a_gateway_call_ran_is_told_not_to_retry(
+    stream: bool,
+) -> None:
+    """A Chat or Messages client, shown nothing of the gateway's call, is answered the
+    error alone; the SDK would retry that 502, running the call (its side effects) again:
+    the answer says not to (``x-should-retry: false``)."""
+    rounds = [tools_round(call("docs__add", {"a": 1, "b": 2})), [UpstreamError("cut")]]
+    setup = Setup(rounds)  # type: ignore[arg-type]
+    run = await setup.create([MCP_TOOL], hidden_rounds=True, stream=stream)
+    assert run.state.status == "failed"
+    assert len(setup.mcp.calls) == 1
+    assert (run.error.status, run.error.retryable) == (502, False)
+    assert run.error.headers == {"x-should-retry": "false"}
+
+
+async def test_a_hidden_round_failing_before_any_gateway_call_ran_may_be_retried() -> None:
+    """Tools listed (no call ran yet): the same request sent again repeats nothing."""
+    setup = Setup([[UpstreamError("down")]])  # type: ignore[list-item]
+    run = await setup.create([MCP_TOOL], hidden_rounds=True)
+    assert run.error.retryable
+    assert "x-should-retry" not in run.error.headers
+
+
+async def test_a_response_not_stored_after_a_gateway_call_ran_is_told_not_to_retry() -> None:
+    """Its final save failed: the client is answered 503 in its place, which the SDK
+    would retry, running the call again."""
+    setup = Setup([tools_round(call("docs__add", {"a": 1, "b": 2})), answer()])
+    setup.store.fail_final = True
+    run = await setup.create([MCP_TOOL])
+    assert (run.error.code, run.error.status) == ("storage_unavailable", 503)
+    assert run.error.headers == {"x-should-retry": "false"}
+
+
 async def test_approved_calls_count_toward_max_tool_calls() -> None:
     two = tools_round(call("docs__add", {"a": 1, "b": 1}), call("docs__add", {"a": 2, "b": 2}, 1))
     setup = Setup([two, answer("done")])

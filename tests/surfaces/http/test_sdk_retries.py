@@ -17,8 +17,11 @@ import pytest
 from starlette.applications import Starlette
 
 from stateway.backends.upstream_status import classify_status
-from stateway.core.errors import GatewayError
+from stateway.core.commands import GenerationSettings
+from stateway.core.errors import GatewayError, UpstreamError
 from stateway.core.inference import Delta, Finish, TextDelta
+from stateway.core.response import ResponseState
+from stateway.surfaces.http.run_answers import failure_after_output
 from tests.core.fakes import ScriptedBackend
 from tests.surfaces.http import test_idempotency, test_messages
 
@@ -189,3 +192,15 @@ async def test_a_conversation_turn_the_sdk_retries_is_added_once(stream: bool) -
     assert sent.paths.count("/v1/responses") == 2
     assert len(backend.requests) == 2
     assert [item.role for item in items.data] == ["user", "assistant"]  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(("ran", "retryable"), [("mcp_call", False), ("mcp_list_tools", True)])
+def test_a_failure_after_output_is_final_once_a_gateway_call_ran(ran: str, retryable: bool) -> None:
+    """A Chat or Messages client is answered a response that failed after its output as
+    an HTTP error (its protocol shows no partial output): retried, the MCP call the
+    gateway ran for it would run again."""
+    state = ResponseState("resp_1", "t", 0.0, "m", None, None, False, GenerationSettings())
+    state.output = [{"type": "message", "role": "assistant", "content": []}, {"type": ran}]
+    state.fail(UpstreamError("cut", code="upstream_stream_cut"))
+    error = failure_after_output(state)
+    assert (error.status, error.code, error.retryable) == (502, "upstream_stream_cut", retryable)

@@ -15,6 +15,7 @@ from stateway.core.events import Event
 from stateway.core.gateway import Gateway
 from stateway.core.principal import Principal
 from stateway.core.response import ResponseState
+from stateway.core.run_endings import answered
 from stateway.core.runs import CancelReason, Run
 from stateway.surfaces.http.transport import DisconnectWatch
 
@@ -32,13 +33,15 @@ async def wait_for_output(run: Run, shows: Callable[[Event], bool] | None = None
 
 def failure_after_output(state: ResponseState) -> GatewayError:
     """The error of a response that failed after some output, for a protocol that has no
-    way to show partial output (Chat Completions, Messages)."""
+    way to show partial output (Chat Completions, Messages): not retryable once the
+    gateway ran a call for it (:func:`~stateway.core.run_endings.answered`)."""
     error = state.error or {}
-    return UpstreamError(
+    failure = UpstreamError(
         str(error.get("message") or "The response failed."),
         status=int(error.get("status") or 502),
         code=error.get("code"),
     )
+    return answered(state, failure)
 
 
 async def started(
