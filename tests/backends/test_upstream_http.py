@@ -616,6 +616,23 @@ async def test_a_relays_failure_is_what_its_status_means(
     assert failure.headers.get("Retry-After") == retry
 
 
+async def test_a_relay_keeps_the_headers_the_sdks_retry_by(loopback: Loopback) -> None:
+    """A relayed error goes out as the upstream answered it, so do what the SDKs read of
+    it to retry or not, and how long to wait (``retry-after-ms`` before ``retry-after``)."""
+    asked = {"Retry-After": "2", "retry-after-ms": "1500", "x-should-retry": "false"}
+
+    async def answer(request: web.Request) -> web.Response:
+        body = {"error": {"message": "quota", "code": "insufficient_quota"}}
+        return web.json_response(body, status=429, headers={**asked, "x-other": "1"})
+
+    client = upstream(loopback, await loopback.serve(answer))
+    relay = await client.relay("/chat/completions", b"{}")
+    await relay.aclose()
+    told = relay.headers.items()
+    kept = {name: value for name, value in told if name not in ("content-type", "content-length")}
+    assert kept == {name.lower(): value for name, value in asked.items()}
+
+
 async def test_a_relays_failure_named_only_in_its_body_is_the_translated_one(
     loopback: Loopback,
 ) -> None:

@@ -68,10 +68,11 @@ from stateway.redaction import KeyScrubber
 
 log = logging.getLogger(__name__)
 
-PASSED_HEADERS: Final = ("content-type", "retry-after")
-"""Upstream headers a relayed answer keeps (and ``content-length`` when unscrubbed, not
-compressed and not an event stream: the body is relayed decompressed, and a stream's
-length means nothing to a relay sent chunk by chunk)."""
+PASSED_HEADERS: Final = ("content-type", "retry-after", "retry-after-ms", "x-should-retry")
+"""Upstream headers a relayed answer keeps: its type, and what the SDKs read of an error
+to retry it or not, and when (and ``content-length`` when unscrubbed, not compressed and
+not an event stream: the body is relayed decompressed, and a stream's length means
+nothing to a relay sent chunk by chunk)."""
 
 Failures = Callable[[], AbstractContextManager[None]]
 """The client's translation of transport failures into the core's upstream errors."""

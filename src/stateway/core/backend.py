@@ -66,8 +66,8 @@ class Backend(Protocol):
 
 class Relay(Protocol):
     """An upstream's answer to a forwarded request, as it arrived: its status, the headers
-    a client needs (``content-type``, and ``retry-after`` and ``content-length`` when sent,
-    never an event stream's length)
+    a client needs (``content-type``, and ``retry-after``, ``retry-after-ms``,
+    ``x-should-retry`` and ``content-length`` when sent, never an event stream's length)
     and its body bytes, read as they come. It holds an upstream connection until
     :meth:`aclose`, which must be called (it closes an unfinished upstream request) and may
     be called again, and while its chunks are being read: the read then fails with an
