@@ -18,7 +18,7 @@ from starlette.applications import Starlette
 
 from stateway.backends.upstream_status import classify_status
 from stateway.core.commands import GenerationSettings
-from stateway.core.errors import GatewayError, UpstreamError
+from stateway.core.errors import GatewayError, UpstreamError, UpstreamResponseTooLarge
 from stateway.core.inference import Delta, Finish, TextDelta
 from stateway.core.response import ResponseState
 from stateway.surfaces.http.run_answers import failure_after_output
@@ -104,6 +104,7 @@ async def test_a_key_used_with_another_request_is_refused_once() -> None:
         (upstream(402), 502),  # its account's payment
         (upstream(307), 502),  # a redirect, never followed: the URL to configure
         (upstream(429, "insufficient_quota"), 429),  # a quota, not a rate
+        (UpstreamResponseTooLarge("over max_response_bytes"), 502),  # as the next would be
     ],
 )
 async def test_an_upstream_refusal_the_same_request_meets_again_is_sent_once(

@@ -59,7 +59,7 @@ Import the tree from here. Its branches are kept one concept to a module:
     │   │                             final: its credentials refused, a redirect, a quota)
     │   ├── UpstreamTimeout       504
     │   ├── UpstreamUnavailable   502 (connect refused, DNS, ...); 503 when upstream said 503
-    │   ├── UpstreamResponseTooLarge  502 code=upstream_response_too_large
+    │   ├── UpstreamResponseTooLarge  502 code=upstream_response_too_large, final
     │   └── UpstreamRejected      4xx the model server refused the request itself
     │       ├── UpstreamContextTooLong  400 code=context_length_exceeded (saying by how much)
     │       └── UpstreamOutputOverWindow  400 output tokens asked beyond the whole window

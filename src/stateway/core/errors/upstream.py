@@ -37,9 +37,11 @@ class UpstreamUnavailable(UpstreamError):
 
 
 class UpstreamResponseTooLarge(UpstreamError):
-    """The upstream's reply outgrew the backend's ``max_response_bytes``."""
+    """The upstream's reply outgrew the backend's ``max_response_bytes``: as another
+    candidate's would (no failover), so would the same request's again (not retryable)."""
 
     code = "upstream_response_too_large"
+    retryable = False
 
 
 class UpstreamRejected(UpstreamError):
