@@ -19,7 +19,6 @@ from typing import TypeVar
 from stateway.core import events as ev
 from stateway.core.errors import GatewayError, ServerRestarted, ServerShuttingDown, StorageError
 from stateway.core.hidden import visible
-from stateway.core.items import MCP_CALL
 from stateway.core.ownership import end_as_stored
 from stateway.core.ports import ResponseRecord, ResponseStore
 from stateway.core.response import (
@@ -32,6 +31,7 @@ from stateway.core.response import (
 from stateway.core.run_row import Row, announce, durable, written
 from stateway.core.runs import CancelReason, Run
 from stateway.core.settling import Settler
+from stateway.core.tools.mcp import ran_writes
 from stateway.core.usage import Usage
 
 log = logging.getLogger(__name__)
@@ -100,10 +100,10 @@ async def _with_log(run: Run, record: ResponseRecord) -> ResponseRecord:
 
 def answered(state: ResponseState, error: GatewayError) -> GatewayError:
     """``error`` as a client is answered it in place of the response (an HTTP error):
-    not retryable once the gateway ran an MCP call for the request (the SDKs retry a 5xx
-    by themselves, and the same request sent again would run that call, its side
-    effects, again)."""
-    if any(item.get("type") == MCP_CALL for item in state.output):
+    not retryable once the gateway ran an MCP call for the request that may have changed
+    something (:func:`~stateway.core.tools.mcp.ran_writes`): the SDKs retry a 5xx by
+    themselves, and the same request sent again would make that call again."""
+    if ran_writes(state.output):
         error.told_retryable(False)
     return error
 

@@ -1014,15 +1014,25 @@ async def test_a_hidden_round_failing_after_a_gateway_call_ran_is_told_not_to_re
     stream: bool,
 ) -> None:
     """A Chat or Messages client, shown nothing of the gateway's call, is answered the
-    error alone; the SDK would retry that 502, running the call (its side effects) again:
+    error alone; the SDK would retry that 502, making the call (its side effects) again:
     the answer says not to (``x-should-retry: false``)."""
-    rounds = [tools_round(call("docs__add", {"a": 1, "b": 2})), [UpstreamError("cut")]]
+    rounds = [tools_round(call("docs__slow", {"seconds": 0})), [UpstreamError("cut")]]
     setup = Setup(rounds)  # type: ignore[arg-type]
     run = await setup.create([MCP_TOOL], hidden_rounds=True, stream=stream)
     assert run.state.status == "failed"
     assert len(setup.mcp.calls) == 1
     assert (run.error.status, run.error.retryable) == (502, False)
     assert run.error.headers == {"x-should-retry": "false"}
+
+
+async def test_a_hidden_round_failing_after_a_read_only_call_may_be_retried() -> None:
+    """The server marks the tool read-only (``readOnlyHint``): calling it again changes
+    nothing."""
+    rounds = [tools_round(call("docs__add", {"a": 1, "b": 2})), [UpstreamError("cut")]]
+    setup = Setup(rounds)  # type: ignore[arg-type]
+    run = await setup.create([MCP_TOOL], hidden_rounds=True)
+    assert len(setup.mcp.calls) == 1
+    assert run.error.retryable
 
 
 async def test_a_hidden_round_failing_before_any_gateway_call_ran_may_be_retried() -> None:
@@ -1036,7 +1046,7 @@ async def test_a_hidden_round_failing_before_any_gateway_call_ran_may_be_retried
 async def test_a_response_not_stored_after_a_gateway_call_ran_is_told_not_to_retry() -> None:
     """Its final save failed: the client is answered 503 in its place, which the SDK
     would retry, running the call again."""
-    setup = Setup([tools_round(call("docs__add", {"a": 1, "b": 2})), answer()])
+    setup = Setup([tools_round(call("docs__slow", {"seconds": 0})), answer()])
     setup.store.fail_final = True
     run = await setup.create([MCP_TOOL])
     assert (run.error.code, run.error.status) == ("storage_unavailable", 503)

@@ -195,13 +195,34 @@ async def test_a_conversation_turn_the_sdk_retries_is_added_once(stream: bool) -
     assert [item.role for item in items.data] == ["user", "assistant"]  # type: ignore[union-attr]
 
 
-@pytest.mark.parametrize(("ran", "retryable"), [("mcp_call", False), ("mcp_list_tools", True)])
-def test_a_failure_after_output_is_final_once_a_gateway_call_ran(ran: str, retryable: bool) -> None:
+LISTING = {
+    "type": "mcp_list_tools",
+    "server_label": "docs",
+    "tools": [
+        {"name": "read", "input_schema": {}, "annotations": {"read_only": True}},
+        {"name": "write", "input_schema": {}, "annotations": {"read_only": False}},
+    ],
+}
+
+
+@pytest.mark.parametrize(
+    ("ran", "retryable"),
+    [
+        ([LISTING], True),
+        ([LISTING, {"type": "mcp_call", "server_label": "docs", "name": "read"}], True),
+        ([LISTING, {"type": "mcp_call", "server_label": "docs", "name": "write"}], False),
+        ([{"type": "mcp_call", "server_label": "docs", "name": "read"}], False),  # unlisted
+        ([LISTING, {"type": "mcp_call", "server_label": "other", "name": "read"}], False),
+    ],
+)
+def test_a_failure_after_output_is_final_once_a_gateway_call_that_may_write_ran(
+    ran: list[dict[str, Any]], retryable: bool
+) -> None:
     """A Chat or Messages client is answered a response that failed after its output as
-    an HTTP error (its protocol shows no partial output): retried, the MCP call the
-    gateway ran for it would run again."""
+    an HTTP error (its protocol shows no partial output): retried, an MCP call the gateway
+    made for it, of a tool its server does not mark read-only, would be made again."""
     state = ResponseState("resp_1", "t", 0.0, "m", None, None, False, GenerationSettings())
-    state.output = [{"type": "message", "role": "assistant", "content": []}, {"type": ran}]
+    state.output = [{"type": "message", "role": "assistant", "content": []}, *ran]
     state.fail(UpstreamError("cut", code="upstream_stream_cut"))
     error = failure_after_output(state)
     assert (error.status, error.code, error.retryable) == (502, "upstream_stream_cut", retryable)

@@ -160,6 +160,24 @@ def call_item(entry: Entry, arguments: str = "", approval_request_id: str | None
     }
 
 
+def ran_writes(output: list[Item]) -> bool:
+    """Whether ``output`` holds a call of an MCP tool its listing there does not mark
+    read-only (or that no listing there shows): a call that may have changed something,
+    which the same request sent again would make again."""
+    read_only = {
+        (item.get("server_label"), tool.name)
+        for item in output
+        if item.get("type") == MCP_LIST_TOOLS
+        for tool in tools_of(item)
+        if tool.read_only
+    }
+    return any(
+        item.get("type") == MCP_CALL
+        and (item.get("server_label"), item.get("name")) not in read_only
+        for item in output
+    )
+
+
 ERROR_TYPES: Final = {
     "protocol": "mcp_protocol_error",
     "http": "http_error",
