@@ -138,6 +138,17 @@ def test_a_quota_reported_in_a_reply_is_a_429_saying_not_to_retry(mid_stream: bo
 
 
 @pytest.mark.parametrize("status", [429, 503, 529])
+@pytest.mark.parametrize(("wait", "retryable"), [("120", True), ("121", False)])
+def test_a_wait_past_the_sdks_retries_says_not_to_retry(
+    status: int, wait: str, retryable: bool
+) -> None:
+    """The ``openai`` SDK retries no wait over 120 s; the ``anthropic`` SDK sleeps any."""
+    error = classify_status(status, "", None, "up", {"Retry-After": wait})
+    assert error.retryable is retryable
+    assert error.headers["Retry-After"] == wait  # still told when
+
+
+@pytest.mark.parametrize("status", [429, 503, 529])
 def test_retry_after_is_passed_on(status: int) -> None:
     error = classify_status(status, "", None, "up", {"Retry-After": "12"})
     assert error.headers == {"Retry-After": "12"}

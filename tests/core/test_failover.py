@@ -476,6 +476,16 @@ async def test_a_round_every_candidate_of_which_will_refuse_again_is_told_so() -
     assert run.error.headers == {"x-should-retry": "false"}
 
 
+async def test_a_rounds_wait_past_the_sdks_retries_is_left_out_when_another_may_pass() -> None:
+    """The last candidate asks for an hour (a quota), an earlier one was down: the
+    client may retry, without that server's hour to sleep through."""
+    hour = UpstreamRejected("quota", status=429, headers={"Retry-After": "3600"}, retryable=False)
+    a, b = Named("a", [UpstreamUnavailable("down")]), Named("b", [hour])
+    run, _ = await run_over(a, b, stream=False)
+    assert (run.error.status, run.error.retryable) == (429, True)
+    assert run.error.headers == {}
+
+
 async def test_attempts_are_logged_a_failure_as_a_warning_an_answer_at_debug(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

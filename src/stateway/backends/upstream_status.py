@@ -13,7 +13,9 @@ upstream   client
            size limit, as hosted OpenAI and Anthropic refuse one); a context refusal
            (some proxies answer one with a 413) as any 4xx's, below
 408, 504   504 ``upstream_timeout``
-429        429, the upstream's code or ``rate_limit_exceeded``, with its ``Retry-After``;
+429        429, the upstream's code or ``rate_limit_exceeded``, with its ``Retry-After``
+           (one over :data:`~stateway.core.routing.attempts.MAX_RETRY_WAIT`, 120 s, not
+           retryable: the ``anthropic`` SDK would sleep it through, so for 503 and 529);
            typed ``tokens`` when its words say tokens ran out, else ``requests``; an
            ``insufficient_quota`` (a quota used up, not a rate) not retryable
 503        503 ``upstream_unavailable``, with its ``Retry-After``
@@ -82,6 +84,7 @@ from stateway.core.errors import (
     UpstreamUnavailable,
     rate_limit_type,
 )
+from stateway.core.routing.attempts import waits_past_retries
 
 INSUFFICIENT_QUOTA = "insufficient_quota"
 """Hosted OpenAI's code of a 429 that is a quota used up (billing), not a rate."""
@@ -158,7 +161,10 @@ def classify_status(
             "followed: configure the URL it redirects to.",
             retryable=False,
         )
-    return _by_status(status, detail, message, code, backend, retry_after(headers), stated)
+    error = _by_status(status, detail, message, code, backend, retry_after(headers), stated)
+    if waits_past_retries(error):  # not slept through by an SDK that would
+        error.told_retryable(False)
+    return error
 
 
 def classify_reported(

@@ -23,7 +23,7 @@ from stateway.core.inference import Delta, Finish, TextDelta
 from stateway.core.response import ResponseState
 from stateway.surfaces.http.run_answers import failure_after_output
 from tests.core.fakes import ScriptedBackend
-from tests.surfaces.http import test_idempotency, test_messages
+from tests.surfaces.http import test_chat, test_idempotency, test_messages
 
 OK: list[Delta | GatewayError] = [TextDelta("ok"), Finish("stop")]
 
@@ -120,6 +120,19 @@ async def test_an_upstream_refusal_the_same_request_meets_again_is_sent_once(
     assert refused.value.response.headers["x-should-retry"] == "false"
 
 
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_chat_client_is_told_an_upstream_refusal_is_final(stream: bool) -> None:
+    sent = Sent()
+    backend = ScriptedBackend([upstream(401)])
+    async with openai_client(test_chat.build(backend), sent) as sdk:
+        with pytest.raises(openai.InternalServerError) as refused:
+            await sdk.chat.completions.create(
+                model="m", messages=[{"role": "user", "content": "hi"}], stream=stream
+            )
+    assert (refused.value.code, len(sent.paths)) == ("upstream_auth_failed", 1)
+    assert refused.value.response.headers["x-should-retry"] == "false"
+
+
 async def test_a_rate_limit_is_retried_after_its_retry_after() -> None:
     """An upstream's 429 that is a rate is retried by the SDK, waiting as it asked."""
     sent = Sent()
@@ -129,6 +142,23 @@ async def test_a_rate_limit_is_retried_after_its_retry_after() -> None:
             await sdk.responses.create(model="m", input="hi")
     assert len(sent.paths) == 3
     assert sent.waits == [3.0, 3.0]
+
+
+@pytest.mark.parametrize("wait", ["3600", "Wed, 21 Oct 2099 07:28:00 GMT"])
+async def test_an_upstream_wait_longer_than_the_sdks_take_is_not_slept_through(wait: str) -> None:
+    """An upstream's 429 asking for an hour (a daily quota): the ``openai`` SDK does not
+    retry a wait over 120 s, but the ``anthropic`` SDK would sleep it, twice, in silence.
+    Answered with ``x-should-retry: false``, both raise at once, the wait still told."""
+    sent = Sent()
+    backend = ScriptedBackend([upstream(429, retry_after=wait)])
+    async with anthropic_client(test_messages.build(backend), sent) as sdk:
+        with pytest.raises(anthropic.RateLimitError) as refused:
+            await sdk.messages.create(
+                model="m", max_tokens=16, messages=[{"role": "user", "content": "hi"}]
+            )
+    assert (len(sent.paths), sent.waits) == (1, [])
+    headers = refused.value.response.headers
+    assert (headers["retry-after"], headers["x-should-retry"]) == (wait, "false")
 
 
 async def test_a_messages_client_is_told_an_upstream_refusal_is_final() -> None:

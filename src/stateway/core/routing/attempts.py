@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC
 from email.utils import parsedate_to_datetime
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from stateway.core.errors import (
     CONTEXT_LENGTH_EXCEEDED,
@@ -96,6 +96,8 @@ def told(earlier: GatewayError | None, latest: GatewayError) -> GatewayError:
     chosen = earlier if _server_specific(latest) and not _server_specific(earlier) else latest
     if earlier.retryable or latest.retryable:
         chosen.told_retryable(True)
+        if waits_past_retries(chosen):  # its server's wait: another may pass sooner
+            del chosen.headers["Retry-After"]
     return chosen
 
 
@@ -114,6 +116,18 @@ def _model_limit(error: UpstreamRejected) -> bool:
 
 
 _MODEL_LIMITS = frozenset({CONTEXT_LENGTH_EXCEEDED, IMAGE_INPUT_UNSUPPORTED})
+
+
+MAX_RETRY_WAIT: Final = 120.0
+"""The longest ``Retry-After`` (seconds) the ``openai`` SDK waits out to retry: past it, it
+does not retry, while the ``anthropic`` SDK would sleep it through. An upstream's asking
+longer (a daily quota) is passed on as an answer not to retry (:func:`waits_past_retries`)."""
+
+
+def waits_past_retries(error: GatewayError) -> bool:
+    """Whether ``error`` asks a client to wait longer than :data:`MAX_RETRY_WAIT`."""
+    wait = retry_after(error)
+    return wait is not None and wait > MAX_RETRY_WAIT
 
 
 def retry_after(error: BaseException, now: Callable[[], float] = time.time) -> float | None:
