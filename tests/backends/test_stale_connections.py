@@ -9,13 +9,21 @@ any later request without answering.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
+import ssl
 import struct
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
 from stateway.backends import upstream_http
 from stateway.backends.upstream_http import UpstreamClient
@@ -195,3 +203,58 @@ async def test_a_broken_connection_is_told_in_words_not_a_class_name(
         await post(client)
     assert failed.value.message == f"The model server 'up' {words}."
     await client.aclose()
+
+
+async def test_a_certificate_not_verified_is_told_not_to_retry(
+    started: list[asyncio.Server], tmp_path: Path
+) -> None:
+    """A model server whose TLS certificate does not verify (self-signed here) is a
+    configuration to fix (its CA, its URL): the same request would fail again, so the
+    answer says not to retry (the SDKs retry a 502 by themselves)."""
+    cert, key = self_signed(tmp_path)
+    tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    tls.load_cert_chain(cert, key)
+    server = await asyncio.start_server(_read_request_only, "127.0.0.1", 0, ssl=tls)
+    started.append(server)
+    url = f"https://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1"
+    client = UpstreamClient(UpstreamTarget("up", url))
+    with pytest.raises(UpstreamError) as failed:
+        await post(client)
+    await client.aclose()
+    assert failed.value.message == (
+        "The model server 'up' presented a TLS certificate that could not be verified."
+    )
+    assert failed.value.headers == {"x-should-retry": "false"}
+
+
+def self_signed(folder: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 signed by its own key: the files of both."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.now(UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(minutes=1))
+        .not_valid_after(now + timedelta(days=1))
+        .sign(key, hashes.SHA256())
+    )
+    cert_file, key_file = folder / "cert.pem", folder / "key.pem"
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return cert_file, key_file
+
+
+async def _read_request_only(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    with contextlib.suppress(OSError):
+        await reader.read(1)
+    writer.close()

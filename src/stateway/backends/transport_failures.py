@@ -2,7 +2,8 @@
 error (an HTTP error status is :mod:`stateway.backends.upstream_status`'s): a connection
 not accepted within ``connect_timeout``, silence past ``read_timeout``, a call past
 ``total_timeout`` (a listing past its own deadline), a body cut short, a connection
-broken, each told in words rather than the client library's class names.
+broken, a TLS certificate that does not verify (not retryable: a CA or URL to
+configure), each told in words rather than the client library's class names.
 :class:`~stateway.backends.upstream_http.UpstreamClient` keeps one
 :class:`TransportFailures` for its calls (and the replies and relays it hands out) and makes
 one for each listing, which has a deadline of its own.
@@ -88,6 +89,12 @@ class TransportFailures:
             return UpstreamTimeout(
                 f"The model server '{name}' did not finish within "
                 f"{target.total_timeout:g} s (total_timeout)."
+            )
+        if isinstance(exc, aiohttp.ClientConnectorCertificateError):  # its CA, or its URL
+            return UpstreamUnavailable(
+                f"The model server '{name}' presented a TLS certificate that could not be "
+                "verified.",
+                retryable=False,
             )
         if isinstance(exc, aiohttp.ClientConnectorError):
             return UpstreamUnavailable(f"The model server '{name}' is unreachable.")
