@@ -151,6 +151,23 @@ async def test_a_runs_tokens_are_taken_when_it_ends_and_waited_off() -> None:
     await ended(await gateway.execute(ALICE, create()))
 
 
+async def test_a_debt_longer_than_the_sdks_wait_is_refused_as_final_saying_when() -> None:
+    """A run that used far more than a minute's tokens: the wait (the ``anthropic`` SDK
+    would sleep it through, twice) is told, and the answer says not to retry."""
+    clock = Clock()
+    used = Usage(input_tokens=2000, output_tokens=40)  # over two minutes' worth at 10 a second
+    backend = ScriptedBackend([TextDelta("hi"), UsageReport(used), Finish("stop")])
+    gateway = await after_one_run(clock, backend)
+
+    with pytest.raises(RateLimited) as caught:
+        await gateway.execute(ALICE, create())
+    assert caught.value.headers == {"Retry-After": "145", "x-should-retry": "false"}
+    clock.now += 25.0  # 120 s left: retried
+    with pytest.raises(RateLimited) as caught:
+        await gateway.execute(ALICE, create())
+    assert caught.value.headers == {"Retry-After": "120"}
+
+
 async def test_an_answer_its_upstream_never_counted_is_charged_its_output_estimated() -> None:
     """A client leaving just before the usage chunk (or a cut answer) still pays for what
     it got: about a token per four bytes of the output."""

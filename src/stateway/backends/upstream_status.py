@@ -14,7 +14,7 @@ upstream   client
            (some proxies answer one with a 413) as any 4xx's, below
 408, 504   504 ``upstream_timeout``
 429        429, the upstream's code or ``rate_limit_exceeded``, with its ``Retry-After``
-           (one over :data:`~stateway.core.routing.attempts.MAX_RETRY_WAIT`, 120 s, not
+           (one over :data:`~stateway.core.errors.MAX_RETRY_WAIT`, 120 s, not
            retryable: the ``anthropic`` SDK would sleep it through, so for 503 and 529);
            typed ``tokens`` when its words say tokens ran out, else ``requests``; an
            ``insufficient_quota`` (a quota used up, not a rate) not retryable

@@ -55,6 +55,7 @@ Import the tree from here. Its branches are kept one concept to a module:
     ├── IdempotencyKeyReused      409 code=idempotency_key_reused (the id named another
     │                                 request), final
     ├── RateLimited               429 type=requests|tokens code=rate_limit_exceeded, Retry-After
+    │                                 (final past MAX_RETRY_WAIT, 120 s)
     ├── UpstreamError             502 upstream_error (any upstream failure, status mapped;
     │   │                             final: its credentials refused, a redirect, a quota)
     │   ├── UpstreamTimeout       504
@@ -84,7 +85,13 @@ from stateway.core.errors.access import (
     RateLimited,
     Unauthorized,
 )
-from stateway.core.errors.gateway_error import GatewayError, InternalError, InvalidRequest, NotFound
+from stateway.core.errors.gateway_error import (
+    MAX_RETRY_WAIT,
+    GatewayError,
+    InternalError,
+    InvalidRequest,
+    NotFound,
+)
 from stateway.core.errors.request import (
     CONTEXT_LENGTH_EXCEEDED,
     TOOL_CHANGE_CODES,
@@ -141,6 +148,7 @@ from stateway.core.errors.upstream import (
 __all__ = [
     "CONTEXT_LENGTH_EXCEEDED",
     "IMAGE_INPUT_UNSUPPORTED",
+    "MAX_RETRY_WAIT",
     "PROMPT_TOO_LONG",
     "THREAD_ALREADY_CONTINUED",
     "THREAD_CODES",

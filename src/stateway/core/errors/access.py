@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import Literal
 
-from stateway.core.errors.gateway_error import GatewayError
+from stateway.core.errors.gateway_error import MAX_RETRY_WAIT, GatewayError
 
 
 class Unauthorized(GatewayError):
@@ -49,7 +49,8 @@ class RateLimited(GatewayError):
     """A principal used up its requests or tokens per minute, or holds all its concurrent
     requests (``[rate_limits]``). OpenAI types the error by what ran out (``requests`` or
     ``tokens``; concurrent requests are ``requests``); ``Retry-After`` is in whole
-    seconds, rounded up."""
+    seconds, rounded up (a wait past the SDKs' retries, a debt of tokens, not
+    retryable)."""
 
     status = 429
     code = "rate_limit_exceeded"
@@ -68,6 +69,7 @@ class RateLimited(GatewayError):
             or f"Rate limit reached on {kind} per minute (limit {limit}). "
             f"Please try again in {seconds}s.",
             headers={"Retry-After": str(seconds)},
+            retryable=seconds <= MAX_RETRY_WAIT,  # else the anthropic SDK sleeps it through
         )
         self.type = kind
         self.retry_after = seconds

@@ -18,6 +18,11 @@ from typing import Final
 
 NOT_RETRIED: Final = {"x-should-retry": "false"}
 """The header by which the SDKs leave an answer they would retry by its status unretried."""
+MAX_RETRY_WAIT: Final = 120.0
+"""The longest ``Retry-After`` (seconds) the ``openai`` SDK waits out to retry: past it, it
+does not retry, while the ``anthropic`` SDK would sleep it through. An answer asking a
+longer wait (a rate limit's debt, an upstream's daily quota) is not retryable, the wait
+still told."""
 
 
 class GatewayError(Exception):

@@ -30,11 +30,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC
 from email.utils import parsedate_to_datetime
-from typing import Any, Final, Literal
+from typing import Any, Literal
 
 from stateway.core.errors import (
     CONTEXT_LENGTH_EXCEEDED,
     IMAGE_INPUT_UNSUPPORTED,
+    MAX_RETRY_WAIT,
     GatewayError,
     Overloaded,
     UpstreamError,
@@ -118,14 +119,10 @@ def _model_limit(error: UpstreamRejected) -> bool:
 _MODEL_LIMITS = frozenset({CONTEXT_LENGTH_EXCEEDED, IMAGE_INPUT_UNSUPPORTED})
 
 
-MAX_RETRY_WAIT: Final = 120.0
-"""The longest ``Retry-After`` (seconds) the ``openai`` SDK waits out to retry: past it, it
-does not retry, while the ``anthropic`` SDK would sleep it through. An upstream's asking
-longer (a daily quota) is passed on as an answer not to retry (:func:`waits_past_retries`)."""
-
-
 def waits_past_retries(error: GatewayError) -> bool:
-    """Whether ``error`` asks a client to wait longer than :data:`MAX_RETRY_WAIT`."""
+    """Whether ``error`` asks a client to wait longer than the SDKs retry after
+    (:data:`~stateway.core.errors.MAX_RETRY_WAIT`): an upstream's asking so
+    is passed on as an answer not to retry."""
     wait = retry_after(error)
     return wait is not None and wait > MAX_RETRY_WAIT
 
