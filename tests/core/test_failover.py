@@ -468,8 +468,18 @@ async def test_a_round_is_told_retryable_when_any_candidate_may_come_back(
     assert "x-should-retry" not in run.error.headers
 
 
-async def test_a_round_every_candidate_of_which_will_refuse_again_is_told_so() -> None:
-    a, b = Named("a", [refused_credentials("a")]), Named("b", [refused_credentials("b")])
+@pytest.mark.parametrize(
+    "other",
+    [
+        refused_credentials("a"),
+        UpstreamRejected("no such model", status=404, code="model_not_found"),
+    ],
+)
+async def test_a_round_every_candidate_of_which_will_refuse_again_is_told_so(
+    other: GatewayError,
+) -> None:
+    """Another server lacking the model refuses the same request again as well."""
+    a, b = Named("a", [other]), Named("b", [refused_credentials("b")])
     run, _ = await run_over(a, b, stream=False)
     assert run.error.code == "upstream_auth_failed"
     assert not run.error.retryable

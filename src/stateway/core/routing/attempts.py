@@ -91,15 +91,22 @@ def told(earlier: GatewayError | None, latest: GatewayError) -> GatewayError:
     would take its model for one that does not exist, and not retry. A refusal the
     client acts on (a context too long, which Codex compacts; an image refused) is
     still told. It is :attr:`~stateway.core.errors.GatewayError.retryable` when any of
-    them was: the same request may find that candidate's server back."""
+    them may pass: the same request may find that candidate's server back."""
     if earlier is None:
         return latest
     chosen = earlier if _server_specific(latest) and not _server_specific(earlier) else latest
-    if earlier.retryable or latest.retryable:
+    if _may_pass(earlier) or _may_pass(latest):
         chosen.told_retryable(True)
         if waits_past_retries(chosen):  # its server's wait: another may pass sooner
             del chosen.headers["Retry-After"]
     return chosen
+
+
+def _may_pass(error: GatewayError) -> bool:
+    """Whether the same request may be answered otherwise later: a failure the SDKs
+    retry (408, 409, 429, 5xx) that is :attr:`~stateway.core.errors.GatewayError.retryable`
+    (not a 404 or a 400, which the same server gives again)."""
+    return error.retryable and (error.status >= 500 or error.status in (408, 409, 429))
 
 
 def _server_specific(error: GatewayError) -> bool:
