@@ -173,18 +173,20 @@ async def test_a_messages_client_is_told_an_upstream_refusal_is_final() -> None:
     assert refused.value.response.headers["x-should-retry"] == "false"
 
 
-async def test_an_overloaded_upstream_is_retried_by_a_messages_client_after_its_wait() -> None:
-    """Anthropic's 529 ``overloaded_error`` with its ``Retry-After`` and ``request-id``:
-    what the SDK (and Claude Code) retry, waiting as asked."""
+@pytest.mark.parametrize(("status", "kind"), [(529, "overloaded_error"), (429, "rate_limit_error")])
+async def test_a_messages_client_retries_after_the_wait_asked(status: int, kind: str) -> None:
+    """Anthropic's 529 ``overloaded_error`` (an upstream's 503 or 529, or the gateway's
+    full queue) and 429 ``rate_limit_error``, with their ``Retry-After`` and
+    ``request-id``: what the SDK (and Claude Code) retry, waiting as asked."""
     sent = Sent()
-    backend = ScriptedBackend([upstream(529, retry_after="2")])
+    backend = ScriptedBackend([upstream(status, retry_after="2")])
     async with anthropic_client(test_messages.build(backend), sent) as sdk:
         with pytest.raises(anthropic.APIStatusError) as refused:
             await sdk.messages.create(
                 model="m", max_tokens=16, messages=[{"role": "user", "content": "hi"}]
             )
     error = refused.value
-    assert (error.status_code, error.body["error"]["type"]) == (529, "overloaded_error")  # type: ignore[index]
+    assert (error.status_code, error.body["error"]["type"]) == (status, kind)  # type: ignore[index]
     assert (len(sent.paths), sent.waits) == (3, [2.0, 2.0])
     assert (error.request_id or "").startswith("req_")
 
