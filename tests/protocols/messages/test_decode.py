@@ -898,10 +898,42 @@ def test_anthropic_defined_client_tools_become_functions_with_their_input() -> N
 
 def test_a_request_of_empty_messages_is_refused_in_anthropics_words() -> None:
     error = refused(body(messages=[{"role": "user", "content": ""}]))
-    assert error.message == (
-        "messages: all messages must have non-empty content except for the optional final "
-        "assistant message."
-    )
+    assert error.message == f"messages: {EMPTY}"
+
+
+EMPTY = "all messages must have non-empty content except for the optional final assistant message"
+"""Hosted Anthropic's refusal of a message with no content, after its path."""
+
+
+@pytest.mark.parametrize("empty", ["", [], [{"type": "text", "text": ""}]])
+@pytest.mark.parametrize("before", ["assistant", "user"])
+def test_an_empty_last_user_message_is_refused_naming_it(empty: Any, before: str) -> None:
+    """Left out, the assistant's answer before it would be a prefill the model continues
+    (or the user's turn before it answered again); refused as Anthropic refuses it."""
+    messages = [
+        {"role": "user", "content": "hi"},
+        {"role": before, "content": "hello"},
+        {"role": "user", "content": empty},
+    ]
+    for decode in (decode_messages, decode_count_tokens):
+        with pytest.raises(InvalidRequest) as caught:
+            decode(body(messages=messages))
+        assert caught.value.status == 400
+        assert caught.value.param == "messages.2"
+        assert caught.value.message == f"messages.2: {EMPTY}"
+
+
+def test_a_last_user_message_with_content_besides_empty_text_is_taken() -> None:
+    """Claude Code's empty text blocks are left out; what else the message holds stays."""
+    text = [{"type": "text", "text": ""}, {"type": "text", "text": "go on"}]
+    messages = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "hello"},
+        {"role": "user", "content": text},
+    ]
+    command = decode_messages(body(messages=messages))
+    assert command.input[-1]["content"] == [{"type": "input_text", "text": "go on"}]
+    assert command.settings.continue_final_message is False
 
 
 TRAILING = "messages: final assistant content cannot end with trailing whitespace"

@@ -20,10 +20,11 @@ Anthropic takes it ("populate the prompt cache without generating a response"): 
 is checked and no model is asked (the gateway has no cache of its own to fill); the message
 has no content and stops at its limit (:mod:`.encode`). A final assistant message is a
 prefill the model continues, refused as hosted refuses it when its text ends in
-whitespace. Every thinking block the model's reasoning becomes is signed: unless the
-upstream signed it (Anthropic), its ``signature`` is the text sealed with the gateway's
-key, which the gateway opens when the block comes back, so the model gets its reasoning
-again even when the client was shown none of it.
+whitespace; an empty final user message is refused naming it (left out, the turn before
+it would be answered again). Every thinking block the model's reasoning becomes is
+signed: unless the upstream signed it (Anthropic), its ``signature`` is the text sealed
+with the gateway's key, which the gateway opens when the block comes back, so the model
+gets its reasoning again even when the client was shown none of it.
 ``output_config.format`` (``json_schema``) -> the text format. ``context_management``: its
 clearing edits and its ``compact_20260112`` edit as :mod:`.context_edits` says (the
 gateway's context editing and compaction); ``compaction`` (a compaction request) and
@@ -71,6 +72,10 @@ from stateway.protocols.responses.nesting import check_nesting
 Body = TypeVar("Body", bound=CountTokensBody)
 _SERVICE_TIERS = {"auto": "auto", "standard_only": "default"}
 """Anthropic's service tiers as the canonical (OpenAI's) words for them."""
+EMPTY_CONTENT = (
+    "all messages must have non-empty content except for the optional final assistant message"
+)
+"""Hosted Anthropic's refusal of a message without content, after the path naming it."""
 
 
 def decode_messages(
@@ -157,11 +162,8 @@ def _command(
     if all(item.get("role") == "system" for item in items):  # every turn's content empty
         if compacting:
             raise compaction.nothing_to_summarize()
-        raise field_error(
-            "messages",
-            "all messages must have non-empty content except for the optional final "
-            "assistant message.",
-        )
+        raise field_error("messages", EMPTY_CONTENT)
+    _check_last_turn(body.messages)
     if max_input_items is not None and len(items) > max_input_items:
         raise _too_many(len(items), max_input_items)
     tools = decode_tools(body.tools or [], body.mcp_servers or [])
@@ -226,6 +228,22 @@ def _check_prefill(last: MessageParam) -> None:
         content = final.text if isinstance(final, TextBlock) else ""
     if content != content.rstrip():
         raise field_error("messages", "final assistant content cannot end with trailing whitespace")
+
+
+def _check_last_turn(messages: list[MessageParam]) -> None:
+    """Refuse an empty last user message (``""``, ``[]``, only empty text blocks), naming
+    it, as Anthropic does: left out, the turn before it would be answered in its place (an
+    assistant's message continued as a prefill)."""
+    index = len(messages) - 1
+    content = messages[index].content
+    if messages[index].role != "user":
+        return
+    if isinstance(content, str):
+        empty = not content
+    else:
+        empty = all(isinstance(block, TextBlock) and not block.text for block in content)
+    if empty:
+        raise field_error(f"messages.{index}", EMPTY_CONTENT)
 
 
 def _stop_sequences(sequences: list[str] | None) -> list[str]:
