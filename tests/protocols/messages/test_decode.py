@@ -1184,6 +1184,56 @@ def test_the_tools_claude_code_declares_are_taken() -> None:
 
 
 @pytest.mark.parametrize(
+    ("kind", "name"),
+    [
+        ("tool_search_tool_regex_20251119", "tool_search_tool_regex"),
+        ("tool_search_tool_regex", "tool_search_tool_regex"),
+        ("tool_search_tool_bm25_20251119", "tool_search_tool_bm25"),
+        ("tool_search_tool_bm25", "tool_search_tool_bm25"),
+    ],
+)
+def test_the_tool_search_server_tool_is_taken_and_every_deferred_tool_offered(
+    kind: str, name: str
+) -> None:
+    """Anthropic's tool search: the gateway offers the deferred tools themselves (as it
+    does without a search tool), so the model calls them without searching first."""
+    mark = {"type": "ephemeral"}
+    search = {"type": kind, "name": name, "defer_loading": False, "cache_control": mark}
+    deferred = {"name": "Later", "input_schema": OBJECT, "defer_loading": True}
+    tools = [search, {"name": "Now", "input_schema": OBJECT}, deferred]
+    raw = body(tools=tools, tool_choice={"type": "auto"})
+    offered = decode_messages(raw).settings.tools
+    counted = decode_count_tokens(raw).request.settings.tools
+    assert [tool["name"] for tool in offered] == ["Now", "Later"]
+    assert counted == offered
+
+
+@pytest.mark.parametrize(
+    ("tool", "param"),
+    [
+        ({"type": "tool_search_tool_regex_20251119", "name": "search"}, "tools.0.name"),
+        ({"type": "tool_search_tool_regex_20251119"}, "tools.0.name"),
+        (
+            {"type": "tool_search_tool_bm25_20251119", "name": "tool_search_tool_regex"},
+            "tools.0.name",
+        ),
+        ({"type": "tool_search_tool_regex_2025", "name": "tool_search_tool_regex"}, "tools.0.type"),
+        ({"type": "tool_search_tool_glob", "name": "tool_search_tool_glob"}, "tools.0.type"),
+    ],
+)
+def test_a_tool_search_tool_anthropic_refuses_is_a_400_naming_its_field(
+    tool: dict[str, Any], param: str
+) -> None:
+    assert refused(body(tools=[tool])).param == param
+
+
+def test_a_tool_search_tool_named_as_another_tool_is_a_duplicate() -> None:
+    search = {"type": "tool_search_tool_regex_20251119", "name": "tool_search_tool_regex"}
+    custom = {"name": "tool_search_tool_regex", "input_schema": OBJECT}
+    assert refused(body(tools=[search, custom])).param == "tools.1.name"
+
+
+@pytest.mark.parametrize(
     "thinking", [{"type": "adaptive"}, {"type": "enabled", "budget_tokens": 1024}]
 )
 @pytest.mark.parametrize("choice", [{"type": "any"}, {"type": "tool", "name": "f"}])

@@ -171,7 +171,12 @@ def test_a_definition_under_another_kinds_name_conflicts() -> None:
         ),
         (
             addition(defined({"type": "mcp_toolset", "mcp_server_name": "docs"})),
-            "messages.1.content.0.tool.definition.type: an mcp_toolset cannot be defined",
+            "messages.1.content.0.tool.definition.type: 'mcp_toolset' cannot be defined",
+        ),
+        (
+            addition(defined({"type": "tool_search_tool_bm25", "name": "tool_search_tool_bm25"})),
+            "messages.1.content.0.tool.definition.type: 'tool_search_tool_bm25' cannot be "
+            "defined in a message; declare it in tools.",
         ),
         (
             addition({"type": "mcp_toolset_reference", "server_name": "docs"}),

@@ -16,7 +16,8 @@ into the one tool list an upstream is offered.
   definition, not both, and not in a deferred one, as Anthropic refuses them.
 - The MCP connector's references (``mcp_tool_reference``, ``mcp_toolset_reference``) and
   an ``mcp_toolset`` defined in a message are refused by name: declare the toolset in
-  ``tools``.
+  ``tools``; so is a tool search tool defined in a message (in ``tools`` it changes
+  nothing: :mod:`.tool_declarations`).
 - A turn-scoped system message (``clear_at: "next_user_message"``) carries no tool
   change, in Anthropic's words.
 

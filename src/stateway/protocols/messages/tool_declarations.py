@@ -12,7 +12,11 @@ description, and an ``allowed_callers`` without ``direct`` (a tool only code exe
 may call) is a 400. The ``web_search_YYYYMMDD`` server tool becomes the gateway's
 ``web_search`` (``allowed_domains`` and ``blocked_domains`` as its ``filters``,
 ``max_uses`` kept), ``mcp_servers`` and their ``mcp_toolset`` tools its ``mcp`` tools
-(:mod:`.server_tools`); any other type is a 400 naming it. A tool a ``tool_addition``
+(:mod:`.server_tools`). The tool search server tool (``tool_search_tool_regex_YYYYMMDD``,
+``tool_search_tool_bm25_YYYYMMDD``, or undated; named for its variant) is taken without
+effect: the gateway offers every tool declared with ``defer_loading`` at once, so the model
+calls a deferred tool without searching for it first (its name counts among the unique
+ones); any other type is a 400 naming it. A tool a ``tool_addition``
 defines by value is checked and decoded the same way (:func:`decode_definition`), its
 errors naming it where it is (``messages.N.content.M.tool.definition...``). ``tool_choice``
 ``auto``/``any``/``tool``/``none`` -> ``auto``/``required``/the named function (or
@@ -34,12 +38,14 @@ from stateway.protocols.messages.client_tools import CLIENT_TOOLS, function_of
 from stateway.protocols.messages.errors import field_error
 from stateway.protocols.messages.server_tools import WEB_SEARCH, mcp_tools
 from stateway.protocols.messages.tool_params import (
+    TOOL_SEARCH_TOOL,
     WEB_SEARCH_TOOL,
     ClientToolParam,
     McpServerParam,
     McpToolsetParam,
     ToolChoice,
     ToolParam,
+    ToolSearchToolParam,
     WebSearchToolParam,
 )
 from stateway.protocols.messages.validation import invalid_body
@@ -65,22 +71,35 @@ def decode_tools(tools: list[dict[str, Any]], servers: list[McpServerParam]) -> 
                 f"tool names must be unique; '{tool.name}' is declared twice.",
             )
         seen.add(tool.name)
+        if isinstance(tool, ToolSearchToolParam):  # every deferred tool offered instead
+            _check_search_name(tool, f"tools.{index}")
+            continue
         decoded.append(_declared(tool, f"tools.{index}"))
     return decoded + mcp_tools(servers, toolsets)
 
 
 def decode_definition(raw: dict[str, Any], at: tuple[int | str, ...]) -> Item:
     """A tool defined by value in a message (``at``: where its ``definition`` is), checked
-    and decoded as it would be in ``tools``; an ``mcp_toolset`` is refused: the MCP
-    connector's servers are declared in ``tools``."""
+    and decoded as it would be in ``tools``; an ``mcp_toolset`` is refused (the MCP
+    connector's servers are declared in ``tools``), and so is a tool search tool (taken
+    in ``tools`` only, where it changes nothing)."""
     where = ".".join(map(str, at))
     tool = _tool(raw, at)
-    if isinstance(tool, McpToolsetParam):
+    if isinstance(tool, McpToolsetParam | ToolSearchToolParam):
         raise field_error(
             f"{where}.type",
-            "an mcp_toolset cannot be defined in a message; declare it in tools.",
+            f"'{tool.type}' cannot be defined in a message; declare it in tools.",
         )
     return _declared(tool, where)
+
+
+def _check_search_name(tool: ToolSearchToolParam, where: str) -> None:
+    """A tool search tool is named for its variant, as Anthropic requires (in pydantic's
+    words, as Anthropic's)."""
+    found = TOOL_SEARCH_TOOL.fullmatch(tool.type)
+    wanted = found[1] if found is not None else tool.type
+    if tool.name != wanted:
+        raise field_error(f"{where}.name", f"Input should be '{wanted}'")
 
 
 def _declared(tool: ToolParam | WebSearchToolParam | ClientToolParam, where: str) -> Item:
@@ -129,7 +148,7 @@ def _add_examples(function: Item, examples: list[dict[str, Any]]) -> None:
     function["description"] = f"{lead}Example inputs:\n{shown}"
 
 
-Declared = ToolParam | WebSearchToolParam | ClientToolParam | McpToolsetParam
+Declared = ToolParam | WebSearchToolParam | ClientToolParam | McpToolsetParam | ToolSearchToolParam
 
 
 def _tool(raw: dict[str, Any], at: tuple[int | str, ...]) -> Declared:
@@ -146,13 +165,17 @@ def _tool(raw: dict[str, Any], at: tuple[int | str, ...]) -> Declared:
         model = ClientToolParam
     elif kind == "mcp_toolset":
         model = McpToolsetParam
+    elif isinstance(kind, str) and TOOL_SEARCH_TOOL.fullmatch(kind):
+        model = ToolSearchToolParam
     else:
         known = ", ".join(CLIENT_TOOLS)
         raise field_error(
             ".".join(map(str, (*at, "type"))),
             f"tool type {kind!r} is not supported; declare custom tools (with "
             f"input_schema), the client tools {known}, the web_search server tool "
-            "(web_search_20250305) and mcp_toolset tools of mcp_servers.",
+            "(web_search_20250305), the tool_search server tools "
+            "(tool_search_tool_regex_20251119, tool_search_tool_bm25_20251119) and "
+            "mcp_toolset tools of mcp_servers.",
         )
     try:
         return model.model_validate(raw, strict=True)

@@ -44,6 +44,24 @@ class WebSearchToolParam(Wire):
     cache_control: dict[str, Any] | None = None
 
 
+TOOL_SEARCH_TOOL = re.compile(r"(tool_search_tool_(?:regex|bm25))(?:_\d{8})?")
+"""The type of Anthropic's tool search server tool, in either variant and any version
+(``tool_search_tool_regex_20251119``, or undated); the name it requires is group 1."""
+
+
+class ToolSearchToolParam(Wire):
+    """Anthropic's tool search server tool, taken without effect: the gateway offers every
+    deferred tool at once (:mod:`.tool_declarations`)."""
+
+    type: str = Field(pattern=TOOL_SEARCH_TOOL.pattern)
+    name: str
+    """The variant's own: ``tool_search_tool_regex`` or ``tool_search_tool_bm25``."""
+    defer_loading: bool | None = None
+    strict: bool | None = None
+    cache_control: dict[str, Any] | None = None
+    allowed_callers: list[str] | None = None
+
+
 class ClientToolParam(Wire):
     """An Anthropic-defined client tool (``bash``, the text editor, ``memory``), declared by
     type, without a schema (:mod:`stateway.protocols.messages.client_tools`)."""
