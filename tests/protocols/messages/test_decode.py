@@ -689,6 +689,38 @@ def test_an_interleaved_thinking_budget_may_exceed_max_tokens() -> None:
     assert settings.anthropic_beta == betas
 
 
+@pytest.mark.parametrize(
+    "url", ["file:///etc/passwd", "/etc/passwd", "ftp://host/a.png", "data:image/png;base64,A"]
+)
+def test_a_url_source_that_is_no_web_url_is_refused_naming_it(url: str) -> None:
+    """A URL source is fetched, as Anthropic fetches it: only http(s) (a model server told
+    ``file://`` may read its own disk), as the Responses surface refuses an image URL."""
+    image = {"type": "image", "source": {"type": "url", "url": url}}
+    document = {"type": "document", "source": {"type": "url", "url": url}}
+    use = {"type": "tool_use", "id": "toolu_1", "name": "look", "input": {}}
+    result = {"type": "tool_result", "tool_use_id": "toolu_1", "content": [image]}
+    cases = [
+        ([{"role": "user", "content": [image]}], "messages.0.content.0.source.url"),
+        ([{"role": "user", "content": [document]}], "messages.0.content.0.source.url"),
+        (
+            [
+                {"role": "user", "content": "look"},
+                {"role": "assistant", "content": [use]},
+                {"role": "user", "content": [result]},
+            ],
+            "messages.2.content.0.content.0.source.url",
+        ),
+    ]
+    for messages, param in cases:
+        error = refused(body(messages=messages))
+        assert error.param == param
+        assert error.message == f"{param}: expected an http:// or https:// URL"
+    for fine in ("https://example.com/a.png", "http://10.0.0.2:8080/a.png"):
+        safe = {"type": "image", "source": {"type": "url", "url": fine}}
+        [item] = decode_messages(body(messages=[{"role": "user", "content": [safe]}])).input
+        assert item["content"][0]["image_url"] == fine
+
+
 def test_a_file_source_is_refused_as_a_source_not_a_block() -> None:
     image = {"type": "image", "source": {"type": "file", "file_id": "file_1"}}
     error = refused(body(messages=[{"role": "user", "content": [image]}]))

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import AfterValidator, Field
+from pydantic_core import PydanticCustomError
 
 from stateway.protocols.messages.wire import Wire
 
@@ -35,9 +36,18 @@ class ImageBase64Source(Wire):
     data: str
 
 
+def _web_url(url: str) -> str:
+    """A URL to fetch, as Anthropic fetches it: http(s) only (a model server told a
+    ``file://`` URL or a path may read its own disk; the Responses surface refuses such an
+    image URL too)."""
+    if not url.startswith(("http://", "https://")):
+        raise PydanticCustomError("url_scheme", "expected an http:// or https:// URL")
+    return url
+
+
 class URLSource(Wire):
     type: Literal["url"]
-    url: str = Field(min_length=1)
+    url: Annotated[str, AfterValidator(_web_url)]
 
 
 class PlainTextSource(Wire):
