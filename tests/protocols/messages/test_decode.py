@@ -793,6 +793,66 @@ def test_the_message_after_tool_use_begins_with_its_results() -> None:
     assert len(decode_messages(body(messages=first)).input) == 4  # results first: fine
 
 
+def test_consecutive_messages_of_one_role_are_one_turn_for_calls_and_results() -> None:
+    """Anthropic takes a run of user (or assistant) messages as one turn: calls split over
+    assistant messages, and their results over user messages, pair up as in one; the
+    items are those of the turns written as one message each."""
+
+    def use(call: str) -> dict[str, Any]:
+        return {"type": "tool_use", "id": call, "name": "f", "input": {}}
+
+    def result(call: str) -> dict[str, Any]:
+        return {"type": "tool_result", "tool_use_id": call, "content": call}
+
+    def user(*blocks: Any) -> dict[str, Any]:
+        return {"role": "user", "content": list(blocks)}
+
+    def assistant(*blocks: Any) -> dict[str, Any]:
+        return {"role": "assistant", "content": list(blocks)}
+
+    go, wait, more = ({"type": "text", "text": word} for word in ("go", "wait", "more"))
+    split = {
+        "results": [user(go), assistant(use("a"), use("b")), user(result("a")), user(result("b"))],
+        "calls": [
+            user(go),
+            assistant(use("a")),
+            assistant(use("b")),
+            user(result("a"), result("b")),
+        ],
+        "text after a call": [user(go), assistant(use("a")), assistant(wait), user(result("a"))],
+        "text after the results": [
+            user(go),
+            assistant(use("a"), use("b")),
+            user(result("a")),
+            user(result("b"), more),
+        ],
+    }
+    whole = {
+        "results": [user(go), assistant(use("a"), use("b")), user(result("a"), result("b"))],
+        "calls": [user(go), assistant(use("a"), use("b")), user(result("a"), result("b"))],
+        "text after a call": [user(go), assistant(use("a"), wait), user(result("a"))],
+        "text after the results": [
+            user(go),
+            assistant(use("a"), use("b")),
+            user(result("a"), result("b"), more),
+        ],
+    }
+
+    def kinds(messages: list[Any]) -> list[tuple[str, str | None]]:
+        items = decode_messages(body(messages=messages)).input
+        return [(item["type"], item.get("call_id")) for item in items]
+
+    for case, messages in split.items():
+        assert kinds(messages) == kinds(whole[case]), case
+    late = [user(go), assistant(use("a"), use("b")), user(result("a")), user(more, result("b"))]
+    error = refused(body(messages=late))  # the turn's results come first, whatever its split
+    assert (error.param, error.code) == ("messages.2.content.0", "tool_output_missing")
+    never = [user(go), assistant(use("a")), assistant(use("b")), user(result("a"))]
+    error = refused(body(messages=never))
+    assert (error.param, error.code) == ("messages.2", "tool_output_missing")
+    assert "found without `tool_result` blocks immediately after: b." in error.message
+
+
 def test_deep_free_form_json_is_refused_by_name() -> None:
     deep: Any = {}
     for _ in range(200):

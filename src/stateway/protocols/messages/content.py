@@ -40,8 +40,11 @@ title and context (:mod:`stateway.core.text_files`), and refuses any other
 (:mod:`.media`). Empty text carries nothing and is left out. A ``tool_result`` must
 answer a ``tool_use`` of an earlier assistant message that no other result answered (or,
 leading a thread's new turn, a call of the thread's last response): otherwise a 400
-naming its ``tool_use_id``. Every ``tool_use`` must be answered by the next message,
-which begins with the results, and ids must be unique (400s in Anthropic's words).
+naming its ``tool_use_id``. Every ``tool_use`` must be answered by the next turn, which
+begins with the results, and ids must be unique (400s in Anthropic's words). A turn is a
+run of consecutive user (or assistant) messages, as Anthropic merges them: calls split
+over assistant messages and results over user messages pair up as in one message (the
+items are the same).
 """
 
 from __future__ import annotations
@@ -93,19 +96,24 @@ def decode_conversation(
     pending: dict[str, str | None] = _thread_calls(messages) if continued else {}
     """Every ``tool_use`` id: where its message is, None once a result answered it."""
     awaited: list[str] = []
-    """The ``tool_use`` ids of the message before: the next one begins with their results
-    (so no earlier call can still be waiting: each was checked the same way)."""
+    """The ``tool_use`` ids of the assistant turn before: the next turn begins with their
+    results (so no earlier call can still be waiting: each was checked the same way)."""
+    asked = ""
+    """Where the turn that made them ends."""
     for index, message in enumerate(messages):
         where = f"messages.{index}"
-        _check_results_first(awaited, message, where, f"messages.{index - 1}")
+        if not _continues_turn(messages, index):
+            _check_results_first(awaited, _turn_blocks(messages, index), where, asked)
+            awaited = []
         before = len(pending)
         if message.role == "assistant":
             _assistant(items, message.content, pending, where)
+            awaited += list(islice(reversed(pending), len(pending) - before))[::-1]
+            asked = where
         else:
             _user(items, message.role, message.content, pending, where)
-        awaited = list(islice(reversed(pending), len(pending) - before))[::-1]
     if awaited:  # as Anthropic words it, naming the message left waiting
-        raise _unanswered(f"messages.{len(messages) - 1}", awaited)
+        raise _unanswered(asked, awaited)
     return items
 
 
@@ -118,28 +126,46 @@ def decode_system(system: str | list[TextBlock] | None) -> list[Item]:
 
 
 def _thread_calls(messages: list[MessageParam]) -> dict[str, str | None]:
-    """The calls of a thread's earlier turn that the first message's leading results
-    answer, as if an earlier message of this request had made them."""
-    first = messages[0] if messages else None
-    if first is None or first.role != "user" or isinstance(first.content, str):
-        return {}
+    """The calls of a thread's earlier turn that the first turn's leading results answer,
+    as if an earlier message of this request had made them."""
     calls: dict[str, str | None] = {}
-    for block in first.content:
+    for block in _turn_blocks(messages, 0) if messages else ():
         if not isinstance(block, ToolResultBlock):
             break
         calls[block.tool_use_id] = "thread"
     return calls
 
 
-def _check_results_first(awaited: list[str], message: MessageParam, where: str, asked: str) -> None:
-    """As Anthropic checks it: the message after one with ``tool_use`` blocks (``asked``,
-    their ids ``awaited``) is a user message that begins with a ``tool_result`` for each
-    of them (a Chat upstream could not take them later either: its tool messages follow
-    their call)."""
+def _continues_turn(messages: list[MessageParam], index: int) -> bool:
+    """Whether the message at ``index`` goes on the turn of the one before: Anthropic takes
+    consecutive user (or assistant) messages as one turn; a system message is one of its
+    own."""
+    role = messages[index].role
+    return index > 0 and role != "system" and messages[index - 1].role == role
+
+
+def _turn_blocks(messages: list[MessageParam], start: int) -> list[Block | None]:
+    """The blocks of the user turn that begins at ``start`` (None for a string content,
+    which holds no result), its messages' in order; none for another role's turn."""
+    if messages[start].role != "user":
+        return []
+    blocks: list[Block | None] = []
+    for message in islice(messages, start, None):
+        if message.role != "user":
+            break
+        blocks += [None] if isinstance(message.content, str) else message.content
+    return blocks
+
+
+def _check_results_first(
+    awaited: list[str], blocks: Sequence[Block | None], where: str, asked: str
+) -> None:
+    """As Anthropic checks it: the turn after one with ``tool_use`` blocks (``asked``,
+    their ids ``awaited``) is a user turn (its ``blocks``, from the message ``where``)
+    that begins with a ``tool_result`` for each of them (a Chat upstream could not take
+    them later either: its tool messages follow their call)."""
     if not awaited:
         return
-    content = message.content if message.role == "user" else ""
-    blocks = [] if isinstance(content, str) else content
     leading = 0
     while leading < len(blocks) and isinstance(blocks[leading], ToolResultBlock):
         leading += 1
