@@ -56,7 +56,6 @@ from typing import Any
 
 import orjson
 
-from stateway.core.errors import InvalidRequest
 from stateway.core.ids import new_id
 from stateway.core.items import Item
 from stateway.core.reasoning import redacted_item
@@ -81,6 +80,13 @@ from stateway.protocols.messages.blocks import (
 from stateway.protocols.messages.errors import field_error
 from stateway.protocols.messages.request import MessageParam
 from stateway.protocols.messages.server_tools import call_of, complete
+from stateway.protocols.messages.turns import (
+    check_results_first,
+    continues_turn,
+    thread_calls,
+    turn_blocks,
+    unanswered,
+)
 
 
 def decode_conversation(
@@ -93,7 +99,7 @@ def decode_conversation(
     results of the calls the thread's last response made (the core checks them against
     it: :func:`stateway.core.context.checked_context`)."""
     items = decode_system(system)
-    pending: dict[str, str | None] = _thread_calls(messages) if continued else {}
+    pending: dict[str, str | None] = thread_calls(messages) if continued else {}
     """Every ``tool_use`` id: where its message is, None once a result answered it."""
     awaited: list[str] = []
     """The ``tool_use`` ids of the assistant turn before: the next turn begins with their
@@ -102,8 +108,8 @@ def decode_conversation(
     """Where the turn that made them ends."""
     for index, message in enumerate(messages):
         where = f"messages.{index}"
-        if not _continues_turn(messages, index):
-            _check_results_first(awaited, _turn_blocks(messages, index), where, asked)
+        if not continues_turn(messages, index):
+            check_results_first(awaited, turn_blocks(messages, index), where, asked)
             awaited = []
         before = len(pending)
         if message.role == "assistant":
@@ -113,7 +119,7 @@ def decode_conversation(
         else:
             _user(items, message.role, message.content, pending, where)
     if awaited:  # as Anthropic words it, naming the message left waiting
-        raise _unanswered(asked, awaited)
+        raise unanswered(asked, awaited)
     return items
 
 
@@ -123,76 +129,6 @@ def decode_system(system: str | list[TextBlock] | None) -> list[Item]:
     if system:
         _add_message(items, "system", _parts(system))
     return items
-
-
-def _thread_calls(messages: list[MessageParam]) -> dict[str, str | None]:
-    """The calls of a thread's earlier turn that the first turn's leading results answer,
-    as if an earlier message of this request had made them."""
-    calls: dict[str, str | None] = {}
-    for block in _turn_blocks(messages, 0) if messages else ():
-        if not isinstance(block, ToolResultBlock):
-            break
-        calls[block.tool_use_id] = "thread"
-    return calls
-
-
-def _continues_turn(messages: list[MessageParam], index: int) -> bool:
-    """Whether the message at ``index`` goes on the turn of the one before: Anthropic takes
-    consecutive user (or assistant) messages as one turn; a system message is one of its
-    own."""
-    role = messages[index].role
-    return index > 0 and role != "system" and messages[index - 1].role == role
-
-
-def _turn_blocks(messages: list[MessageParam], start: int) -> list[Block | None]:
-    """The blocks of the user turn that begins at ``start`` (None for a string content,
-    which holds no result), its messages' in order; none for another role's turn."""
-    if messages[start].role != "user":
-        return []
-    blocks: list[Block | None] = []
-    for message in islice(messages, start, None):
-        if message.role != "user":
-            break
-        blocks += [None] if isinstance(message.content, str) else message.content
-    return blocks
-
-
-def _check_results_first(
-    awaited: list[str], blocks: Sequence[Block | None], where: str, asked: str
-) -> None:
-    """As Anthropic checks it: the turn after one with ``tool_use`` blocks (``asked``,
-    their ids ``awaited``) is a user turn (its ``blocks``, from the message ``where``)
-    that begins with a ``tool_result`` for each of them (a Chat upstream could not take
-    them later either: its tool messages follow their call)."""
-    if not awaited:
-        return
-    leading = 0
-    while leading < len(blocks) and isinstance(blocks[leading], ToolResultBlock):
-        leading += 1
-    answered = {b.tool_use_id for b in blocks[:leading] if isinstance(b, ToolResultBlock)}
-    missing = [call for call in awaited if call not in answered]
-    if not missing:
-        return
-    later = {b.tool_use_id for b in blocks[leading:] if isinstance(b, ToolResultBlock)}
-    if later & set(missing):
-        raise field_error(
-            f"{where}.content.0",
-            f"Did not find {len(missing)} `tool_result` block(s) at the beginning of this "
-            "message. Messages following `tool_use` blocks must begin with a matching number "
-            "of `tool_result` blocks.",
-            "tool_output_missing",
-        )
-    raise _unanswered(asked, missing)
-
-
-def _unanswered(where: str, calls: list[str]) -> InvalidRequest:
-    return field_error(
-        where,
-        f"`tool_use` ids were found without `tool_result` blocks immediately after: "
-        f"{', '.join(calls)}. Each `tool_use` block must have a corresponding `tool_result` "
-        "block in the next message.",
-        "tool_output_missing",
-    )
 
 
 def _user(
