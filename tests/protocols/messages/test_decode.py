@@ -858,7 +858,9 @@ def test_deep_free_form_json_is_refused_by_name() -> None:
     for _ in range(200):
         deep = {"a": deep}
     tools = [{"name": "f", "input_schema": deep}]
-    assert refused(body(tools=tools)).param == "tools"
+    error = refused(body(tools=tools))
+    assert (error.param, error.code) == ("tools", "nesting_too_deep")
+    assert error.message == "tools: JSON nested deeper than 128 levels."  # Anthropic's way
 
 
 def test_too_many_messages_are_refused_before_they_are_decoded() -> None:

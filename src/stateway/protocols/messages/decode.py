@@ -67,7 +67,7 @@ from stateway.protocols.messages.threads import decode_thread
 from stateway.protocols.messages.tool_changes import decode_tool_changes
 from stateway.protocols.messages.tool_declarations import decode_tool_choice, decode_tools
 from stateway.protocols.messages.validation import invalid_body
-from stateway.protocols.responses.nesting import check_nesting
+from stateway.protocols.responses.nesting import MAX_NESTING, nests_too_deep
 
 Body = TypeVar("Body", bound=CountTokensBody)
 _SERVICE_TIERS = {"auto": "auto", "standard_only": "default"}
@@ -206,7 +206,10 @@ def _validated(raw: bytes, model: type[Body], max_input_items: int | None) -> Bo
     if limit is not None and isinstance(messages, list) and len(messages) > limit:
         raise _too_many(len(messages), limit)
     for key, value in data.items():
-        check_nesting(value, key)
+        if isinstance(value, dict | list) and nests_too_deep(value):
+            raise field_error(
+                key, f"JSON nested deeper than {MAX_NESTING} levels.", "nesting_too_deep"
+            )
     system = data.get("system")
     if isinstance(system, list):  # blocks, among which a misplaced compaction block
         compaction.check_system(system)

@@ -20,12 +20,18 @@ MAX_NESTING = 128
 
 def check_nesting(value: Any, param: str) -> None:
     """Refuse ``value`` when it nests deeper than :data:`MAX_NESTING`, naming ``param``."""
-    if isinstance(value, dict | list) and _deeper_than(value, MAX_NESTING):
+    if isinstance(value, dict | list) and nests_too_deep(value):
         raise InvalidRequest(
             f"Invalid value for '{param}': JSON nested deeper than {MAX_NESTING} levels.",
             param=param,
             code="nesting_too_deep",
         )
+
+
+def nests_too_deep(value: dict[str, Any] | list[Any]) -> bool:
+    """Whether ``value`` nests deeper than :data:`MAX_NESTING` (a surface that words its
+    own refusal: Messages')."""
+    return _deeper_than(value, MAX_NESTING)
 
 
 def _deeper_than(value: dict[str, Any] | list[Any], limit: int) -> bool:
