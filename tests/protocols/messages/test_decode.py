@@ -1009,12 +1009,14 @@ def test_an_empty_last_user_message_is_refused_naming_it(empty: Any, before: str
         {"role": before, "content": "hello"},
         {"role": "user", "content": empty},
     ]
+    environment = {"role": "system", "content": "# Environment"}  # after it, as Claude Code
     for decode in (decode_messages, decode_count_tokens):
-        with pytest.raises(InvalidRequest) as caught:
-            decode(body(messages=messages))
-        assert caught.value.status == 400
-        assert caught.value.param == "messages.2"
-        assert caught.value.message == f"messages.2: {EMPTY}"
+        for sent in (messages, [*messages, environment]):
+            with pytest.raises(InvalidRequest) as caught:
+                decode(body(messages=sent))
+            assert caught.value.status == 400
+            assert caught.value.param == "messages.2"
+            assert caught.value.message == f"messages.2: {EMPTY}"
 
 
 def test_a_last_user_message_with_content_besides_empty_text_is_taken() -> None:

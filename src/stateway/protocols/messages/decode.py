@@ -234,10 +234,12 @@ def _check_prefill(last: MessageParam) -> None:
 
 
 def _check_last_turn(messages: list[MessageParam]) -> None:
-    """Refuse an empty last user message (``""``, ``[]``, only empty text blocks), naming
-    it, as Anthropic does: left out, the turn before it would be answered in its place (an
-    assistant's message continued as a prefill)."""
+    """Refuse an empty last user message (``""``, ``[]``, only empty text blocks; system
+    messages after it aside), naming it, as Anthropic does: left out, the turn before it
+    would be answered in its place (an assistant's message continued as a prefill)."""
     index = len(messages) - 1
+    while index > 0 and messages[index].role == "system":
+        index -= 1
     content = messages[index].content
     if messages[index].role != "user":
         return
