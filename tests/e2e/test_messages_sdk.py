@@ -115,6 +115,24 @@ def test_a_client_tool_round_trip(claude: Anthropic, send: Any) -> None:
     assert second.content[-1].text == "Tool said: sunny"
 
 
+def test_results_split_over_user_messages_answer_their_calls(claude: Anthropic) -> None:
+    """Anthropic merges consecutive user messages into one turn: each result may come in a
+    message of its own."""
+    calls = [
+        {"type": "tool_use", "id": f"toolu_{n}", "name": "get_weather", "input": {"city": city}}
+        for n, city in enumerate(("Oslo", "Rome"))
+    ]
+    results = [
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call["id"], **out}]}
+        for call, out in zip(calls, ({"content": "sunny"}, {"content": "rain"}), strict=True)
+    ]
+    history = [{"role": "user", "content": TOOL_PROMPT}, {"role": "assistant", "content": calls}]
+    answer = create(claude, [*history, *results], tools=TOOLS)
+    assert answer.stop_reason == "end_turn"
+    assert answer.content[-1].type == "text"
+    assert answer.content[-1].text.startswith("Tool said: ")
+
+
 def test_a_deferred_tool_beside_the_tool_search_tool_is_called_at_once(
     claude: Anthropic, keyed_upstream: str
 ) -> None:
