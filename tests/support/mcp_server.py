@@ -75,6 +75,8 @@ class ServerStats:
     """``read_slowly`` calls running now."""
     most_at_once: int = 0
     """The most ``read_slowly`` calls that ever ran at once (concurrency limits)."""
+    traceparents: list[str | None] = field(default_factory=list)
+    """Each ``tools/call``'s ``params._meta.traceparent`` (MCP's trace context, SEP-414)."""
     hang_pings: bool = False
     """A switch, not a count: while set, ``ping`` requests never get an answer (a session
     that stopped answering)."""
@@ -250,6 +252,7 @@ def build_app(stats: ServerStats, *, page_size: int = 3) -> ASGIApp:
         if ctx.method == "ping" and stats.hang_pings:
             await anyio.sleep_forever()
         if ctx.method == "tools/call":
+            stats.traceparents.append((ctx.meta or {}).get("traceparent"))
             stats.bump("calls_started")
         result = await call_next(ctx)
         if ctx.method == "initialize":

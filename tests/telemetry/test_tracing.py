@@ -334,7 +334,7 @@ def test_with_tracing_off_an_attempt_reads_and_builds_nothing() -> None:
     assert telemetry.tool_call(untouched) is NO_SPAN
     assert telemetry.round(1) is NO_SPAN
     assert NO_SPAN.recording is False
-    assert telemetry.request_span("POST", "req_x") is None  # the request observer opens none
+    assert telemetry.request_span("POST", "req_x", []) is None  # the request observer opens none
 
 
 @pytest.mark.parametrize("traced", [False, True])

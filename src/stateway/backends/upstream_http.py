@@ -27,6 +27,10 @@ One call (:meth:`UpstreamClient.post`) runs in this order:
    at once and then queues the request (vLLM with its KV cache full) keeps resetting or
    never reaches.
 
+With tracing on, each call sends the W3C trace context of the span it is made under
+(:data:`~stateway.core.telemetry.TRACE_HEADERS`: an attempt's, or a relayed request's),
+so a model server that traces (vLLM) parents its spans under the gateway's.
+
 Errors are classified by status and structured code only. Messages passed on to clients
 are the upstream's own, shortened, with the gateway's upstream credential scrubbed
 (:mod:`stateway.redaction`).
@@ -52,6 +56,7 @@ from stateway.backends.upstream_status import classify_reply, classify_reported,
 from stateway.backends.upstream_target import UpstreamTarget
 from stateway.core.deadline import Deadline, FirstOutput
 from stateway.core.errors import GatewayError, UpstreamError, UpstreamTimeout
+from stateway.core.telemetry import TRACE_HEADERS
 from stateway.redaction import KeyScrubber
 
 log = logging.getLogger(__name__)
@@ -155,6 +160,9 @@ class UpstreamClient:
         sessions = self._sessions
         total = self.target.total_timeout
         started = asyncio.get_running_loop().time()
+        trace = TRACE_HEADERS.get()
+        if trace is not None:  # tracing on: the span this call is made under
+            headers = {**headers, **trace} if headers else trace
         try:
             return await self._attempt(sessions.pooled(), url, data, total, headers)
         except (aiohttp.ClientOSError, aiohttp.ServerDisconnectedError) as exc:

@@ -16,7 +16,8 @@ round, upstream attempt or tool call, never per streamed delta:
   answer) used: its tokens, its upstream attempts, its time to first output.
 
 :data:`REQUEST_ID` is the id of the HTTP request being served, set by the surface; a
-run's task inherits it, so log lines written for the run carry it.
+run's task inherits it, so log lines written for the run carry it. :data:`TRACE_HEADERS`
+is the trace context an upstream call sends (tracing on), set the same way by each span.
 """
 
 from __future__ import annotations
@@ -33,6 +34,13 @@ from stateway.core.usage import Usage
 
 REQUEST_ID: Final[ContextVar[str | None]] = ContextVar("stateway_request_id", default=None)
 """The id of the request being served (``x-request-id``); None outside a request."""
+
+TRACE_HEADERS: Final[ContextVar[Mapping[str, str] | None]] = ContextVar(
+    "stateway_trace_headers", default=None
+)
+"""The W3C trace context (``traceparent``, and ``tracestate`` if any) of the innermost span
+open, set by the tracing adapter while tracing is on; the backends send it with each
+upstream call made under the span. None with tracing off: nothing is sent."""
 
 Attribute = str | int | float | bool
 ToolOutcome = Literal["ok", "error", "timeout", "cancelled"]

@@ -25,10 +25,10 @@ With an API key, every ``/v1/*`` request needs ``Authorization: Bearer KEY`` or,
 Anthropic takes it, ``x-api-key: KEY``. Errors on ``/v1/messages*`` have Anthropic's shape
 (:meth:`UpstreamError.anthropic_body`), ``GET /v1/models`` answers in Anthropic's shape to a
 request with ``anthropic-version``, and each logged request keeps the headers that carry
-the key, the Anthropic version and betas, and a test proxy's token (``headers``). With
-``system_first`` the Chat wire refuses a system message anywhere but first, as strict
-chat templates do; with ``text_only``, an image, as vLLM refuses one for a model that
-takes none; with ``reasoning_efforts``, a ``reasoning_effort`` outside them, as
+the key, the Anthropic version and betas, a test proxy's token and the trace context
+(``headers``). With ``system_first`` the Chat wire refuses a system message anywhere but
+first, as strict chat templates do; with ``text_only``, an image, as vLLM refuses one for
+a model that takes none; with ``reasoning_efforts``, a ``reasoning_effort`` outside them, as
 vLLM's older request model does. ``reasoning_field`` names the Chat wire's reasoning
 field, as each server names it (:mod:`~stateway.fake_upstream.chat`). With
 ``min_output_tokens`` the Responses wire refuses a smaller ``max_output_tokens``, as

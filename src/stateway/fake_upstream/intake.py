@@ -13,10 +13,19 @@ from stateway.fake_upstream.delivery import Receive, Scope
 from stateway.fake_upstream.errors import invalid_request
 
 LOGGED_HEADERS = frozenset(
-    {b"authorization", b"x-api-key", b"anthropic-version", b"anthropic-beta", b"x-proxy-token"}
+    {
+        b"authorization",
+        b"x-api-key",
+        b"anthropic-version",
+        b"anthropic-beta",
+        b"x-proxy-token",
+        b"traceparent",
+        b"tracestate",
+    }
 )
 """The headers a logged request keeps: those carrying the key, the Anthropic version and
-betas, and a test proxy's token."""
+betas, a test proxy's token, and the W3C trace context (which vLLM reads to parent its
+own spans)."""
 
 
 def header(scope: Scope, name: bytes) -> str | None:

@@ -9,6 +9,7 @@ the core's ``with`` blocks cost next to nothing, and a request opens none).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from contextlib import AbstractContextManager
 
 from stateway.core.backend import Backend
@@ -59,11 +60,11 @@ class Observability:
     # -- the HTTP surface's RequestObserver ------------------------------------------
 
     def request_span(
-        self, method: str, request_id: str
+        self, method: str, request_id: str, headers: Iterable[tuple[bytes, bytes]]
     ) -> AbstractContextManager[RequestSpan] | None:
         if self.tracing is None:
             return None
-        return self.tracing.request_span(method, request_id)
+        return self.tracing.request_span(method, request_id, headers)
 
     def request_ended(self, route: str, status: int, seconds: float) -> None:
         self.metrics.request_ended(route, status, seconds)

@@ -11,6 +11,11 @@ dropped, so no prompt, output or tool argument can reach a trace by accident. An
 exception leaving a span marks it failed with the exception's class and its
 ``error.type`` (the gateway error's code, else the class), never its message; a cancelled
 block (the client left) is marked as such, not failed.
+
+Trace context is W3C's (``traceparent``, ``tracestate``; never baggage, which would carry
+a client's values on): a request's span continues the trace its client names, and while a
+span is open :data:`~stateway.core.telemetry.TRACE_HEADERS` holds its own, which the
+backends send upstream. A span the sampler dropped still propagates, as unsampled.
 """
 
 from __future__ import annotations
@@ -18,19 +23,21 @@ from __future__ import annotations
 import asyncio
 import importlib
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Final
 
+from opentelemetry.context import Context
 from opentelemetry.trace import Span as OtelSpan
 from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from opentelemetry.util.types import AttributeValue
 
 from stateway.config import ConfigError
 from stateway.core.backend import Backend
 from stateway.core.errors import GatewayError
 from stateway.core.inference import Answered, InferenceRequest
-from stateway.core.telemetry import AttemptSpan, Attribute, Span, ToolCall
+from stateway.core.telemetry import TRACE_HEADERS, AttemptSpan, Attribute, Span, ToolCall
 from stateway.core.usage import Usage
 from stateway.telemetry import genai
 from stateway.telemetry_config import TracingConfig
@@ -69,6 +76,10 @@ EXPORTERS: Final = {
     "grpc": "opentelemetry.exporter.otlp.proto.grpc.trace_exporter",
 }
 """The module of each OTLP protocol's span exporter (OTLP's ``http/json`` has none)."""
+
+TRACE_CONTEXT: Final = TraceContextTextMapPropagator()
+"""Reads and writes the W3C ``traceparent`` and ``tracestate`` headers."""
+_CONTEXT_HEADERS: Final = frozenset(name.encode() for name in TRACE_CONTEXT.fields)
 
 _PROTOCOL_VARIABLES: Final = (
     "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
@@ -142,22 +153,35 @@ class Tracing:
             yield AllowedSpan(span)
 
     @contextmanager
-    def request_span(self, method: str, request_id: str) -> Iterator[RequestSpan]:
+    def request_span(
+        self, method: str, request_id: str, headers: Iterable[tuple[bytes, bytes]]
+    ) -> Iterator[RequestSpan]:
+        """A request's span, the child of the one its ``traceparent`` header names (a
+        malformed one is ignored: the trace starts here)."""
         attributes = {"http.request.method": method, "stateway.request_id": request_id}
-        with self._started(method, attributes, SpanKind.SERVER) as span:
+        parent = _continued(headers)
+        with self._started(method, attributes, SpanKind.SERVER, parent) as span:
             yield RequestSpan(span, method)
 
     @contextmanager
     def _started(
-        self, name: str, attributes: Mapping[str, AttributeValue], kind: SpanKind
+        self,
+        name: str,
+        attributes: Mapping[str, AttributeValue],
+        kind: SpanKind,
+        parent: Context | None = None,
     ) -> Iterator[OtelSpan]:
         with self._tracer.start_as_current_span(
             name,
+            context=parent,
             kind=kind,
             attributes=_allowed(attributes),
             record_exception=False,
             set_status_on_exception=False,
         ) as span:
+            carrier: dict[str, str] = {}
+            TRACE_CONTEXT.inject(carrier)  # the span just made current
+            propagated = TRACE_HEADERS.set(carrier)
             try:
                 yield span
             except asyncio.CancelledError:
@@ -172,11 +196,23 @@ class Tracing:
                 span.set_attribute("error.type", error)
                 span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
                 raise
+            finally:
+                TRACE_HEADERS.reset(propagated)
 
     def shutdown(self) -> None:
         """Export what is buffered and stop (the provider's batch processor)."""
         if self._provider is not None:
             self._provider.shutdown()
+
+
+def _continued(headers: Iterable[tuple[bytes, bytes]]) -> Context | None:
+    """The context of the trace a request's headers continue; None when they name none."""
+    carrier = {
+        name.decode(): value.decode("latin-1")
+        for name, value in headers
+        if name in _CONTEXT_HEADERS
+    }
+    return TRACE_CONTEXT.extract(carrier) if carrier else None
 
 
 def _allowed(attributes: Mapping[str, AttributeValue]) -> dict[str, AttributeValue]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -46,7 +46,9 @@ class Observer:
         self.most_sockets = 0
 
     @contextmanager
-    def request_span(self, method: str, request_id: str) -> Iterator[Any]:
+    def request_span(
+        self, method: str, request_id: str, headers: Iterable[tuple[bytes, bytes]]
+    ) -> Iterator[Any]:
         finished: list[tuple[str, int]] = []
 
         class Span:
@@ -110,7 +112,9 @@ STREAM = orjson.dumps({"model": "m", "input": "hi", "stream": True})
 class Untraced(Observer):
     """An observer with tracing off: it opens no span for a request."""
 
-    def request_span(self, method: str, request_id: str) -> None:  # type: ignore[override]
+    def request_span(  # type: ignore[override]
+        self, method: str, request_id: str, headers: Iterable[tuple[bytes, bytes]]
+    ) -> None:
         return None
 
 

@@ -11,7 +11,8 @@ each HTTP request and WebSocket session it:
   ``x-request-id`` the client sent is ignored: the id must be unique per request, and
   nothing a client sends is reflected into a header;
 - opens the request's span (when tracing is on), the parent of the spans of the runs
-  the request starts, and names it by its route once routed;
+  the request starts (itself the child of the span a client's ``traceparent`` names),
+  and names it by its route once routed;
 - reports the route template (``unmatched`` when no route matched), the status and the
   seconds to the end of the answer (a stream's last byte); an answer never started (the
   client left first) is reported as 499, the status servers log for it;
@@ -20,7 +21,7 @@ each HTTP request and WebSocket session it:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from contextlib import AbstractContextManager
 from os import urandom
 from time import perf_counter
@@ -45,10 +46,11 @@ class RequestSpan(Protocol):
 
 class RequestObserver(Protocol):
     def request_span(
-        self, method: str, request_id: str
+        self, method: str, request_id: str, headers: Iterable[tuple[bytes, bytes]]
     ) -> AbstractContextManager[RequestSpan] | None:
-        """The span of one request; None when tracing is off (no span is opened, nor a
-        no-op one entered and left)."""
+        """The span of one request, continuing the trace its ``headers`` name
+        (``traceparent``); None when tracing is off (no span is opened, nor a no-op one
+        entered and left, nor a header read)."""
         ...
 
     def request_ended(self, route: str, status: int, seconds: float) -> None: ...
@@ -98,7 +100,8 @@ class ObservedApp:
         started = perf_counter()
         route: str | None = None
         try:
-            span = observer.request_span(scope.get("method", "WEBSOCKET"), request_id)
+            method = scope.get("method", "WEBSOCKET")
+            span = observer.request_span(method, request_id, scope.get("headers", ()))
             if span is None:  # tracing off
                 await self._app(scope, receive, observed)
             else:
