@@ -167,6 +167,29 @@ def test_model_names_past_the_bound_count_as_other() -> None:
     assert len(tokens) == 4
 
 
+def test_configured_names_keep_their_label_once_made_up_names_used_the_bound() -> None:
+    """A client making up names must not take the labels of the models the configuration
+    routes: those are bounded by the configuration, and always have their own."""
+    from stateway.telemetry.metrics import OTHER_MODEL
+
+    metrics = PrometheusMetrics(max_models=2)
+    metrics.name_models(["qwen3", "fast"])
+    for n in range(10):
+        metrics.run_ended(RunReport("acme", f"made-up-{n}", Usage(2, 1), [], 0.5))
+    metrics.name_models(["added-by-a-reload"])
+    for name in ("qwen3", "fast", "added-by-a-reload"):
+        metrics.run_ended(RunReport("acme", name, Usage(1, 1), [], 0.5))
+    counts = scrape(metrics)["stateway_time_to_first_token_seconds_count"]
+    assert counts == {
+        (("model", "made-up-0"),): 1,
+        (("model", "made-up-1"),): 1,
+        (("model", OTHER_MODEL),): 8,
+        (("model", "qwen3"),): 1,
+        (("model", "fast"),): 1,
+        (("model", "added-by-a-reload"),): 1,
+    }
+
+
 def test_a_request_and_its_run_are_counted_without_the_librarys_locks() -> None:
     """What every request updates is kept on the event loop's thread in plain numbers
     (:mod:`stateway.telemetry.loop_metrics`): prometheus_client's thread-safe metrics

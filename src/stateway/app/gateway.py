@@ -153,6 +153,7 @@ def build_gateway(
     owner = ProcessIdentity.current()
     telemetry = Observability(PrometheusMetrics(), open_tracing(config.tracing, __version__))
     telemetry.metrics.sample(lambda: len(runs), lambda: compiled.waiting_room.waiting)
+    telemetry.metrics.name_models(compiled.router.names())
     served: ResponseStore = TimedStore(store, telemetry.metrics.storage_observed)
 
     def loop(generation: Compiled) -> Loop:
@@ -202,6 +203,7 @@ def build_gateway(
     )
 
     def publish(generation: Compiled) -> Generation:
+        telemetry.metrics.name_models(generation.router.names())
         return gateway.generations.publish(generation.router, loop(generation))
 
     recompile = partial(compile_generation, flags, compiled)

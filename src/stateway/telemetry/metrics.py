@@ -7,13 +7,15 @@ path template (``unmatched`` for a path no route serves), ``backend`` a configur
 backend, ``tool`` a tool kind; ``model`` is the requested name of a run that produced
 tokens, ``tenant`` the caller's tenant. A catch-all upstream serves any name a client
 sends (one that accepts any, as llama.cpp's server does, answers them all), so the first
-:data:`MAX_MODELS` names get a ``model`` of their own and later ones count as
-:data:`OTHER_MODEL`: each name held label children for good (~3 KB, and ~24 lines of every
-scrape). What a request or a run updates is counted on the event loop's thread in plain
-numbers (:mod:`.loop_metrics`), its label children cached by label values, so a request
-costs two dictionary lookups, one increment and one observation. Gauges that are a state
-of the process (runs in flight, requests queued for an upstream connection) are read when
-scraped, at no cost per request.
+:data:`MAX_MODELS` names the configuration does not route get a ``model`` of their own and
+later ones count as :data:`OTHER_MODEL`: each name held label children for good (~3 KB,
+and ~24 lines of every scrape). The names it routes (:meth:`PrometheusMetrics.name_models`:
+backends' models, routes, aliases) always have their own, bounded by the configuration, so
+a client making up names cannot take their labels. What a request or a run updates is
+counted on the event loop's thread in plain numbers (:mod:`.loop_metrics`), its label
+children cached by label values, so a request costs two dictionary lookups, one increment
+and one observation. Gauges that are a state of the process (runs in flight, requests
+queued for an upstream connection) are read when scraped, at no cost per request.
 
 =====================================================  =========  ==================
 name                                                   type       labels
@@ -41,7 +43,7 @@ whose admin routes are not served (no admin credential) or that is reloaded by
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Final
 
 from prometheus_client import (
@@ -68,7 +70,8 @@ STORAGE_BUCKETS: Final = (
 UNMATCHED: Final = "unmatched"
 """The ``route`` of a request no route serves (a 404 for an unknown path)."""
 MAX_MODELS: Final = 256
-"""Distinct ``model`` label values; names past them count as :data:`OTHER_MODEL`."""
+"""Distinct ``model`` label values of names the configuration does not route; names past
+them count as :data:`OTHER_MODEL`."""
 OTHER_MODEL: Final = "(other)"
 """The ``model`` of runs for names past :data:`MAX_MODELS` (not a name a route can have)."""
 
@@ -173,7 +176,10 @@ class PrometheusMetrics:
         self._per_model: dict[str, Observed] = {}
         self._per_attempt: dict[tuple[str, str], Count] = {}
         self._models: set[str] = set()
-        """The names with a ``model`` label of their own (at most ``max_models``)."""
+        """The names with a ``model`` label of their own: those the configuration routes,
+        and at most ``max_models`` others."""
+        self._unrouted = 0
+        """How many of them the configuration does not route (clients chose them)."""
         self._max_models = max_models
 
     def sample(self, active_runs: Callable[[], int], queued: Callable[[], int]) -> None:
@@ -233,11 +239,17 @@ class PrometheusMetrics:
                 first = self._per_model[model] = self._first_token.labels(model)
             first.observe(report.first_output)
 
+    def name_models(self, names: Iterable[str]) -> None:
+        """The model names a configuration routes (each generation's): each has a
+        ``model`` label of its own, outside the bound."""
+        self._models.update(names)
+
     def _model_label(self, model: str) -> str:
         models = self._models
         if model in models:
             return model
-        if len(models) < self._max_models:
+        if self._unrouted < self._max_models:
+            self._unrouted += 1
             models.add(model)
             return model
         return OTHER_MODEL

@@ -74,6 +74,11 @@ class Router:
                 seen.setdefault(candidate.backend.name, candidate.backend)
         return list(seen.values())
 
+    def names(self) -> list[str]:
+        """The model names configured: routes, backends' models and aliases (not those a
+        catch-all backend serves because a client asked for them)."""
+        return [*self._routes, *self._aliases]
+
     def candidates_by_backend(self) -> dict[Backend, list[str]]:
         """The candidate keys of each backend, over every route with fixed model names."""
         keys: dict[Backend, list[str]] = {}

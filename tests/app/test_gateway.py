@@ -1,0 +1,54 @@
+"""The process's gateway as built from a configuration: what its metrics are told of it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from stateway.app import build_gateway, compile_generation
+from stateway.config import Overrides
+from stateway.core.telemetry import RunReport
+from stateway.core.usage import Usage
+from stateway.telemetry.metrics import MAX_MODELS, OTHER_MODEL
+from tests.core.fakes import MemoryStore
+
+CONFIG = """
+[[backends]]
+name = "local"
+url = "http://127.0.0.1:9/v1"
+models = ["qwen3"]
+
+[[backends]]
+name = "anything"
+url = "http://127.0.0.1:9/v1"
+
+[aliases]
+fast = "qwen3"
+"""
+
+
+def first_token_models(metrics_text: bytes) -> set[str]:
+    """The ``model`` labels of the time-to-first-token histogram's series."""
+    prefix = 'stateway_time_to_first_token_seconds_count{model="'
+    lines = metrics_text.decode().splitlines()
+    return {line[len(prefix) :].partition('"')[0] for line in lines if line.startswith(prefix)}
+
+
+async def test_configured_names_keep_their_model_label_past_the_bound(tmp_path: Path) -> None:
+    """A client sending made-up names to the catch-all backend uses the bound up; the
+    names the configuration routes (a backend's models, an alias, and those a reload
+    adds) still count under their own."""
+    config = tmp_path / "stateway.toml"
+    config.write_text(CONFIG)
+    flags = Overrides(config=str(config))
+    parts = build_gateway(compile_generation(flags), flags, MemoryStore())
+    metrics = parts.telemetry.metrics
+    for n in range(MAX_MODELS + 10):
+        metrics.run_ended(RunReport("default", f"made-up-{n}", Usage(1, 1), [], 0.1))
+    config.write_text(CONFIG.replace('models = ["qwen3"]', 'models = ["qwen3", "added"]'))
+    parts.reloader.reload_now()
+    for name in ("qwen3", "fast", "added", "made-up-again"):
+        metrics.run_ended(RunReport("default", name, Usage(1, 1), [], 0.1))
+    models = first_token_models(metrics.exposition()[0])
+    assert {"qwen3", "fast", "added", OTHER_MODEL} <= models
+    assert "made-up-again" not in models
+    assert len(models) == MAX_MODELS + 4
