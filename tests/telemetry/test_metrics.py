@@ -47,6 +47,40 @@ def test_requests_are_counted_by_route_and_status_and_timed_by_route() -> None:
     assert abs(sums[(("route", "/v1/responses"),)] - 0.51) < 1e-9
 
 
+def test_long_streams_are_told_apart_up_to_hours() -> None:
+    """An agent's streamed run, or a watcher following a background run to its end, lasts
+    minutes to hours: buckets end at 2 hours, not at 10 minutes. A first token waits up to
+    minutes (a queue, a long prompt's prefill), so that histogram's end at 10 minutes."""
+    metrics = PrometheusMetrics()
+    for seconds in (0.004, 900.0, 2400.0, 5400.0, 9000.0):
+        metrics.request_ended("/v1/responses/{response_id}", 200, seconds)
+    metrics.run_ended(RunReport("acme", "m", Usage(1, 1), [], 240.0))
+    samples = scrape(metrics)
+    route = ("route", "/v1/responses/{response_id}")
+    durations = {
+        le: count
+        for labels, count in samples["stateway_request_duration_seconds_bucket"].items()
+        for key, le in labels
+        if key == "le" and route in labels
+    }
+    assert {le: durations[le] for le in ("0.005", "600.0", "1800.0", "3600.0", "7200.0")} == {
+        "0.005": 1,
+        "600.0": 1,
+        "1800.0": 2,
+        "3600.0": 3,
+        "7200.0": 4,
+    }
+    assert durations["+Inf"] == 5
+    first = {
+        le
+        for labels in samples["stateway_time_to_first_token_seconds_bucket"]
+        for key, le in labels
+        if key == "le"
+    }
+    assert max(first - {"+Inf"}, key=float) == "600.0"
+    assert "300.0" in first
+
+
 def test_a_run_counts_its_tokens_attempts_and_first_token() -> None:
     metrics = PrometheusMetrics()
     attempts = [

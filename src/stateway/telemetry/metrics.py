@@ -63,7 +63,11 @@ from stateway.telemetry.loop_metrics import Count, LoopCounter, LoopHistogram, O
 LATENCY_BUCKETS: Final = (
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0
 )  # fmt: skip
-"""Seconds: requests and first tokens of model calls run from milliseconds to minutes."""
+"""Seconds: a first token of a model call comes in milliseconds to minutes (a queue, a
+long prompt's prefill)."""
+REQUEST_BUCKETS: Final = (*LATENCY_BUCKETS, 1800.0, 3600.0, 7200.0)
+"""Seconds: a request's answer ends in milliseconds to hours (a stream of an agent's run
+of many rounds, a watcher following a background run to its end)."""
 STORAGE_BUCKETS: Final = (
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0
 )  # fmt: skip
@@ -94,7 +98,7 @@ class PrometheusMetrics:
             "stateway_request_duration_seconds",
             "Time from a request's arrival to the end of its answer (a stream's last byte).",
             ["route"],
-            LATENCY_BUCKETS,
+            REQUEST_BUCKETS,
             registry,
         )
         self._first_token = LoopHistogram(
