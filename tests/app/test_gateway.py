@@ -1,4 +1,5 @@
-"""The process's gateway as built from a configuration: what its metrics are told of it."""
+"""The process's gateway as built from a configuration: what its metrics are told of it
+and read from it."""
 
 from __future__ import annotations
 
@@ -6,6 +7,9 @@ from pathlib import Path
 
 from stateway.app import build_gateway, compile_generation
 from stateway.config import Overrides
+from stateway.core.commands import CreateResponse
+from stateway.core.response import ResponseState
+from stateway.core.runs import Run
 from stateway.core.telemetry import RunReport
 from stateway.core.usage import Usage
 from stateway.telemetry.metrics import MAX_MODELS, OTHER_MODEL
@@ -52,3 +56,20 @@ async def test_configured_names_keep_their_model_label_past_the_bound(tmp_path: 
     assert {"qwen3", "fast", "added", OTHER_MODEL} <= models
     assert "made-up-again" not in models
     assert len(models) == MAX_MODELS + 4
+
+
+async def test_runs_in_flight_are_read_from_the_gateways_registry() -> None:
+    flags = Overrides(upstream="http://127.0.0.1:9/v1")
+    parts = build_gateway(compile_generation(flags), flags, MemoryStore())
+
+    def active_runs() -> str:
+        lines = parts.telemetry.metrics.exposition()[0].decode().splitlines()
+        return next(line for line in lines if line.startswith("stateway_active_runs "))
+
+    assert active_runs() == "stateway_active_runs 0.0"
+    state = ResponseState.start("resp_1", "default", 1.0, CreateResponse("m", [], stream=True))
+    run = Run(state, [])
+    parts.runs.add(run)
+    assert active_runs() == "stateway_active_runs 1.0"
+    parts.runs.discard(run)
+    assert active_runs() == "stateway_active_runs 0.0"
