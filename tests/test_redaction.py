@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from stateway.redaction import MASK, RUN, KeyScrubber
+from stateway.redaction import MASK, RUN, KeyScrubber, header_credentials
 
 KEY = "sk-Proj-AbCdEfGh0123456789-XyZ"
 ECHOES = [
@@ -61,3 +61,34 @@ def test_a_short_key_is_masked_whole() -> None:
 @given(st.text(max_size=40), st.text(max_size=40), st.sampled_from(ECHOES))
 def test_no_stretch_survives_in_any_surroundings(before: str, after: str, echo: str) -> None:
     assert not reveals(KeyScrubber(KEY)(before + echo + after))
+
+
+def test_several_keys_are_masked_by_one_scrubber() -> None:
+    other = "tok-Zz9Yy8Xx7Ww6"
+    scrub = KeyScrubber(KEY, None, other, "AbC12")
+    masked = scrub(f"{KEY[3:15]} then {other.upper()} then abc12 then plain words")
+    assert masked == f"{MASK} then {MASK} then {MASK} then plain words"
+    assert scrub.active
+    assert not KeyScrubber(None, "").active
+
+
+@pytest.mark.parametrize(
+    ("headers", "credentials"),
+    [
+        ({"Authorization": "Bearer sk-abc123456789"}, ["sk-abc123456789"]),
+        ({"Proxy-Authorization": "Basic dXNlcjpwYXNzd29yZA=="}, ["dXNlcjpwYXNzd29yZA=="]),
+        ({"x-api-key": "sk-ant-0123456789"}, ["sk-ant-0123456789"]),
+        ({"X-Proxy-Token": "t0k3n-value"}, ["t0k3n-value"]),
+        ({"api-key": "azure-key-value"}, ["azure-key-value"]),
+        ({"X-Client-Secret": "s3cr3t s3cr3t"}, ["s3cr3t s3cr3t"]),
+        ({"Cookie": "session=abcdef123456"}, ["session=abcdef123456"]),
+        ({"anthropic-beta": "context-1m-2025-08-07"}, []),
+        ({"X-Org": "my-organization"}, []),
+    ],
+)
+def test_configured_headers_that_carry_credentials(
+    headers: dict[str, str], credentials: list[str]
+) -> None:
+    """By the header's name: a value of any other header (a beta, an organization) is
+    no secret, and masking it would blot its stretches out of answers and errors."""
+    assert header_credentials(headers.items()) == credentials

@@ -5,7 +5,9 @@ upstream text bound for a client, the database or the log passes through
 :class:`KeyScrubber`, which masks each case-insensitive occurrence of any run of
 :data:`RUN` consecutive characters of the key (so the whole key, its prefix, a lower-cased
 copy and a fragment cut off by truncation are all masked). A key shorter than that is
-masked whole. The MCP client masks the header values it sent a server out of that server's
+masked whole. A model server's scrubber masks its key and the credentials among its
+configured headers (:func:`header_credentials`: a proxy's token, a key put there by
+hand). The MCP client masks the header values it sent a server out of that server's
 error messages the same way (:mod:`stateway.mcp_client.failures`).
 
 :func:`masked_url` shows a configured URL (an upstream's, Redis's) without the password it
@@ -19,6 +21,8 @@ model servers' (:mod:`stateway.backends`) and the MCP servers'
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
+from typing import Final
 
 RUN = 8
 """The shortest stretch of the key that is treated as revealing it."""
@@ -38,21 +42,54 @@ def masked_url(url: str) -> str:
     return _QUERY_PASSWORD.sub(rf"\g<1>{MASK}", url)
 
 
+_CREDENTIAL_NAMES: Final = (
+    "auth", "key", "token", "secret", "password", "credential", "cookie", "signature"
+)  # fmt: skip
+"""What the name of a header carrying a credential holds (``Authorization``,
+``Proxy-Authorization``, ``x-api-key``, ``api-key``, ``X-Proxy-Token``, ...)."""
+_SCHEMED: Final = frozenset({"authorization", "proxy-authorization"})
+"""Headers whose value is ``scheme credentials`` (``Bearer sk-...``)."""
+
+
+def header_credentials(headers: Iterable[tuple[str, str]]) -> list[str]:
+    """The values of configured ``headers`` that carry a credential, told by the header's
+    name (an ``Authorization`` value without its scheme). Any other value (a beta, an
+    organization) is no secret: masking it would blot its stretches out of answers."""
+    found: list[str] = []
+    for name, value in headers:
+        folded = name.lower()
+        if not any(part in folded for part in _CREDENTIAL_NAMES):
+            continue
+        _, space, credential = value.strip().partition(" ")
+        found.append(credential.strip() if folded in _SCHEMED and space else value)
+    return found
+
+
 class KeyScrubber:
     __slots__ = ("_pattern",)
 
-    def __init__(self, key: str | None) -> None:
+    def __init__(self, *keys: str | None) -> None:
+        """Masks every key of ``keys`` (None or empty ones are none)."""
         self._pattern: re.Pattern[str] | None = None
-        if key:
-            folded = key.lower()
-            size = min(RUN, len(folded))
-            runs = {folded[i : i + size] for i in range(len(folded) - size + 1)}
-            alternatives = "|".join(re.escape(run) for run in sorted(runs))
+        runs: set[str] = set()
+        for key in keys:
+            if key:
+                folded = key.lower()
+                size = min(RUN, len(folded))
+                runs.update(folded[i : i + size] for i in range(len(folded) - size + 1))
+        if runs:
+            ordered = sorted(runs, key=lambda run: (-len(run), run))  # the longest first
+            alternatives = "|".join(re.escape(run) for run in ordered)
             # A lookahead finds every (overlapping) run; their union is what gets masked.
             self._pattern = re.compile(f"(?=({alternatives}))", re.IGNORECASE)
 
+    @property
+    def active(self) -> bool:
+        """Whether there is a key to mask (else text passes unread)."""
+        return self._pattern is not None
+
     def __call__(self, text: str) -> str:
-        """``text`` with every stretch of the key replaced by :data:`MASK`."""
+        """``text`` with every stretch of a key replaced by :data:`MASK`."""
         if self._pattern is None or not text:
             return text
         pieces: list[str] = []

@@ -25,18 +25,21 @@ def reveals(text: str | bytes) -> bool:
     return any(KEY[i : i + RUN].lower() in folded for i in range(len(KEY) - RUN + 1))
 
 
-@pytest.fixture(scope="module")
-def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningGateway]:
+@pytest.fixture(scope="module", params=["api_key_env", "headers"])
+def gateway(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[RunningGateway]:
+    """The key configured as the backend's key, or sent in its configured ``headers`` (a
+    proxy's token, or a key put there by hand)."""
     directory = tmp_path_factory.mktemp("scrub")
-    with (
-        start_fake_upstream(api_key=KEY) as upstream,
-        configured_gateway(
-            directory,
-            {"url": upstream, "api_key_env": "UPSTREAM_KEY"},
-            env={"UPSTREAM_KEY": KEY},
-        ) as running,
-    ):
-        yield running
+    with start_fake_upstream(api_key=KEY) as upstream:
+        backend: dict[str, object] = {"url": upstream}
+        if request.param == "headers":
+            backend["headers"] = {"Authorization": f"Bearer {KEY}"}
+        else:
+            backend["api_key_env"] = "UPSTREAM_KEY"
+        with configured_gateway(directory, backend, env={"UPSTREAM_KEY": KEY}) as running:
+            yield running
 
 
 async def exchange(gateway: RunningGateway, method: str, path: str, body: object = None) -> str:
@@ -66,6 +69,18 @@ async def test_upstream_error_bodies_echoing_the_key(
     body = {"model": "fake-model", "input": f"hi {directives}", "stream": stream}
     answer = await exchange(gateway, "POST", "/v1/responses", body)
     assert "***" in answer  # the fake did echo the key, and the gateway masked it
+    assert not reveals(answer)
+
+
+@pytest.mark.parametrize("directives", ["[[leak:json]]", "[[leak:text]] [[error:503]]"])
+@pytest.mark.parametrize("stream", [False, True])
+async def test_relayed_chat_error_bodies_echoing_the_key(
+    gateway: RunningGateway, directives: str, stream: bool
+) -> None:
+    messages = [{"role": "user", "content": f"hi {directives}"}]
+    body = {"model": "fake-model", "messages": messages, "stream": stream}
+    answer = await exchange(gateway, "POST", "/v1/chat/completions", body)
+    assert "***" in answer
     assert not reveals(answer)
 
 

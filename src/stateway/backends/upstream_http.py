@@ -57,7 +57,7 @@ from stateway.backends.upstream_target import UpstreamTarget
 from stateway.core.deadline import Deadline, FirstOutput
 from stateway.core.errors import GatewayError, UpstreamError, UpstreamTimeout
 from stateway.core.telemetry import TRACE_HEADERS
-from stateway.redaction import KeyScrubber
+from stateway.redaction import KeyScrubber, header_credentials
 
 log = logging.getLogger(__name__)
 
@@ -69,8 +69,9 @@ DEFAULT_QUEUE = 1024
 class UpstreamClient:
     def __init__(self, target: UpstreamTarget, waiting_room: WaitingRoom | None = None) -> None:
         self.target = target
-        self.scrub = KeyScrubber(target.api_key)
-        """Masks the upstream key in any upstream text; backends use it for mid-stream errors."""
+        self.scrub = KeyScrubber(target.api_key, *header_credentials(target.headers))
+        """Masks the upstream key, and the credentials of the configured headers, in any
+        upstream text; backends use it for mid-stream errors."""
         room = waiting_room or WaitingRoom(DEFAULT_QUEUE)
         # Shared with this backend's client of any other generation (a reload's).
         self._slots = room.slots(
@@ -147,7 +148,7 @@ class UpstreamClient:
             slots.release,
             backend=self.target.name,
             limit=self.target.max_response_bytes,
-            scrub=self.scrub if self.target.api_key else None,
+            scrub=self.scrub if self.scrub.active else None,
             failures=self._failures,
             first_token_timeout=self.target.first_token_timeout,
         )

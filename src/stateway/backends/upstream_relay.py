@@ -17,9 +17,10 @@ event otherwise kept with the one before it: :mod:`~stateway.backends.relayed_st
 An error status is relayed as it came; :meth:`UpstreamRelay.failure` says what it means
 (how it counts on the backend's circuit), from the status and the body relayed. The body is
 counted against ``max_response_bytes`` as it is read (a declared ``Content-Length`` over
-it fails before the first chunk) and, when the backend has a key, passed through the key
-scrubber chunk by chunk (a chunk is decoded as Latin-1, which maps bytes one to one, so
-bytes without the key come out unchanged). With ``first_token_timeout`` the first body
+it fails before the first chunk) and, when the backend has a key (or a credential among
+its configured headers), passed through the key scrubber chunk by chunk (a chunk is
+decoded as Latin-1, which maps bytes one to one, so bytes without the key come out
+unchanged). With ``first_token_timeout`` the first body
 chunk must come within it of the headers (a relay's first output: it is relayed as it
 came, so its first bytes are all that can be told), else the relay fails with
 :class:`~stateway.core.errors.UpstreamTimeout` before a byte of its body went out.
