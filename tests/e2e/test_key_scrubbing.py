@@ -25,12 +25,13 @@ def reveals(text: str | bytes) -> bool:
     return any(KEY[i : i + RUN].lower() in folded for i in range(len(KEY) - RUN + 1))
 
 
-@pytest.fixture(scope="module", params=["api_key_env", "headers"])
+@pytest.fixture(scope="module", params=["api_key_env", "headers", "anthropic", "responses"])
 def gateway(
     tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
 ) -> Iterator[RunningGateway]:
-    """The key configured as the backend's key, or sent in its configured ``headers`` (a
-    proxy's token, or a key put there by hand)."""
+    """The key configured as the backend's key (of a Chat, Anthropic or Responses
+    upstream), or sent in its configured ``headers`` (a proxy's token, or a key put there
+    by hand)."""
     directory = tmp_path_factory.mktemp("scrub")
     with start_fake_upstream(api_key=KEY) as upstream:
         backend: dict[str, object] = {"url": upstream}
@@ -38,6 +39,8 @@ def gateway(
             backend["headers"] = {"Authorization": f"Bearer {KEY}"}
         else:
             backend["api_key_env"] = "UPSTREAM_KEY"
+        if request.param in ("anthropic", "responses"):
+            backend["api"] = request.param
         with configured_gateway(directory, backend, env={"UPSTREAM_KEY": KEY}) as running:
             yield running
 
