@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from stateway.core.telemetry import REQUEST_ID
-from stateway.telemetry.logs import TEXT_FORMAT, JsonFormatter, configure_logging
+from stateway.telemetry.logs import TEXT_FORMAT, JsonFormatter, TextFormatter, configure_logging
 
 
 def logged(
@@ -57,9 +57,7 @@ def test_an_exception_travels_in_the_line() -> None:
     assert entry["message"] == "failed"
 
 
-@pytest.mark.parametrize(
-    ("form", "formatter"), [("json", JsonFormatter), ("text", logging.Formatter)]
-)
+@pytest.mark.parametrize(("form", "formatter"), [("json", JsonFormatter), ("text", TextFormatter)])
 def test_configure_logging_installs_one_root_handler(form: str, formatter: type) -> None:
     root, own = logging.getLogger(), logging.getLogger("stateway")
     saved = root.handlers, root.level, own.level
@@ -76,6 +74,33 @@ def test_configure_logging_installs_one_root_handler(form: str, formatter: type)
     finally:
         root.handlers, root.level = saved[:2]
         own.setLevel(saved[2])
+
+
+def test_a_text_line_stays_one_line_whatever_its_message_holds() -> None:
+    """A request's path (``%0A`` decodes to a line feed) or an upstream's error message is
+    written into a line: it must not start a line of its own that reads as the gateway's."""
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(TextFormatter(TEXT_FORMAT))
+    emit = logging.getLogger("stateway.test")
+    emit.addHandler(handler)
+    forged = "\n2026-12-06 06:00:00,000 ERROR stateway.auth: admin key accepted\r"
+    try:
+        emit.warning("%s %s -> %d %s", "GET", "/v1/responses/resp_1" + forged, 503, "down")
+        try:
+            raise ValueError("first\nsecond")
+        except ValueError:
+            emit.error("failed", exc_info=True)
+    finally:
+        emit.removeHandler(handler)
+    lines = stream.getvalue().splitlines()
+    assert lines[0].endswith(
+        "WARNING stateway.test: GET /v1/responses/resp_1\\n2026-12-06 06:00:00,000 ERROR "
+        "stateway.auth: admin key accepted\\r -> 503 down"
+    )
+    assert lines[1].endswith("ERROR stateway.test: failed")
+    assert lines[2] == "Traceback (most recent call last):"  # a traceback keeps its lines
+    assert lines[-2:] == ["ValueError: first", "second"]
 
 
 def test_debug_is_the_gateways_own_libraries_stay_at_info() -> None:

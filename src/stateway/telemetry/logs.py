@@ -1,4 +1,6 @@
-"""The process's log lines: plain text (the default) or one JSON object per line.
+"""The process's log lines: plain text (the default) or one JSON object per line; either
+way one line per record (a text message's line breaks escaped), but an exception's
+traceback.
 
 ``[logging] format = "json"`` (``STATEWAY_LOG_FORMAT=json``) writes each record to stderr
 as ``{"time", "level", "logger", "message"}``, with ``request_id`` when it was written
@@ -29,6 +31,19 @@ QUIET: Final = {"alembic": logging.WARNING, "httpx2": logging.WARNING}
 """Loggers too chatty at INFO (the MCP client's HTTP library logs every request)."""
 
 
+_LINE_BREAKS: Final = str.maketrans({"\n": "\\n", "\r": "\\r"})
+
+
+class TextFormatter(logging.Formatter):
+    """The library's, but a message's line breaks are written escaped (``\\n``): a line
+    quotes what others chose (a request's path, where ``%0A`` decodes to a line feed; a
+    model server's error message), which must not start a line that reads as the
+    gateway's own. An exception's traceback keeps its lines."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        return super().formatMessage(record).translate(_LINE_BREAKS)
+
+
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, Any] = {
@@ -55,7 +70,7 @@ def configure_logging(
     if form == "json":
         handler.setFormatter(JsonFormatter())
     else:
-        handler.setFormatter(logging.Formatter(TEXT_FORMAT))
+        handler.setFormatter(TextFormatter(TEXT_FORMAT))
     root = logging.getLogger()
     root.handlers = [handler]
     wanted = logging.getLevelNamesMapping()[level.upper()]
