@@ -15,6 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from stateway.protocols.moderation import Moderation
 from stateway.protocols.safety_identifier import SafetyIdentifier
+from stateway.protocols.tool_name import MAX_LENGTH as MAX_NAME_LENGTH
+from stateway.protocols.tool_name import TOOL_NAME_PATTERN
 
 
 class _Wire(BaseModel):
@@ -68,10 +70,8 @@ AssistantPart = Annotated[TextPart | RefusalPart, Field(discriminator="type")]
 PART_TYPES = frozenset({"text", "refusal", "image_url", "file", "input_audio"})
 
 
-TOOL_NAME_PATTERN: Final = "^[a-zA-Z0-9_-]+$"
-"""A function's name, and a message's, as hosted takes them (a function's of at most 128
-characters, as hosted now takes)."""
 MessageName = Annotated[str, Field(pattern=TOOL_NAME_PATTERN)]
+"""A message's name: of a function name's characters, as hosted takes it."""
 
 
 class SystemMessage(_Wire):
@@ -152,7 +152,7 @@ MAX_TOOLS: Final = 128
 
 
 class FunctionDefinition(_Wire):
-    name: str = Field(min_length=1, max_length=128, pattern=TOOL_NAME_PATTERN)
+    name: str = Field(min_length=1, max_length=MAX_NAME_LENGTH, pattern=TOOL_NAME_PATTERN)
     description: str | None = None
     parameters: dict[str, Any] | None = None
     strict: bool | None = None
@@ -174,7 +174,7 @@ class CustomFormat(_Wire):
 
 
 class CustomDefinition(_Wire):
-    name: str = Field(min_length=1, max_length=128)
+    name: str = Field(min_length=1, max_length=MAX_NAME_LENGTH)
     description: str | None = None
     format: CustomFormat | None = None
 

@@ -2,7 +2,8 @@
 optionally with a ``text`` or ``grammar`` format) and ``namespace`` (a group of function
 and custom tools), each of them possibly marked ``defer_loading``, and ``tool_search``;
 and the uniqueness of the names the model sees (a namespace member's is
-``<namespace>__<name>``).
+``<namespace>__<name>``). A function's name is of hosted's characters, a function's or a
+custom tool's of hosted's length (:mod:`stateway.protocols.tool_name`).
 """
 
 from __future__ import annotations
@@ -20,11 +21,13 @@ from stateway.protocols.responses.tools.fields import (
     copy_typed,
     invalid_type,
 )
+from stateway.protocols.tool_name import check_tool_name
 from stateway.protocols.validation import empty_string, missing_or_wrong_type
 
 
 def decode_function(tool: dict[str, Any], path: str) -> Item:
     name = _name(tool, path)
+    check_tool_name(name, f"{path}.name")
     parameters = tool.get("parameters")
     if parameters is not None and not isinstance(parameters, dict):
         raise invalid_type("'parameters' must be a JSON Schema object.", f"{path}.parameters")
@@ -50,6 +53,7 @@ def decode_function(tool: dict[str, Any], path: str) -> Item:
 
 def decode_custom(tool: dict[str, Any], path: str) -> Item:
     name = _name(tool, path)
+    check_tool_name(name, f"{path}.name", pattern=False)  # hosted's pattern is not known
     out: Item = {"type": CUSTOM, "name": name}
     copy_typed(tool, out, "description", path, str, "a string")
     fmt = tool.get("format")
