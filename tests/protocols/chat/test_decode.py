@@ -962,3 +962,18 @@ def test_an_assistant_message_with_an_empty_tool_calls_array_is_refused_as_hoste
     )
     del messages[1]["tool_calls"]
     assert len(decode(messages=messages).command.input) == 3
+
+
+def test_a_prompt_cache_key_is_limited_as_hosted_limits_it() -> None:
+    """At most 64 characters, as on the Responses API."""
+    error = refused(prompt_cache_key="k" * 65)
+    assert (error.status, error.param, error.code) == (
+        400,
+        "prompt_cache_key",
+        "string_above_max_length",
+    )
+    assert error.message == (
+        "Invalid 'prompt_cache_key': string too long. Expected a string with maximum length "
+        "64, but got a string with length 65 instead."
+    )
+    assert decode(prompt_cache_key="k" * 64).command.settings.prompt_cache_key == "k" * 64

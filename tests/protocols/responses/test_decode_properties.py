@@ -111,7 +111,7 @@ valid_request = st.fixed_dictionaries(
         "metadata": st.dictionaries(st.text(max_size=64), st.text(max_size=512), max_size=16),
         "user": _words,
         "safety_identifier": st.text(min_size=1, max_size=128),
-        "prompt_cache_key": _words,
+        "prompt_cache_key": st.text(min_size=1, max_size=64),
         "prompt_cache_retention": st.sampled_from(["in_memory", "24h"]),
         "truncation": st.sampled_from(["auto", "disabled"]),
         "service_tier": st.sampled_from(["auto", "default", "flex"]),

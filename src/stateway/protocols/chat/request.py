@@ -14,6 +14,7 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from stateway.protocols.moderation import Moderation
+from stateway.protocols.prompt_cache_key import PromptCacheKey
 from stateway.protocols.safety_identifier import SafetyIdentifier
 from stateway.protocols.tool_name import MAX_LENGTH as MAX_NAME_LENGTH
 from stateway.protocols.tool_name import TOOL_NAME_PATTERN
@@ -259,7 +260,7 @@ class ChatBody(_Wire):
     verbosity: Literal["low", "medium", "high"] | None = None
     user: str | None = None
     safety_identifier: SafetyIdentifier | None = None
-    prompt_cache_key: str | None = None
+    prompt_cache_key: PromptCacheKey | None = None
     prompt_cache_retention: Literal["in_memory", "24h"] | None = None
     prompt_cache_options: dict[str, Any] | None = None
     moderation: Moderation | None = None

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field
 
 from stateway.protocols.moderation import Moderation
+from stateway.protocols.prompt_cache_key import PromptCacheKey
 from stateway.protocols.responses.metadata import MAX_METADATA_PAIRS
 from stateway.protocols.safety_identifier import SafetyIdentifier
 from stateway.protocols.service_tier import COMPACT_TIERS, RESPONSES_TIERS
@@ -124,7 +125,7 @@ class CreateResponseBody(BaseModel):
     stated in the schema here."""
     user: str | None = None
     safety_identifier: SafetyIdentifier | None = None
-    prompt_cache_key: str | None = None
+    prompt_cache_key: PromptCacheKey | None = None
     prompt_cache_retention: Literal["in_memory", "24h"] | None = None
     prompt_cache_options: PromptCacheOptions | None = None
     moderation: Moderation | None = None
@@ -160,7 +161,7 @@ class CompactBody(BaseModel):
     instructions: str | None = None
     previous_response_id: str | None = Field(default=None, min_length=1)
     safety_identifier: SafetyIdentifier | None = None
-    prompt_cache_key: str | None = None
+    prompt_cache_key: PromptCacheKey | None = None
     prompt_cache_retention: Literal["in_memory", "24h"] | None = None
     prompt_cache_options: PromptCacheOptions | None = None
     service_tier: CompactServiceTier | None = None
