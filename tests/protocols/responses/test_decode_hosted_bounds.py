@@ -38,3 +38,26 @@ def test_a_prompt_cache_key_of_64_characters_is_kept() -> None:
     body = {"model": "m", "input": "x", "prompt_cache_key": "k" * 64}
     assert decode_create(orjson.dumps(body)).settings.prompt_cache_key == "k" * 64
     assert decode_compact(orjson.dumps(body)).settings.prompt_cache_key == "k" * 64
+
+
+def test_a_programmatic_tool_calling_choice_names_its_tool_by_type() -> None:
+    """A ``tool_choice`` the SDK types (``ToolChoiceSpecificProgrammaticToolCallingParam``):
+    judged as any hosted type's, against the tools declared."""
+    tools = [{"type": "programmatic_tool_calling"}]
+    choice = {"type": "programmatic_tool_calling"}
+    body = {"model": "m", "input": "x", "tools": tools, "tool_choice": choice}
+    assert decode_create(orjson.dumps(body)).settings.tool_choice == choice
+    error = refused(tool_choice=choice)
+    assert (error.param, error.code) == ("tool_choice", "invalid_value")
+    assert (
+        error.message == "Tool choice 'programmatic_tool_calling' not found in 'tools' parameter."
+    )
+
+
+def test_a_tool_choice_object_without_a_type_is_a_missing_type() -> None:
+    error = refused(tools=[{"type": "function", "name": "f"}], tool_choice={"name": "f"})
+    assert (error.param, error.code, error.message) == (
+        "tool_choice.type",
+        "missing_required_parameter",
+        "Missing required parameter: 'tool_choice.type'.",
+    )

@@ -24,7 +24,7 @@ from stateway.protocols.responses.tools.decode import decode_tools
 _TOOL_CHOICES = frozenset({"auto", "none", "required"})
 _TYPE_CHOICES = WEB_SEARCH_TYPES | frozenset(
     {"shell", "local_shell", "apply_patch", "file_search", "computer", "computer_use"}
-    | {"computer_use_preview", "image_generation", "code_interpreter"}
+    | {"computer_use_preview", "image_generation", "code_interpreter", "programmatic_tool_calling"}
 )
 """``tool_choice`` types that name a tool by its type alone (hosted tool types among them:
 those reach an upstream that speaks Responses as sent)."""
@@ -59,6 +59,12 @@ def _tool_choice(choice: str | dict[str, Any] | None) -> str | dict[str, Any]:
             )
         return choice
     kind = choice.get("type")
+    if kind is None:
+        raise InvalidRequest(
+            "Missing required parameter: 'tool_choice.type'.",
+            param="tool_choice.type",
+            code="missing_required_parameter",
+        )
     if kind in ("function", "custom") and isinstance(choice.get("name"), str):
         return {"type": kind, "name": choice["name"]}
     if kind == "mcp" and isinstance(choice.get("server_label"), str):
