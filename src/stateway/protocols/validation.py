@@ -210,16 +210,17 @@ _QUOTED: Final = re.compile(r"'([^']*)'")
 """A value in pydantic's list of a literal's values (``'auto' or 'disabled'``)."""
 
 
-def _not_one_of(error: ErrorDetails, param: str) -> InvalidRequest | None:
-    """A value none of a field's values: a string as hosted refuses a value it does not
-    take, another type as hosted refuses a value of the wrong type."""
-    value = error["input"]
-    values = _QUOTED.findall(str((error.get("ctx") or {}).get("expected", "")))
-    if not values:
-        return None
+def not_one_of(param: str, value: object, values: Sequence[str]) -> InvalidRequest:
+    """A value none of the ``values`` a field takes: a string as hosted refuses a value it
+    does not take, another type as hosted refuses a value of the wrong type."""
     if isinstance(value, str):
         return unsupported_value(param, value, values)
     return wrong_type(param, f"one of {_listed(values, 'or')}", value)
+
+
+def _not_one_of(error: ErrorDetails, param: str) -> InvalidRequest | None:
+    values = _QUOTED.findall(str((error.get("ctx") or {}).get("expected", "")))
+    return not_one_of(param, error["input"], values) if values else None
 
 
 _EXPECTED: Final = {

@@ -977,3 +977,14 @@ def test_a_prompt_cache_key_is_limited_as_hosted_limits_it() -> None:
         "64, but got a string with length 65 instead."
     )
     assert decode(prompt_cache_key="k" * 64).command.settings.prompt_cache_key == "k" * 64
+
+
+def test_a_response_format_type_the_api_has_not_is_refused_in_hosted_words() -> None:
+    """Hosted: ``Invalid value: 'object'. Supported values are: 'json_object',
+    'json_schema', and 'text'.`` on ``response_format.type``."""
+    error = refused(response_format={"type": "object"})
+    assert (error.param, error.code, error.message) == (
+        "response_format.type",
+        "invalid_value",
+        "Invalid value: 'object'. Supported values are: 'json_object', 'json_schema', and 'text'.",
+    )

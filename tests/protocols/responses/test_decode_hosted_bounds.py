@@ -61,3 +61,20 @@ def test_a_tool_choice_object_without_a_type_is_a_missing_type() -> None:
         "missing_required_parameter",
         "Missing required parameter: 'tool_choice.type'.",
     )
+
+
+def test_a_text_format_type_the_api_has_not_is_refused_listing_its_types() -> None:
+    """In hosted's words, as a translated Chat request's ``response_format.type``."""
+    error = refused(text={"format": {"type": "object"}})
+    assert (error.param, error.code, error.message) == (
+        "text.format.type",
+        "invalid_value",
+        "Invalid value: 'object'. Supported values are: 'json_object', 'json_schema', and 'text'.",
+    )
+    error = refused(text={"format": {"type": ["json_object"]}})
+    assert (error.param, error.code, error.message) == (
+        "text.format.type",
+        "invalid_type",
+        "Invalid type for 'text.format.type': expected one of 'json_object', 'json_schema', "
+        "or 'text', but got an array instead.",
+    )

@@ -227,7 +227,8 @@ class JSONSchema(_Wire):
 
 
 class ResponseFormat(_Wire):
-    type: Literal["text", "json_object", "json_schema"]
+    type: Literal["json_object", "json_schema", "text"]
+    """Listed in the order hosted lists them when refusing another."""
     json_schema: JSONSchema | None = None
 
 

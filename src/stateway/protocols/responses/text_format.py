@@ -5,12 +5,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from stateway.core.errors import InvalidRequest
 from stateway.protocols.responses.nesting import check_nesting
 from stateway.protocols.schema_name import check_schema_name
-from stateway.protocols.validation import empty_string, missing_or_wrong_type, wrong_type
+from stateway.protocols.validation import (
+    empty_string,
+    missing_or_wrong_type,
+    not_one_of,
+    wrong_type,
+)
 
-_FORMATS = frozenset({"text", "json_object", "json_schema"})
+_FORMATS = ("json_object", "json_schema", "text")
+"""In the order hosted lists them refusing another (as a translated Chat request's
+``response_format.type``)."""
 
 
 def decode_text_format(fmt: dict[str, Any] | None) -> dict[str, Any]:
@@ -21,11 +27,7 @@ def decode_text_format(fmt: dict[str, Any] | None) -> dict[str, Any]:
     if kind is None:
         raise missing_or_wrong_type(fmt, "text.format", "type")
     if not isinstance(kind, str) or kind not in _FORMATS:
-        raise InvalidRequest(
-            f"Invalid value for 'text.format.type': '{kind}'.",
-            param="text.format.type",
-            code="invalid_value",
-        )
+        raise not_one_of("text.format.type", kind, _FORMATS)
     if kind == "json_schema":
         return _json_schema(fmt)
     return {"type": kind}
