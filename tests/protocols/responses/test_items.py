@@ -179,8 +179,8 @@ def part(**fields: Any) -> dict[str, Any]:
             {"type": "message", "role": "x", "content": "a"},
             "input[0].role",
             "invalid_value",
-            "Invalid value for 'role': 'x'. Supported values are: 'user', 'system', "
-            "'developer' and 'assistant'.",
+            "Invalid value: 'x'. Supported values are: 'assistant', 'system', 'developer', "
+            "and 'user'.",
         ),
         (
             {"type": "message", "role": "user", "content": [3]},

@@ -20,9 +20,10 @@ from stateway.core.tools.apply_patch import DELETE, OPERATIONS, OUTPUT_STATUSES
 from stateway.protocols.responses.configuration_update import check_configuration_update
 from stateway.protocols.responses.gateway_items import check_gateway_item
 from stateway.protocols.responses.nesting import check_nesting
-from stateway.protocols.validation import missing_or_wrong_type, unsupported_value
+from stateway.protocols.validation import missing_or_wrong_type, not_one_of, unsupported_value
 
-_ROLES = frozenset({"user", "system", "developer", "assistant"})
+_ROLES = ("assistant", "system", "developer", "user")
+"""In the order hosted lists them refusing another."""
 _PART_TEXT = frozenset({"input_text", "output_text", "refusal", "text", "summary_text"})
 _PART_KNOWN = _PART_TEXT | {"input_image", "input_file", "input_audio"}
 _FILE_SOURCES = ("file_data", "file_url")
@@ -193,13 +194,10 @@ def _item(raw: dict[str, Any], path: str) -> Item:
 
 def _decode_message(raw: dict[str, Any], path: str) -> Item:
     role = raw.get("role")
+    if role is None:
+        raise missing_or_wrong_type(raw, path, "role")
     if not isinstance(role, str) or role not in _ROLES:
-        raise InvalidRequest(
-            f"Invalid value for 'role': {role!r}. Supported values are: 'user', 'system', "
-            "'developer' and 'assistant'.",
-            param=f"{path}.role",
-            code="invalid_value",
-        )
+        raise not_one_of(f"{path}.role", role, _ROLES)
     content = raw.get("content")
     text_kind = "output_text" if role == "assistant" else "input_text"
     if isinstance(content, str):

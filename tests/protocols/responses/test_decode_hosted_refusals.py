@@ -1,5 +1,5 @@
-"""Field bounds of a Responses create that hosted OpenAI holds a request to, refused in its
-words: fields read as they came (no upstream would refuse them the same way)."""
+"""What a Responses create refuses as hosted OpenAI refuses it, in hosted's words (its
+``param``, ``code`` and message): fields read as they came, whatever the upstream."""
 
 from __future__ import annotations
 
@@ -77,4 +77,26 @@ def test_a_text_format_type_the_api_has_not_is_refused_listing_its_types() -> No
         "invalid_type",
         "Invalid type for 'text.format.type': expected one of 'json_object', 'json_schema', "
         "or 'text', but got an array instead.",
+    )
+
+
+@pytest.mark.parametrize("role", ["tool", "function", "Assistant"])
+def test_a_message_role_the_api_has_not_is_refused_in_hosted_words(role: str) -> None:
+    """Hosted: ``Invalid value: 'tool'. Supported values are: 'assistant', 'system',
+    'developer', and 'user'.`` (a Chat ``tool`` message sent as a Responses item)."""
+    error = refused(input=[{"role": "user", "content": "x"}, {"role": role, "content": "y"}])
+    assert (error.param, error.code, error.message) == (
+        "input[1].role",
+        "invalid_value",
+        f"Invalid value: '{role}'. Supported values are: 'assistant', 'system', 'developer', "
+        "and 'user'.",
+    )
+
+
+def test_a_message_without_a_role_misses_it() -> None:
+    error = refused(input=[{"type": "message", "content": "x"}])
+    assert (error.param, error.code, error.message) == (
+        "input[0].role",
+        "missing_required_parameter",
+        "Missing required parameter: 'input[0].role'.",
     )
