@@ -100,3 +100,75 @@ def test_a_message_without_a_role_misses_it() -> None:
         "missing_required_parameter",
         "Missing required parameter: 'input[0].role'.",
     )
+
+
+@pytest.mark.parametrize(
+    ("tool", "param", "value", "values"),
+    [
+        (
+            {
+                "type": "custom",
+                "name": "c",
+                "format": {"type": "grammar", "syntax": "peg", "definition": "x"},
+            },
+            "tools[0].format.syntax",
+            "peg",
+            "'lark' and 'regex'",
+        ),
+        (
+            {"type": "custom", "name": "c", "format": {"type": "json"}},
+            "tools[0].format.type",
+            "json",
+            "'text' and 'grammar'",
+        ),
+        (
+            {"type": "web_search", "search_context_size": "huge"},
+            "tools[0].search_context_size",
+            "huge",
+            "'low', 'medium', and 'high'",
+        ),
+        (
+            {"type": "tool_search", "execution": "remote"},
+            "tools[0].execution",
+            "remote",
+            "'client' and 'server'",
+        ),
+    ],
+)
+def test_a_tool_field_value_the_api_has_not_is_refused_in_hosted_words(
+    tool: dict[str, Any], param: str, value: str, values: str
+) -> None:
+    """A custom tool's grammar ``syntax`` is one of Chat's (``lark``, ``regex``), as the
+    SDK types it; every such value is refused as hosted refuses a value it does not take."""
+    error = refused(tools=[tool])
+    assert (error.param, error.code, error.message) == (
+        param,
+        "invalid_value",
+        f"Invalid value: '{value}'. Supported values are: {values}.",
+    )
+
+
+def test_a_grammar_of_either_syntax_is_kept() -> None:
+    for syntax in ("lark", "regex"):
+        grammar = {"type": "grammar", "syntax": syntax, "definition": "x"}
+        tools = [{"type": "custom", "name": "c", "format": grammar}]
+        command = decode_create(orjson.dumps({"model": "m", "input": "x", "tools": tools}))
+        assert command.settings.tools == tools
+
+
+@pytest.mark.parametrize(
+    ("mode", "code", "message"),
+    [
+        ("sometimes", "invalid_value", "Invalid value: 'sometimes'. Supported values are: "),
+        (None, "missing_required_parameter", "Missing required parameter: 'tool_choice.mode'."),
+    ],
+)
+def test_an_allowed_tools_mode_is_judged_in_hosted_words(
+    mode: str | None, code: str, message: str
+) -> None:
+    choice = {"type": "allowed_tools", "mode": mode, "tools": [{"type": "function", "name": "f"}]}
+    error = refused(tools=[{"type": "function", "name": "f"}], tool_choice=choice)
+    assert (error.param, error.code) == ("tool_choice.mode", code)
+    assert error.message.startswith(message)
+    if mode is not None:
+        assert error.message.endswith("'auto' and 'required'.")

@@ -68,7 +68,7 @@ def test_a_function_named_tool_search_is_declared_beside_the_tool_search() -> No
         (
             [{"type": "tool_search"}, {"type": "tool_search", "execution": 1}],
             "tools[1].execution",
-            "invalid_value",
+            "invalid_type",  # a value of another type, as hosted names it
         ),
         ([{**WEATHER, "defer_loading": "yes"}], "tools[0].defer_loading", "invalid_type"),
         (

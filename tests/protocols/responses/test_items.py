@@ -282,7 +282,7 @@ def part(**fields: Any) -> dict[str, Any]:
             {"type": "tool_search_call", "execution": "x", "arguments": {}},
             "input[0].execution",
             "invalid_value",
-            "Invalid value for 'input[0].execution': 'x'; expected 'client' or 'server'.",
+            "Invalid value: 'x'. Supported values are: 'client' and 'server'.",
         ),
         (
             {"type": "tool_search_call", "call_id": "", "arguments": {}},

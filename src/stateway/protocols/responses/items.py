@@ -27,6 +27,8 @@ _ROLES = ("assistant", "system", "developer", "user")
 _PART_TEXT = frozenset({"input_text", "output_text", "refusal", "text", "summary_text"})
 _PART_KNOWN = _PART_TEXT | {"input_image", "input_file", "input_audio"}
 _FILE_SOURCES = ("file_data", "file_url")
+_EXECUTIONS = ("client", "server")
+"""Who ran a tool search."""
 _FINISHED = "completed"
 """The ``status`` of a modelled input item given without one (as ``input_items`` shows it)."""
 
@@ -338,12 +340,8 @@ def _check_tool_search(raw: dict[str, Any], path: str, kind: str) -> None:
     """A search the client ran (``execution`` ``client``, the default for input) needs its
     ``call_id``; the gateway's own (``server``) may have none, as hosted ones do."""
     execution = raw.get("execution", "client")
-    if execution not in ("client", "server"):
-        raise InvalidRequest(
-            f"Invalid value for '{path}.execution': {execution!r}; expected 'client' or 'server'.",
-            param=f"{path}.execution",
-            code="invalid_value",
-        )
+    if execution not in _EXECUTIONS:
+        raise not_one_of(f"{path}.execution", execution, _EXECUTIONS)
     call_id = raw.get("call_id")
     if execution == "client" or call_id is not None:
         if call_id == "":

@@ -20,6 +20,7 @@ from stateway.core.tools.choice import (
     naming_field,
 )
 from stateway.protocols.responses.tools.decode import decode_tools
+from stateway.protocols.validation import missing_or_wrong_type, not_one_of
 
 _TOOL_CHOICES = frozenset({"auto", "none", "required"})
 _TYPE_CHOICES = WEB_SEARCH_TYPES | frozenset(
@@ -28,6 +29,8 @@ _TYPE_CHOICES = WEB_SEARCH_TYPES | frozenset(
 )
 """``tool_choice`` types that name a tool by its type alone (hosted tool types among them:
 those reach an upstream that speaks Responses as sent)."""
+_MODES = ("auto", "required")
+"""An ``allowed_tools`` choice's modes."""
 
 
 def decode_tools_and_choice(
@@ -73,13 +76,10 @@ def _tool_choice(choice: str | dict[str, Any] | None) -> str | dict[str, Any]:
         return {"type": kind}
     if kind == "allowed_tools":
         mode = choice.get("mode")
-        if mode not in ("auto", "required"):
-            raise InvalidRequest(
-                f"Invalid value for 'tool_choice.mode': {mode!r}. Supported values are: "
-                "'auto' and 'required'.",
-                param="tool_choice.mode",
-                code="missing_required_parameter" if mode is None else "invalid_value",
-            )
+        if mode is None:
+            raise missing_or_wrong_type(choice, "tool_choice", "mode")
+        if mode not in _MODES:
+            raise not_one_of("tool_choice.mode", mode, _MODES)
         _check_allowed(choice.get("tools"))
         return dict(choice)
     if kind in ("function", "custom", "mcp"):

@@ -22,7 +22,12 @@ from stateway.protocols.responses.tools.fields import (
     invalid_type,
 )
 from stateway.protocols.tool_name import check_tool_name
-from stateway.protocols.validation import empty_string, missing_or_wrong_type
+from stateway.protocols.validation import (
+    empty_string,
+    missing_or_wrong_type,
+    not_one_of,
+    wrong_type,
+)
 
 
 def decode_function(tool: dict[str, Any], path: str) -> Item:
@@ -63,16 +68,21 @@ def decode_custom(tool: dict[str, Any], path: str) -> Item:
     return out
 
 
+_FORMATS = ("text", "grammar")
+_SYNTAXES = ("lark", "regex")
+"""A grammar's syntaxes, as the SDK types them (and a Chat custom tool's)."""
+
+
 def _format(fmt: Any, path: str) -> Item:
-    kind = fmt.get("type") if isinstance(fmt, dict) else None
+    if not isinstance(fmt, dict):
+        raise wrong_type(path, "an object", fmt)
+    kind = fmt.get("type")
+    if kind is None:
+        raise missing_or_wrong_type(fmt, path, "type")
+    if kind not in _FORMATS:
+        raise not_one_of(f"{path}.type", kind, _FORMATS)
     if kind == "text":
         return {"type": "text"}
-    if kind != "grammar":
-        raise InvalidRequest(
-            f"Invalid value for '{path}.type': {kind!r}; expected 'text' or 'grammar'.",
-            param=f"{path}.type",
-            code="invalid_value",
-        )
     for key in ("syntax", "definition"):
         if not isinstance(fmt.get(key), str):
             raise InvalidRequest(
@@ -80,6 +90,8 @@ def _format(fmt: Any, path: str) -> Item:
                 param=f"{path}.{key}",
                 code="missing_required_parameter",
             )
+    if fmt["syntax"] not in _SYNTAXES:
+        raise not_one_of(f"{path}.syntax", fmt["syntax"], _SYNTAXES)
     return {"type": "grammar", "syntax": fmt["syntax"], "definition": fmt["definition"]}
 
 
@@ -130,7 +142,7 @@ _EXECUTIONS = ("client", "server")
 
 def decode_tool_search(tool: dict[str, Any], path: str) -> Item:
     out: Item = {"type": TOOL_SEARCH}
-    copy_choice(tool, out, "execution", path, _EXECUTIONS, "'client' or 'server'")
+    copy_choice(tool, out, "execution", path, _EXECUTIONS)
     copy_typed(tool, out, "description", path, str, "a string")
     parameters = tool.get("parameters")
     if parameters is not None:

@@ -4,10 +4,11 @@ of a field of the wrong type."""
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Sequence
 from typing import Any
 
 from stateway.core.errors import InvalidRequest
+from stateway.protocols.validation import not_one_of
 
 
 def strings(value: Any, *, optional: bool) -> bool:
@@ -35,22 +36,14 @@ def copy_typed(
 
 
 def copy_choice(
-    tool: dict[str, Any],
-    out: dict[str, Any],
-    key: str,
-    path: str,
-    allowed: Collection[str],
-    expected: str,
+    tool: dict[str, Any], out: dict[str, Any], key: str, path: str, allowed: Sequence[str]
 ) -> None:
     """Copy ``tool[key]`` into ``out`` when given; anything but one of the ``allowed``
-    strings (a list or an object included) is a 400 ``invalid_value``."""
+    strings is a 400 in hosted's words (``invalid_value`` for another string,
+    ``invalid_type`` for a list or an object)."""
     value = tool.get(key)
     if value is None:
         return
     if not isinstance(value, str) or value not in allowed:
-        raise InvalidRequest(
-            f"Invalid value for '{path}.{key}': {value!r}; expected {expected}.",
-            param=f"{path}.{key}",
-            code="invalid_value",
-        )
+        raise not_one_of(f"{path}.{key}", value, allowed)
     out[key] = value

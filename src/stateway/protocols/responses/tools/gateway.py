@@ -19,7 +19,7 @@ from stateway.protocols.responses.tools.fields import (
     strings,
 )
 
-_CONTEXT_SIZES = frozenset({"low", "medium", "high"})
+_CONTEXT_SIZES = ("low", "medium", "high")
 _CONTENT_TYPES = frozenset({"text", "image"})
 
 
@@ -42,8 +42,7 @@ def decode_web_search(tool: dict[str, Any], path: str) -> Item:
                     code="invalid_value",
                 )
         out["filters"] = {"allowed_domains": domains}
-    expected = "'low', 'medium' or 'high'"
-    copy_choice(tool, out, "search_context_size", path, _CONTEXT_SIZES, expected)
+    copy_choice(tool, out, "search_context_size", path, _CONTEXT_SIZES)
     copy_typed(tool, out, "user_location", path, dict, "an object")
     content_types = tool.get("search_content_types")
     if content_types is not None:  # the preview tool's; kept for the echo
