@@ -172,3 +172,24 @@ def test_an_allowed_tools_mode_is_judged_in_hosted_words(
     assert error.message.startswith(message)
     if mode is not None:
         assert error.message.endswith("'auto' and 'required'.")
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "kind"),
+    [
+        ("tool_choice", 5, "an integer"),
+        ("tool_choice", ["auto"], "an array"),
+        ("conversation", 5, "an integer"),
+        ("conversation", True, "a boolean"),
+    ],
+)
+def test_a_string_or_object_field_of_another_type_is_worded_as_hosted(
+    field: str, value: object, kind: str
+) -> None:
+    """Not pydantic's words about one of the union's alternatives."""
+    error = refused(**{field: value})
+    assert (error.param, error.code, error.message) == (
+        field,
+        "invalid_type",
+        f"Invalid type for '{field}': expected one of a string or object, but got {kind} instead.",
+    )

@@ -41,7 +41,11 @@ def invalid_request(exc: pydantic.ValidationError) -> InvalidRequest:
     return validation.invalid_request(exc, param_of, unions=UNIONS)
 
 
-UNIONS: Final = {"input": "one of a string or array of input items"}
+UNIONS: Final = {
+    "input": "one of a string or array of input items",
+    "tool_choice": "one of a string or object",
+    "conversation": "one of a string or object",
+}
 """What a union field is said to expect, by hosted, when a value is of none of its types."""
 
 
