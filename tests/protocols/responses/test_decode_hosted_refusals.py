@@ -193,3 +193,17 @@ def test_a_string_or_object_field_of_another_type_is_worded_as_hosted(
         "invalid_type",
         f"Invalid type for '{field}': expected one of a string or object, but got {kind} instead.",
     )
+
+
+def test_max_tool_calls_below_one_is_refused_as_hosted() -> None:
+    """Hosted: ``Invalid 'max_tool_calls': integer below minimum value. Expected a value >=
+    1, but got 0 instead.``"""
+    error = refused(max_tool_calls=0)
+    assert (error.param, error.code, error.message) == (
+        "max_tool_calls",
+        "integer_below_min_value",
+        "Invalid 'max_tool_calls': integer below minimum value. Expected a value >= 1, but got "
+        "0 instead.",
+    )
+    body = {"model": "m", "input": "x", "max_tool_calls": 1}
+    assert decode_create(orjson.dumps(body)).settings.max_tool_calls == 1

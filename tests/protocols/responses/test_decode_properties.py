@@ -90,7 +90,7 @@ valid_request = st.fixed_dictionaries(
         "temperature": st.floats(0, 2),
         "top_p": st.floats(0, 1),
         "max_output_tokens": st.integers(16, 1_000_000),
-        "max_tool_calls": st.integers(0, 100),
+        "max_tool_calls": st.integers(1, 100),
         "tools": _tools,
         "tool_choice": st.sampled_from(["auto", "none", "required"]),
         "parallel_tool_calls": st.booleans(),

@@ -114,7 +114,8 @@ class CreateResponseBody(BaseModel):
     max_output_tokens: int | None = Field(default=None, ge=16)
     """At least 16, as hosted and the Open Responses spec bound it (``Expected a value >=
     16``); a tool loop's later rounds may be sent less, what the earlier ones left."""
-    max_tool_calls: int | None = Field(default=None, ge=0)
+    max_tool_calls: int | None = Field(default=None, ge=1)
+    """At least 1, as hosted bounds it (``Expected a value >= 1``)."""
     text: TextConfig | None = None
     reasoning: ReasoningConfig | None = None
     metadata: (
