@@ -204,7 +204,14 @@ def part(**fields: Any) -> dict[str, Any]:
             part(type="input_image", image_url="http://x.test/a.png", detail="huge"),
             "input[0].content[0].detail",
             "invalid_value",
-            "Invalid value: 'huge'. Supported values are: 'low', 'high', 'auto' and 'original'.",
+            "Invalid value: 'huge'. Supported values are: 'low', 'high', 'auto', and 'original'.",
+        ),
+        (
+            part(type="input_image", image_url="http://x.test/a.png", detail=5),
+            "input[0].content[0].detail",
+            "invalid_type",
+            "Invalid type for 'input[0].content[0].detail': expected one of 'low', 'high', "
+            "'auto', or 'original', but got an integer instead.",
         ),
         (
             part(type="input_file"),

@@ -245,12 +245,7 @@ def _part(raw: Any, path: str) -> Item:
         if detail is None:  # the API's default, which every image read back states
             return {**raw, "detail": "auto"}
         if not isinstance(detail, str) or detail not in _IMAGE_DETAILS:
-            raise InvalidRequest(
-                f"Invalid value: {detail!r}. Supported values are: 'low', 'high', 'auto' and "
-                "'original'.",
-                param=f"{path}.detail",
-                code="invalid_value",
-            )
+            raise not_one_of(f"{path}.detail", detail, _IMAGE_DETAILS)
     if kind == "input_file" and not any(isinstance(raw.get(k), str) for k in _FILE_SOURCES):
         raise InvalidRequest(
             "An 'input_file' part needs 'file_data' or 'file_url'; file ids are not supported.",
@@ -260,7 +255,7 @@ def _part(raw: Any, path: str) -> Item:
     return dict(raw)
 
 
-_IMAGE_DETAILS = frozenset({"low", "high", "auto", "original"})
+_IMAGE_DETAILS = ("low", "high", "auto", "original")
 
 
 def _output_parts(parts: list[Any], path: str) -> list[Any]:
