@@ -1,0 +1,79 @@
+"""The relay's byte-level readings of a stream's end, one at a time: which field after a
+``data: [DONE]`` line leaves its data ``[DONE]`` (as the ``openai`` SDK reads an event),
+and which tail may tell a failure (so that it is parsed rather than taken as answered)."""
+
+from __future__ import annotations
+
+import pytest
+
+from stateway.backends.relayed_stream import done_field, told_at_end
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b"id: 7\n",
+        b"id:7\r\n",
+        b"retry: 3000\n",
+        b"x-vendor: anything\n",
+        b"event: message\n",
+        b"event: done\r\n",
+        b"event:errors\n",
+        b"event: error \n",  # a value is the bytes after one space: "error " names no error
+        b"ids: data\n",
+    ],
+)
+def test_a_field_after_done_leaves_it_done(line: bytes) -> None:
+    assert done_field(line)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b"data: more\n",
+        b"data:[DONE]\r\n",
+        b"data\n",  # a field of no value is still a data line
+        b'error: {"message": "boom"}\n',
+        b"event: error\n",
+        b"event:error\r\n",
+        b"event: error\r\n",
+    ],
+)
+def test_more_data_or_an_error_after_done_does_not(line: bytes) -> None:
+    assert not done_field(line)
+
+
+def _finished(reason: bytes, spaced: bool = False) -> bytes:
+    colon = b": " if spaced else b":"
+    return b'data: {"choices":[{"delta":{},"finish_reason"' + colon + reason + b"}]}\n\n"
+
+
+@pytest.mark.parametrize("spaced", [False, True])
+@pytest.mark.parametrize("reason", [b'"abort"', b'"error"'])
+def test_a_finish_the_server_gave_up_on_may_tell_a_failure(reason: bytes, spaced: bool) -> None:
+    assert told_at_end(_finished(reason, spaced) + b"data: [DONE]\n\n")
+
+
+@pytest.mark.parametrize("spaced", [False, True])
+@pytest.mark.parametrize("reason", [b'"stop"', b'"length"', b'"tool_calls"', b"null"])
+def test_an_answer_finished_as_answers_finish_tells_none(reason: bytes, spaced: bool) -> None:
+    # an "error" in the text before the finish is the answer's own words
+    text = b'data: {"choices":[{"delta":{"content":"no error here"}}]}\n\n'
+    assert not told_at_end(text + _finished(reason, spaced) + b"data: [DONE]\n\n")
+
+
+def test_an_error_after_the_finish_may_tell_a_failure() -> None:
+    tail = _finished(b'"stop"') + b'error: {"message": "boom"}\n\ndata: [DONE]\n\n'
+    assert told_at_end(tail)
+
+
+@pytest.mark.parametrize(
+    "tail",
+    [b'error: {"message": "boom"}\n\n', b"event: error\ndata: boom\n\n", b"{\"error\": 1}"],
+)
+def test_an_error_without_a_finish_may_tell_a_failure(tail: bytes) -> None:
+    assert told_at_end(tail)
+
+
+def test_a_tail_of_no_finish_and_no_error_tells_none() -> None:
+    assert not told_at_end(b'data: {"choices":[{"delta":{"content":"hi"}}]}\n\ndata: [DONE]\n\n')
