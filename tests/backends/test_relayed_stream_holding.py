@@ -40,6 +40,12 @@ REST = OUTPUT + finished("stop") + DONE
             (ROLE + b": ping\n\n").replace(b"\n", b"\r\n"),
             id="crlf",
         ),
+        pytest.param([ROLE[:-1], b"\n" + OUTPUT[:9]], ROLE, id="event-end-split-then-part"),
+        pytest.param(
+            [ROLE[:-2] + b"\r\n", b"\r\n" + OUTPUT[:9]],
+            ROLE[:-2] + b"\r\n\r\n",
+            id="event-end-split-crlf-then-part",
+        ),
     ],
 )
 async def test_what_a_held_read_holds_whole_goes_out_while_the_upstream_is_silent(

@@ -171,22 +171,28 @@ def last_event_end(data: bytes) -> int:
     return max(at + len(end) if (at := data.rfind(end)) >= 0 else -1 for end in EVENT_ENDS)
 
 
-def whole_end(data: bytes) -> int:
+def whole_end(data: bytes, before: bytes = b"") -> int:
     """Where what ``data`` holds whole ends: past its last event end
     (:func:`last_event_end`), or past an ended comment line after it (what
-    :func:`ends_inside` holds nothing for); 0 when neither. A read held for its event's end
-    is relayed to there at once, the rest going with the next read: nothing whole waits for
-    the upstream's next read (a proxy's keepalive, whole or ending a split one, is what a
-    silent upstream's client waits on; held until a read ends just as an event does, a
-    stream a proxy cut into reads of one size would come out at its end). Read only for a
-    read that ends inside an event."""
+    :func:`ends_inside` holds nothing for); 0 when neither. ``before``: the last byte
+    relayed before ``data``, read with it (after a line end, a line end that begins
+    ``data`` is the blank line ending the event before: read apart from the line it
+    ends, it goes out at once too; after a line's start, ``data`` goes on with that line,
+    no comment line). A read held for its event's end is relayed to there at once, the
+    rest going with the next read: nothing whole waits for the upstream's next read (a
+    proxy's keepalive, whole or ending a split one, is what a silent upstream's client
+    waits on; held until a read ends just as an event does, a stream a proxy cut into
+    reads of one size would come out at its end). Read only for a read that ends inside
+    an event."""
+    if before:
+        data = before + data
     end = max(last_event_end(data), 0)
     at = start = end
     for line in data[end:].splitlines(keepends=True):  # LF, CRLF or a CR alone
         start += len(line)
         if line[:1] == b":" and line[-1:] in LINE_ENDS:
             at = start
-    return at
+    return max(at - len(before), 0)
 
 
 def alone(chunk: bytes) -> AsyncIterator[bytes]:

@@ -244,7 +244,8 @@ class UpstreamRelay:
 
     async def _completed(self, chunk: bytes) -> tuple[bytes, bytes]:
         """``chunk`` (relayed, scrubbed) that ends inside an event, to what it holds whole
-        (:func:`~.relayed_stream.whole_end`: its events, its comment lines), and the rest
+        (:func:`~.relayed_stream.whole_end`: its events, its comment lines, a blank line
+        that begins it ending the event relayed before it), and the rest
         apart (unscrubbed: it goes before the next read); when it holds nothing whole, with
         the reads that end a line of it until they hold something whole (or the body's
         end), joined once a read ends a line (scrubbed again: a key split between reads is
@@ -254,7 +255,8 @@ class UpstreamRelay:
         reader waits for an event's end anyway. Nothing whole waits for the upstream's
         next read: a stream no read ends as an event does is relayed an event at a time,
         and a keepalive comment as soon as its line ends."""
-        if at := whole_end(chunk):
+        before = self._last[-1:]  # relayed just before it
+        if at := whole_end(chunk, before):
             return chunk[:at], chunk[at:]
         parts = [chunk]
         async for more in self._reply:
@@ -262,7 +264,7 @@ class UpstreamRelay:
             if more.find(b"\n") < 0 and more.find(b"\r") < 0:  # no line ended: still inside
                 continue
             joined = b"".join(parts)
-            if at := whole_end(joined):
+            if at := whole_end(joined, before):
                 return self._scrubbed(joined[:at]), joined[at:]
             parts = [joined]
         return self._scrubbed(b"".join(parts)), b""
