@@ -72,9 +72,9 @@ class StreamState:
         maker: str = SEALED_BY_RESPONSES,
     ) -> None:
         self.tokens = tokens
+        """Whether the text's tokens (``logprobs``) were asked for: read only then."""
         self.maker = maker
         """In front of a blob sealing reasoning: its backend's (:func:`responses_maker`)."""
-        """Whether the text's tokens (``logprobs``) were asked for: read only then."""
         self.answered = answered
         """A traced attempt's: the response's id and model noted as it ends."""
         self.finished = False
