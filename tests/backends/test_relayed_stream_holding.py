@@ -8,6 +8,7 @@ keepalive, when it is silent) would arrive a keepalive late."""
 from __future__ import annotations
 
 import asyncio
+import random
 
 import pytest
 from aiohttp import web
@@ -54,6 +55,58 @@ async def test_what_a_held_read_holds_whole_goes_out_while_the_upstream_is_silen
     """The upstream writes ``writes`` (each once the one before was read), then stays
     silent until the relay relayed ``whole``: all the whole events and comment lines they
     hold. The rest of the stream follows unchanged."""
+    assert await relayed_while_silent(loopback, writes, len(whole), REST) == whole
+
+
+STREAM = ROLE + b": keep-alive\n\n" + REST
+"""An answer with a proxy's keepalive among its events."""
+STREAMS = {
+    "lf": STREAM,
+    "crlf": STREAM.replace(b"\n", b"\r\n"),
+    "cr": STREAM.replace(b"\n", b"\r"),
+}
+SPLIT = random.Random(11)
+SPLITS = [
+    (name, sorted(SPLIT.sample(range(1, len(stream) - len(DONE)), SPLIT.randint(1, 5))))
+    for name, stream in STREAMS.items()
+    for _ in range(40)
+]
+
+
+def whole_of(data: bytes) -> bytes:
+    """What ``data`` holds whole: up to its last blank line or ended comment line (a CR
+    that ends it may yet be the start of a CRLF)."""
+    at = start = 0
+    for line in data.splitlines(keepends=True):
+        start += len(line)
+        if not line.endswith((b"\n", b"\r")) or (line.endswith(b"\r") and start == len(data)):
+            break
+        if line.strip(b"\r\n") == b"" or line[:1] == b":":
+            at = start
+    return data[:at]
+
+
+@pytest.mark.parametrize(("name", "cuts"), SPLITS, ids=[f"{n}-{c}" for n, c in SPLITS])
+async def test_whole_events_go_out_at_once_however_the_reads_cut_them(
+    loopback: Loopback, name: str, cuts: list[int]
+) -> None:
+    """Cut into reads at seeded random places, a stream's whole events and comment lines
+    go out before the upstream writes again, its line ends LF, CRLF or a CR alone (an
+    event's blank line read apart from the line it ends among them)."""
+    stream = STREAMS[name]
+    writes = [stream[a:b] for a, b in zip([0, *cuts[:-1]], cuts, strict=True)]
+    written = b"".join(writes)
+    whole = whole_of(written)
+    rest = stream[len(written) :]
+    assert (await relayed_while_silent(loopback, writes, len(whole), rest)).startswith(whole)
+
+
+async def relayed_while_silent(
+    loopback: Loopback, writes: list[bytes], whole: int, rest: bytes
+) -> bytes:
+    """What the relay relayed of ``writes`` (the upstream writing each once the one before
+    was read) once it relayed ``whole`` bytes of them, the upstream silent until then; the
+    upstream then writes ``rest``, and the stream is relayed unchanged."""
     read, relayed_whole = asyncio.Event(), asyncio.Event()
 
     async def answers(request: web.Request) -> web.StreamResponse:
@@ -65,7 +118,7 @@ async def test_what_a_held_read_holds_whole_goes_out_while_the_upstream_is_silen
                 read.clear()
             await response.write(write)
         await relayed_whole.wait()  # silent: a slow token, or a proxy's keepalive to come
-        await response.write(REST)
+        await response.write(rest)
         await response.write_eof()
         return response
 
@@ -74,10 +127,11 @@ async def test_what_a_held_read_holds_whole_goes_out_while_the_upstream_is_silen
     chunks = reads_told(relay, read.set).chunks()
     relayed = b""
     async with asyncio.timeout(5):
-        while len(relayed) < len(whole):
+        while len(relayed) < whole:
             relayed += await anext(chunks)
-    assert relayed == whole
+    before_silence = relayed
     relayed_whole.set()
     relayed += b"".join([chunk async for chunk in chunks])
-    assert relayed == b"".join(writes) + REST
+    assert relayed == b"".join(writes) + rest
     await relay.aclose()
+    return before_silence
