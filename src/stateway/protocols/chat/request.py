@@ -121,7 +121,9 @@ class AssistantMessage(_Wire):
     role: Literal["assistant"]
     content: str | list[AssistantPart] | None = None
     refusal: str | None = None
-    tool_calls: list[ToolCall | CustomToolCall] | None = Field(default=None, min_length=1)
+    tool_calls: list[ToolCall | CustomToolCall] | None = None
+    """``[]`` is none, as vLLM (which answers every message with it) takes it; hosted
+    refuses it."""
     name: MessageName | None = None
     reasoning_content: str | None = None
     """What vLLM and others call the model's reasoning (``reasoning`` in newer vLLM)."""
