@@ -92,3 +92,27 @@ def test_configured_headers_that_carry_credentials(
     """By the header's name: a value of any other header (a beta, an organization) is
     no secret, and masking it would blot its stretches out of answers and errors."""
     assert header_credentials(headers.items()) == credentials
+
+
+class _Unread:
+    """A masking search that must not run."""
+
+    def finditer(self, text: str) -> None:
+        raise AssertionError(f"searched {text!r}")
+
+
+@pytest.mark.parametrize("key", [KEY, "eyJ" + "a1B2c3D4" * 120, "AbC12"])
+def test_text_without_a_stretch_of_a_key_is_passed_over_unsearched(key: str) -> None:
+    """A relayed chunk (the Chat fast path scrubs each) holds no stretch of the key but
+    rarely: its check costs one set lookup per place, not a search of every stretch of
+    every key there (a long bearer token among a backend's headers has a thousand)."""
+    scrub = KeyScrubber(key, "other-credential-value")
+    scrub._pattern = _Unread()  # type: ignore[assignment]
+    chunk = 'data: {"id":"c","choices":[{"delta":{"content":" ab c12 ok"}}]}\n\n'
+    assert scrub(chunk) is chunk
+
+
+@given(st.text(max_size=40), st.text(max_size=40), st.sampled_from(ECHOES))
+def test_a_stretch_among_other_keys_is_masked(before: str, after: str, echo: str) -> None:
+    scrub = KeyScrubber("another-credential-value", KEY, "AbC12")
+    assert not reveals(scrub(before + echo + after))

@@ -66,7 +66,12 @@ def header_credentials(headers: Iterable[tuple[str, str]]) -> list[str]:
 
 
 class KeyScrubber:
-    __slots__ = ("_pattern",)
+    """Text is first checked for a stretch of a key, one set lookup a place (a text holding
+    none, as nearly every relayed chunk, passes at that cost: a search of every stretch at
+    every place costs as many tries a place as the keys have stretches, thousands for a
+    long bearer token), then searched for them all, which masks them."""
+
+    __slots__ = ("_pattern", "_runs", "_sizes")
 
     def __init__(self, *keys: str | None) -> None:
         """Masks every key of ``keys`` (None or empty ones are none)."""
@@ -77,11 +82,26 @@ class KeyScrubber:
                 folded = key.lower()
                 size = min(RUN, len(folded))
                 runs.update(folded[i : i + size] for i in range(len(folded) - size + 1))
+        self._runs = frozenset(runs)
+        self._sizes = sorted({len(run) for run in runs})
+        """The lengths of the stretches (:data:`RUN`, a shorter key's own)."""
         if runs:
             ordered = sorted(runs, key=lambda run: (-len(run), run))  # the longest first
             alternatives = "|".join(re.escape(run) for run in ordered)
             # A lookahead finds every (overlapping) run; their union is what gets masked.
             self._pattern = re.compile(f"(?=({alternatives}))", re.IGNORECASE)
+
+    def _may_reveal(self, text: str) -> bool:
+        """Whether ``text`` may hold a stretch of a key: it does, in any letter case, or
+        its lower case is not as long (a letter that lowers to two: searched)."""
+        folded = text.lower()
+        if len(folded) != len(text):
+            return True
+        runs = self._runs
+        return any(
+            not runs.isdisjoint([folded[i : i + size] for i in range(len(folded) - size + 1)])
+            for size in self._sizes
+        )
 
     @property
     def active(self) -> bool:
@@ -90,7 +110,7 @@ class KeyScrubber:
 
     def __call__(self, text: str) -> str:
         """``text`` with every stretch of a key replaced by :data:`MASK`."""
-        if self._pattern is None or not text:
+        if self._pattern is None or not text or not self._may_reveal(text):
             return text
         pieces: list[str] = []
         kept_from = 0
