@@ -116,3 +116,16 @@ def test_text_without_a_stretch_of_a_key_is_passed_over_unsearched(key: str) -> 
 def test_a_stretch_among_other_keys_is_masked(before: str, after: str, echo: str) -> None:
     scrub = KeyScrubber("another-credential-value", KEY, "AbC12")
     assert not reveals(scrub(before + echo + after))
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [{"Authorization": "Bearer none"}, {"x-api-key": "test"}, {"X-Max-Tokens": "4096"}],
+)
+def test_a_configured_header_value_shorter_than_a_stretch_is_no_credential(
+    headers: dict[str, str],
+) -> None:
+    """Masked whole, it would blot every ``none``, ``test`` or ``4096`` out of every
+    answer (a relayed chunk's JSON too): as the MCP client's scrubber, only a value of
+    :data:`RUN` characters or more is taken for a secret."""
+    assert header_credentials(headers.items()) == []

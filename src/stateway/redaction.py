@@ -53,15 +53,19 @@ _SCHEMED: Final = frozenset({"authorization", "proxy-authorization"})
 
 def header_credentials(headers: Iterable[tuple[str, str]]) -> list[str]:
     """The values of configured ``headers`` that carry a credential, told by the header's
-    name (an ``Authorization`` value without its scheme). Any other value (a beta, an
-    organization) is no secret: masking it would blot its stretches out of answers."""
+    name (an ``Authorization`` value without its scheme), of :data:`RUN` characters or
+    more, as the MCP client's. Any other value (a beta, an organization; a placeholder
+    such as ``Bearer none``, a number) is no secret: masking it would blot its stretches,
+    or a short one wherever it stands, out of answers."""
     found: list[str] = []
     for name, value in headers:
         folded = name.lower()
         if not any(part in folded for part in _CREDENTIAL_NAMES):
             continue
         _, space, credential = value.strip().partition(" ")
-        found.append(credential.strip() if folded in _SCHEMED and space else value)
+        credential = credential.strip() if folded in _SCHEMED and space else value
+        if len(credential) >= RUN:
+            found.append(credential)
     return found
 
 
