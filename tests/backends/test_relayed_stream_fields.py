@@ -69,7 +69,7 @@ def test_an_error_after_the_finish_may_tell_a_failure() -> None:
 
 @pytest.mark.parametrize(
     "tail",
-    [b'error: {"message": "boom"}\n\n', b"event: error\ndata: boom\n\n", b"{\"error\": 1}"],
+    [b'error: {"message": "boom"}\n\n', b"event: error\ndata: boom\n\n", b'{"error": 1}'],
 )
 def test_an_error_without_a_finish_may_tell_a_failure(tail: bytes) -> None:
     assert told_at_end(tail)
