@@ -196,9 +196,6 @@ async def test_a_stream_with_reasoning_a_tool_call_and_usage() -> None:
             body(messages=[{"role": "tool", "tool_call_id": "x", "content": "y"}]),
             "messages[0].tool_call_id",
         ),
-        (body(stop=["1", "2", "3", "4", "5"]), "stop"),
-        (body(tools=[]), "tools"),
-        (body(parallel_tool_calls=False), "parallel_tool_calls"),
     ],
 )
 async def test_bad_requests_are_400s_in_the_openai_shape(raw: bytes, param: str | None) -> None:

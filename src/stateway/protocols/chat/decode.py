@@ -7,17 +7,20 @@ that is never stored (``store=False``: every request carries the whole conversat
 runs gateway tools in hidden rounds (``hidden_rounds``).
 
 Settings: ``max_completion_tokens`` (else ``max_tokens``) -> ``max_output_tokens``;
-``stop`` (at most 4, as hosted) -> ``stop_sequences``; ``temperature``, ``top_p``,
+``stop`` -> ``stop_sequences``; ``temperature``, ``top_p``,
 ``top_k``, ``seed``, ``presence_penalty``, ``frequency_penalty``, ``reasoning_effort``,
 ``verbosity``, ``user``, ``safety_identifier``, ``prompt_cache_key``,
 ``prompt_cache_retention``, ``prompt_cache_options``, ``service_tier`` (one of the API's,
 as hosted checks it), ``metadata`` (as hosted limits it) as they are; ``logprobs`` as the
 ``message.output_text.logprobs`` include, with its ``top_logprobs``; ``response_format``
--> the text format (a ``json_schema`` name checked as hosted checks it); ``tools`` (1 to
-128 of them, as hosted: ``[]`` is a 400 in hosted's words) and ``tool_choice`` as their
-Responses forms (:mod:`.tools`), ``parallel_tool_calls`` as it is (it and a
-``tool_choice`` other than ``none`` need a tool, as hosted); ``web_search_options`` as
-the gateway's ``web_search`` tool (such a request is always translated, never forwarded).
+-> the text format (a ``json_schema`` name checked as hosted checks it); ``tools`` and
+``tool_choice`` as their Responses forms (:mod:`.tools`), ``parallel_tool_calls`` as it
+is; ``web_search_options`` as the gateway's ``web_search`` tool (such a request is always
+translated, never forwarded). What hosted refuses but vLLM and llama.cpp take, with a
+meaning plain (more than 4 ``stop`` strings, ``tools: []`` or more than 128 tools, a
+function or message name of other characters, ``parallel_tool_calls`` without tools),
+is taken as they take it: the same request goes to them untouched on the fast path, and a
+route that translates it (gateway tools, another upstream API) must not refuse it.
 What the gateway cannot carry once translated is a 400 naming it: ``n`` other than 1,
 audio, the legacy ``functions``/``function_call``, ``logit_bias``, ``prediction``, a
 ``moderation`` policy that blocks (scores alone are ignored); ``stream_options`` without
@@ -51,7 +54,6 @@ from stateway.protocols.chat.request import (
     WebSearchOptions,
 )
 from stateway.protocols.chat.tools import (
-    check_parallel_tool_calls,
     decode_tool_choice,
     decode_tools,
 )
@@ -61,7 +63,6 @@ from stateway.protocols.responses.nesting import check_nesting
 from stateway.protocols.schema_name import check_schema_name
 from stateway.protocols.service_tier import CHAT_TIERS, check_service_tier
 from stateway.protocols.validation import (
-    array_too_long,
     empty_string,
     invalid_request,
     wrong_type,
@@ -70,8 +71,6 @@ from stateway.protocols.validation import (
 REFUSED: Final = ("audio", "functions", "function_call", "logit_bias", "prediction")
 _MODELED: Final = frozenset(ChatBody.model_fields) | frozenset(REFUSED)
 """The fields the gateway reads; the others are a server's own (:func:`vendor_fields`)."""
-MAX_STOP: Final = 4
-"""As many ``stop`` strings as hosted takes."""
 WEB_SEARCH_OPTIONS: Final = "web_search_options"
 """The field asking for a web search: the gateway's, so such a request is never forwarded."""
 
@@ -145,7 +144,6 @@ def decode_chat(fields: dict[str, Any], *, max_input_items: int | None = None) -
     if body.web_search_options is not None:
         tools.append(_web_search(body.web_search_options))
     tool_choice = decode_tool_choice(body.tool_choice, tools)
-    check_parallel_tool_calls(body.parallel_tool_calls, tools)
     settings = GenerationSettings(
         temperature=body.temperature,
         top_p=body.top_p,
@@ -224,10 +222,6 @@ def _check_values(body: ChatBody) -> None:
             "The 'stream_options' parameter is only allowed when 'stream' is enabled.",
             param="stream_options",
         )
-    if isinstance(body.stop, list) and len(body.stop) > MAX_STOP:
-        raise array_too_long("stop", MAX_STOP, len(body.stop))
-    if body.tools == []:  # hosted's words (a JSON Schema validator's), code null
-        raise InvalidRequest("[] is too short - 'tools'", param="tools")
     if body.top_logprobs is not None and not body.logprobs:
         raise InvalidRequest(
             "Invalid value for 'top_logprobs': 'logprobs' must be true when 'top_logprobs' is set.",

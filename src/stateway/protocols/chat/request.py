@@ -9,7 +9,7 @@ content parts by ``type``; one outside those listed is an error naming it.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Final, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -17,7 +17,6 @@ from stateway.protocols.moderation import Moderation
 from stateway.protocols.prompt_cache_key import PromptCacheKey
 from stateway.protocols.safety_identifier import SafetyIdentifier
 from stateway.protocols.tool_name import MAX_LENGTH as MAX_NAME_LENGTH
-from stateway.protocols.tool_name import TOOL_NAME_PATTERN
 
 
 class _Wire(BaseModel):
@@ -71,26 +70,22 @@ AssistantPart = Annotated[TextPart | RefusalPart, Field(discriminator="type")]
 PART_TYPES = frozenset({"text", "refusal", "image_url", "file", "input_audio"})
 
 
-MessageName = Annotated[str, Field(pattern=TOOL_NAME_PATTERN)]
-"""A message's name: of a function name's characters, as hosted takes it."""
-
-
 class SystemMessage(_Wire):
     role: Literal["system"]
     content: str | list[TextPart]
-    name: MessageName | None = None
+    name: str | None = None
 
 
 class DeveloperMessage(_Wire):
     role: Literal["developer"]
     content: str | list[TextPart]
-    name: MessageName | None = None
+    name: str | None = None
 
 
 class UserMessage(_Wire):
     role: Literal["user"]
     content: str | list[UserPart]
-    name: MessageName | None = None
+    name: str | None = None
 
 
 class FunctionCall(_Wire):
@@ -124,7 +119,7 @@ class AssistantMessage(_Wire):
     tool_calls: list[ToolCall | CustomToolCall] | None = None
     """``[]`` is none, as vLLM (which answers every message with it) takes it; hosted
     refuses it."""
-    name: MessageName | None = None
+    name: str | None = None
     reasoning_content: str | None = None
     """What vLLM and others call the model's reasoning (``reasoning`` in newer vLLM)."""
     reasoning: str | None = None
@@ -150,12 +145,8 @@ class WebSearchOptions(_Wire):
     user_location: dict[str, Any] | None = None
 
 
-MAX_TOOLS: Final = 128
-"""As many tools as hosted takes."""
-
-
 class FunctionDefinition(_Wire):
-    name: str = Field(min_length=1, max_length=MAX_NAME_LENGTH, pattern=TOOL_NAME_PATTERN)
+    name: str = Field(min_length=1, max_length=MAX_NAME_LENGTH)
     description: str | None = None
     parameters: dict[str, Any] | None = None
     strict: bool | None = None
@@ -239,7 +230,7 @@ class ChatBody(_Wire):
     messages: list[Message] = Field(min_length=1)
     stream: bool | None = None
     stream_options: StreamOptions | None = None
-    tools: list[FunctionTool | CustomTool] | None = Field(default=None, max_length=MAX_TOOLS)
+    tools: list[FunctionTool | CustomTool] | None = None
     web_search_options: WebSearchOptions | None = None
     tool_choice: (
         Literal["none", "auto", "required"]

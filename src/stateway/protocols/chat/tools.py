@@ -1,14 +1,13 @@
 """A Chat Completions request's ``tools`` and ``tool_choice`` as their Responses forms.
 
 Tools: ``function`` (``strict: false`` unless sent true, as Chat means it, where a
-Responses tool without ``strict`` is strict; its name of ``[a-zA-Z0-9_-]``, as hosted, and
-its ``parameters`` an object schema, as on responses) and ``custom`` (its grammar
+Responses tool without ``strict`` is strict; its ``parameters`` an object schema, as on
+responses) and ``custom`` (its grammar
 ``format`` flattened as Responses has it); a name declared twice is a 400.
 ``tool_choice``: ``auto``, ``none``, ``required``, a named function or custom tool, or
 ``allowed_tools`` (its ``mode`` over the functions and custom tools it lists), each tool
 it names one declared of its type (a 400 naming the field otherwise). Without a tool, a
-``tool_choice`` but ``none``, and ``parallel_tool_calls`` (true or false), are 400s in
-hosted's words.
+``tool_choice`` but ``none`` is a 400 in hosted's words (vLLM refuses one too).
 """
 
 from __future__ import annotations
@@ -94,12 +93,6 @@ def decode_tool_choice(choice: Choice, tools: list[Item]) -> str | dict[str, Any
         ]
         return {"type": "allowed_tools", "mode": allowed.mode, "tools": listed}
     return _declared(choice, tools, "tool_choice")
-
-
-def check_parallel_tool_calls(parallel: bool | None, tools: list[Item]) -> None:
-    """``parallel_tool_calls``, true or false, needs a tool, as hosted has it."""
-    if parallel is not None and not tools:
-        raise _without_tools("parallel_tool_calls")
 
 
 def _without_tools(param: str) -> InvalidRequest:

@@ -2,8 +2,8 @@
 optionally with a ``text`` or ``grammar`` format) and ``namespace`` (a group of function
 and custom tools), each of them possibly marked ``defer_loading``, and ``tool_search``;
 and the uniqueness of the names the model sees (a namespace member's is
-``<namespace>__<name>``). A function's name is of hosted's characters, a function's or a
-custom tool's of hosted's length (:mod:`stateway.protocols.tool_name`).
+``<namespace>__<name>``). A function's or a custom tool's name is of hosted's length
+(:mod:`stateway.protocols.tool_name`: its characters are not judged).
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def decode_function(tool: dict[str, Any], path: str) -> Item:
 
 def decode_custom(tool: dict[str, Any], path: str) -> Item:
     name = _name(tool, path)
-    check_tool_name(name, f"{path}.name", pattern=False)  # hosted's pattern is not known
+    check_tool_name(name, f"{path}.name")
     out: Item = {"type": CUSTOM, "name": name}
     copy_typed(tool, out, "description", path, str, "a string")
     fmt = tool.get("format")
