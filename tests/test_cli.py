@@ -228,6 +228,56 @@ def test_serve_refuses_an_unusable_stored_sealing_key(tmp_path: Path) -> None:
     assert "Traceback" not in result.stderr
 
 
+def _left_running(path: Path) -> None:
+    """A response a dead process of this host left in progress in the database at
+    ``path``, its instructions a prompt the log must not show."""
+    dead = f"{socket.gethostname()} 999999999 0"
+    body = {"id": "resp_left", "created_at": 1, "model": "m", "status": "in_progress"}
+    body["instructions"] = "a secret prompt"
+    with sqlite3.connect(path) as db:
+        db.execute(
+            "INSERT INTO responses (tenant_id, id, status, created_at, body, owner)"
+            " VALUES ('default', 'resp_left', 'in_progress', 1, ?, ?)",
+            (json.dumps(body), dead),
+        )
+
+
+@pytest.mark.parametrize(
+    ("table", "action"),
+    [("run_owners", "registering a run owner"), ("responses", "saving a response")],
+)
+def test_a_storage_failure_as_serving_starts_is_a_readable_error(
+    tmp_path: Path, table: str, action: str
+) -> None:
+    """The writes serving starts with refused (this process's lease; a response a dead
+    process of this host left running, marked failed), as a full disk refuses them: the
+    database and what it said, as any start-up failure of the database, without a
+    traceback or the statement and its parameters (a prompt)."""
+    path = tmp_path / "s.db"
+    database = f"sqlite:///{path}"
+    assert stateway("migrate", "--database", database).returncode == 0
+    if table == "responses":
+        _left_running(path)
+    with sqlite3.connect(path) as db:
+        for when in ("INSERT", "UPDATE"):
+            db.execute(
+                f"CREATE TRIGGER refused_{when} BEFORE {when} ON {table}"
+                " BEGIN SELECT RAISE(ABORT, 'refused'); END"
+            )
+
+    result = stateway("serve", "--port", "0", "--database", database)
+
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.endswith(
+        f"stateway: SQLite database at {path}: Storage rejected the data while {action}."
+        " (IntegrityError: refused)\n"
+    )
+    assert "Traceback" not in result.stderr
+    assert "a secret prompt" not in result.stderr + result.stdout
+    assert "INSERT" not in result.stderr
+    assert "UPDATE" not in result.stderr
+
+
 def test_serving_a_public_address_without_auth_is_refused_naming_auth(tmp_path: Path) -> None:
     served = stateway(
         "serve", "--host", "0.0.0.0", "--port", "0", "--database", f"sqlite:///{tmp_path}/x.db"

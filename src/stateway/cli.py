@@ -135,6 +135,11 @@ def _serve(
 
         await migrate(config.database_url)
         parts = await open_gateway(compiled, flags)
+        try:
+            await parts.recover()  # its StorageError reported as the database's, not the lifespan's
+        except BaseException:
+            await parts.store.aclose()
+            raise
         app = build_app(parts)
         # Reloads are explicit: SIGHUP (or the admin route); a file edit alone does nothing.
         reload = parts.reloader.reload_signalled

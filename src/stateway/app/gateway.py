@@ -23,7 +23,7 @@ from stateway.core.generations import Generation
 from stateway.core.leases import LeaseKeeper
 from stateway.core.limits import RateLimits
 from stateway.core.loop import Loop
-from stateway.core.ownership import ProcessIdentity
+from stateway.core.ownership import ProcessIdentity, fail_abandoned
 from stateway.core.ports import CacheSalts, OwnerLeases, ResponsePurger, ResponseStore, Sealer
 from stateway.core.retention import RetentionSweeper
 from stateway.core.runs import CancelReason, RunRegistry
@@ -76,6 +76,21 @@ class GatewayParts:
     loop shares it; closed at shutdown)."""
     retention: RetentionSweeper | None = None
     """Deletes stored responses older than ``[storage] retention``, when it is set."""
+    recovered: bool = False
+    """Whether :meth:`recover` is done."""
+
+    async def recover(self) -> None:
+        """Before serving, once: mark failed the responses a dead process of this host
+        left in progress, then register this process's lease (and beat). ``stateway
+        serve`` calls it before its server starts, so that a database refusing these
+        writes is reported as any other start-up failure of it is; the app's lifespan
+        calls it for an app served otherwise (done already: nothing)."""
+        if self.recovered:
+            return
+        await fail_abandoned(self.store, self.owner, encode_event_json, decode_event_json)
+        if self.leases is not None:
+            await self.leases.start()
+        self.recovered = True
 
     async def end_runs(self) -> int:
         """End every run (and relayed answer) as ``server_shutting_down``; later ones end

@@ -17,11 +17,8 @@ from stateway.config import (
     ConfigError,
     admin_key,
 )
-from stateway.core.ownership import fail_abandoned
 from stateway.identity.key_cache import KeyCache
 from stateway.identity.keys import KeyStore
-from stateway.protocols.responses.event_log import decode_event_json
-from stateway.protocols.responses.stream import encode_event_json
 from stateway.surfaces.auth.authenticator import RECHECK_INTERVAL, Authenticator
 from stateway.surfaces.http.admin import AdminRoutes, require_admin
 from stateway.surfaces.http.app import build_http_app
@@ -49,8 +46,8 @@ TESTING_RECHECK_ENV = "STATEWAY_TESTING_KEY_RECHECK"
 
 def build_app(parts: GatewayParts) -> Starlette:
     """The HTTP app. Its start-up marks the responses a dead process left in progress
-    (before any request is served); its shutdown ends the runs still in flight, then
-    closes every config generation."""
+    (before any request is served: :meth:`GatewayParts.recover`, unless done); its
+    shutdown ends the runs still in flight, then closes every config generation."""
     server = parts.config.server
     tenant_sessions = MAX_TENANT_SESSIONS if parts.config.auth.configured else None
     limits = McpLimits(server.max_body_bytes, server.request_body_timeout, tenant_sessions)
@@ -58,9 +55,7 @@ def build_app(parts: GatewayParts) -> Starlette:
 
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
-        await fail_abandoned(parts.store, parts.owner, encode_event_json, decode_event_json)
-        if parts.leases is not None:
-            await parts.leases.start()
+        await parts.recover()
         if parts.retention is not None:
             parts.retention.start()
         parts.reloader.start()
