@@ -361,7 +361,9 @@ async def test_a_follower_past_the_stored_log_is_told_how_a_dead_owners_run_ende
         assert (seen, flags) == (terminal.payloads, [True]), f"published: {published}"
 
 
-@pytest.mark.parametrize("code", ["storage_unavailable", "storage_full", "storage_read_only"])
+@pytest.mark.parametrize(
+    "code", ["storage_unavailable", "storage_full", "storage_read_only", "storage_write_failed"]
+)
 async def test_a_follower_past_the_stored_log_is_told_an_end_stored_late(code: str) -> None:
     """The owner sent events live it could not store (the database away), then could not
     store its end either: its settler stores that end later, after the last event stored.

@@ -6,8 +6,10 @@ tests share the migrated ``test`` database without cleaning up after each other.
 
 from __future__ import annotations
 
+import resource
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -132,3 +134,16 @@ async def pg_store(read_only: ReadOnly, fresh_postgres_url: str) -> AsyncIterato
     store = open_store(fresh_postgres_url)
     yield store
     await store.aclose()
+
+
+@contextmanager
+def file_size_limit(size: int) -> Iterator[None]:
+    """This process may not grow a file past ``size`` bytes meanwhile (its soft
+    ``RLIMIT_FSIZE``; Python ignores the ``SIGXFSZ`` a write past it raises, so the write
+    fails with ``EFBIG``), as a disk quota, or a file system's largest file, refuses it."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (size, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))

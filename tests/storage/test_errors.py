@@ -20,6 +20,7 @@ from stateway.core.ports import ResponseRecord
 from stateway.storage.sql import SqlResponseStore, migrate, open_store
 from stateway.storage.sql import ping as ping_module
 from stateway.storage.sql.errors import storage_errors
+from tests.storage.conftest import file_size_limit
 from tests.support.switch import Switch
 
 UNREACHABLE_POSTGRES = "postgresql://postgres@127.0.0.1:1/test"  # nothing listens on port 1
@@ -310,6 +311,43 @@ def test_a_full_sqlite_is_named_by_its_error_code_not_its_words(tmp_path: Path) 
     assert caught.value.reason == "OperationalError: database or disk is full"
 
     words = sqlite3.OperationalError(str(full))  # the same words, without SQLite's code
+    with pytest.raises(StorageError) as unnamed, storage_errors("doing things"):
+        raise words
+    assert unnamed.value.code == "storage_unavailable"
+
+
+WRITE_FAILED = (
+    "The database's files could not be written (the file system refused the write: a file"
+    " size limit or disk quota reached, or a failing disk)."
+)
+
+
+def _file_size_limited(tmp_path: Path) -> sqlite3.Error:
+    """What SQLite says to a write the file system refuses (``EFBIG`` past this process's
+    file size limit; a disk quota's ``EDQUOT`` alike): ``SQLITE_IOERR_WRITE``."""
+    connection = sqlite3.connect(tmp_path / "limited.db", isolation_level=None)
+    try:
+        connection.execute("CREATE TABLE t (body BLOB)")
+        with file_size_limit(64 * 1024), pytest.raises(sqlite3.Error) as caught:
+            connection.execute("INSERT INTO t VALUES (zeroblob(1024 * 1024))")
+        return caught.value
+    finally:
+        connection.close()
+
+
+def test_a_write_the_file_system_refuses_is_named_by_its_error_code_not_its_words(
+    tmp_path: Path,
+) -> None:
+    failure = _file_size_limited(tmp_path)
+    assert failure.sqlite_errorcode == sqlite3.SQLITE_IOERR_WRITE
+    for raised in (failure, OperationalError("INSERT INTO t", {}, failure)):
+        with pytest.raises(StorageError) as caught, storage_errors("doing things"):
+            raise raised
+        assert (caught.value.status, caught.value.code) == (503, "storage_write_failed")
+        assert caught.value.message == f"Storage failed while doing things. {WRITE_FAILED}"
+        assert caught.value.reason == "OperationalError: disk I/O error"
+
+    words = sqlite3.OperationalError(str(failure))  # the same words, without SQLite's code
     with pytest.raises(StorageError) as unnamed, storage_errors("doing things"):
         raise words
     assert unnamed.value.code == "storage_unavailable"

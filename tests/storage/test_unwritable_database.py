@@ -30,7 +30,7 @@ from sqlalchemy.pool import Pool
 from stateway.core.errors import StorageError
 from stateway.core.ports import ResponseRecord
 from stateway.storage.sql import SqlResponseStore, migrate, open_store, ping, queries
-from tests.storage.conftest import ReadOnly
+from tests.storage.conftest import ReadOnly, file_size_limit
 
 BIG = "x" * 64 * 1024
 """An input needing some sixteen new pages of a full file."""
@@ -162,6 +162,35 @@ async def test_a_save_that_lands_marks_the_store_writable_again(sqlite_file: Pat
             assert written == []
         finally:
             await store.aclose()
+
+
+async def test_a_write_the_file_system_refuses_fails_the_ping_until_one_lands(
+    sqlite_file: Path,
+) -> None:
+    """A disk quota reached, or a file size limit: SQLite's ``SQLITE_IOERR_WRITE``, a
+    refusal lasting as a full disk's, which every ping then probes until writes land."""
+    tenant = f"tenant-{uuid.uuid4().hex}"
+    store = open_store(f"sqlite:///{sqlite_file}")
+    try:
+        await store.ping()  # opened before the limit: reads answer
+        with file_size_limit(16 * 1024):  # its WAL may not grow past four pages
+            with pytest.raises(StorageError) as saving:
+                await store.save(_record(tenant, "r1", BIG))
+            assert (saving.value.status, saving.value.code) == (503, "storage_write_failed")
+            assert "saving a response" in saving.value.message
+            assert "disk I/O error" in str(saving.value)  # for the log
+            for _ in range(2):  # still refused: every probe says so
+                with pytest.raises(StorageError) as probing:
+                    await store.ping()
+                assert probing.value.code == "storage_write_failed"
+
+        await store.ping()
+        assert probes(sqlite_file) == 0
+        await store.save(_record(tenant, "r2", BIG))
+        assert await store.get(tenant, "r2") is not None
+        assert await store.get(tenant, "r1") is None
+    finally:
+        await store.aclose()
 
 
 async def test_a_read_only_sqlite_fails_saves_and_the_ping_naming_it_until_writable_again(

@@ -28,6 +28,7 @@ from stateway.core.errors import (
     StorageError,
     StorageFull,
     StorageReadOnly,
+    StorageWriteFailed,
 )
 from stateway.core.journal import EventDecoder, EventEncoder
 from stateway.core.ports import EventBatch, ResponseRecord, ResponseStore
@@ -38,7 +39,13 @@ log = logging.getLogger(__name__)
 
 _PROC: Final = Path("/proc")
 _UNSTORED: Final = frozenset(
-    {ServerRestarted.code, StorageError.code, StorageFull.code, StorageReadOnly.code}
+    {
+        ServerRestarted.code,
+        StorageError.code,
+        StorageFull.code,
+        StorageReadOnly.code,
+        StorageWriteFailed.code,
+    }
 )
 """The error codes of a response that may have sent its watchers events never stored."""
 _DIED: Final = frozenset({ServerRestarted.code})

@@ -69,8 +69,10 @@ Import the tree from here. Its branches are kept one concept to a module:
     │   └── StorageNotWritable    503 (the database answers, refuses every write; the
     │       │                         message names why, readiness fails until one lands)
     │       ├── StorageFull       503 code=storage_full (its disk, or its size limit)
-    │       └── StorageReadOnly   503 code=storage_read_only (a standby after a failover,
-    │                                 a SQLite file the gateway may not write)
+    │       ├── StorageReadOnly   503 code=storage_read_only (a standby after a failover,
+    │       │                         a SQLite file the gateway may not write)
+    │       └── StorageWriteFailed  503 code=storage_write_failed (the file system refused
+    │                                 a SQLite write: a disk quota, a file size limit)
     ├── IdentityUnavailable       503 code=identity_provider_unavailable (OIDC discovery
     │                                 or JWKS unreachable)
     ├── ServerShuttingDown        503 code=server_shutting_down
@@ -131,6 +133,7 @@ from stateway.core.errors.unavailable import (
     StorageFull,
     StorageNotWritable,
     StorageReadOnly,
+    StorageWriteFailed,
 )
 from stateway.core.errors.upstream import (
     IMAGE_INPUT_UNSUPPORTED,
@@ -184,6 +187,7 @@ __all__ = [
     "StorageFull",
     "StorageNotWritable",
     "StorageReadOnly",
+    "StorageWriteFailed",
     "ThreadAlreadyContinued",
     "ThreadContinueInFlight",
     "ThreadNotFound",

@@ -62,6 +62,19 @@ class StorageReadOnly(StorageNotWritable):
     )
 
 
+class StorageWriteFailed(StorageNotWritable):
+    """The file system refused to write the database's files (SQLite's
+    ``SQLITE_IOERR_WRITE``): a disk quota reached, the largest file allowed (a process's
+    file size limit, the file system's), where a full disk would say ``SQLITE_FULL``; or a
+    failing disk. Its code cannot tell them apart; each outlasts the write."""
+
+    code = "storage_write_failed"
+    cause = (
+        "The database's files could not be written (the file system refused the write: a"
+        " file size limit or disk quota reached, or a failing disk)."
+    )
+
+
 class ServerShuttingDown(GatewayError):
     status = 503
     type = "server_error"

@@ -19,7 +19,10 @@ disk or the file at its ``max_page_count``; PostgreSQL's ``disk_full``) is
 ``read_only_sql_transaction`` (a hot standby, or a database set read-only), SQLite's
 ``SQLITE_READONLY`` with each of its extended codes (a file opened read-only, as SQLite
 opens one it may not write; the file moved away, ``SQLITE_READONLY_DBMOVED``; its WAL
-index or journal not writable). The client's message then says so.
+index or journal not writable); a write the file system refused, :class:`StorageWriteFailed`
+(SQLite's ``SQLITE_IOERR_WRITE``: it says ``SQLITE_FULL`` for a full disk's ``ENOSPC``
+only; a disk quota's ``EDQUOT``, a file size limit's ``EFBIG``, a failing disk's ``EIO``
+are this). The client's message then says so.
 """
 
 from __future__ import annotations
@@ -39,7 +42,13 @@ from sqlalchemy.exc import (
     StatementError,
 )
 
-from stateway.core.errors import StorageError, StorageFull, StorageNotWritable, StorageReadOnly
+from stateway.core.errors import (
+    StorageError,
+    StorageFull,
+    StorageNotWritable,
+    StorageReadOnly,
+    StorageWriteFailed,
+)
 from stateway.storage.sql.refusals import WriteRefusals
 
 DATABASE_ERRORS: Final[tuple[type[Exception], ...]] = (
@@ -66,9 +75,11 @@ _SQLSTATES: Final[dict[str, type[StorageNotWritable]]] = {
 _SQLITE_CODES: Final[dict[int, type[StorageNotWritable]]] = {
     sqlite3.SQLITE_FULL: StorageFull,
     sqlite3.SQLITE_READONLY: StorageReadOnly,
+    sqlite3.SQLITE_IOERR_WRITE: StorageWriteFailed,
 }
-"""By primary result code: the low byte of an extended one, which is what the driver
-gives (``SQLITE_READONLY_DBMOVED`` is ``SQLITE_READONLY | 4 << 8``)."""
+"""By extended result code, which is what the driver gives, else by its primary code: its
+low byte (``SQLITE_READONLY_DBMOVED`` is ``SQLITE_READONLY | 4 << 8``). Of the I/O
+errors only a write's is named: a read's or a lock's says nothing of writes to come."""
 _PRIMARY_CODE: Final = 0xFF
 
 
@@ -102,7 +113,7 @@ def refusal(failure: BaseException) -> type[StorageNotWritable] | None:
     driver = failure.orig if isinstance(failure, DBAPIError) else failure
     code = getattr(driver, "sqlite_errorcode", None)
     if isinstance(code, int):
-        return _SQLITE_CODES.get(code & _PRIMARY_CODE)
+        return _SQLITE_CODES.get(code) or _SQLITE_CODES.get(code & _PRIMARY_CODE)
     state = getattr(driver, "sqlstate", None)  # asyncpg's, and SQLAlchemy's adapted ones
     return _SQLSTATES.get(state) if isinstance(state, str) else None
 
