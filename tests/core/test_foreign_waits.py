@@ -85,3 +85,14 @@ async def test_the_waits_own_timeout_is_its_own() -> None:
     with pytest.raises(TimeoutError):
         await wait.waited(timing_out)
     assert await wait.waited(_value) == "value"  # not ended by it
+
+
+async def test_a_wait_known_between_its_waits_is_ended_for_the_next_one() -> None:
+    """Shutting down while no wait is under way (one done, the request about to wait
+    again) ends the next one."""
+    runs = RunRegistry()
+    wait = ForeignWait(runs, WORDS)
+    assert await wait.waited(_value) == "value"
+    assert await runs.end_all(CancelReason.SHUTTING_DOWN) == 1
+    with pytest.raises(ServerShuttingDown):
+        await wait.waited(_value)
