@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from stateway.redaction import MASK, RUN, KeyScrubber, header_credentials
+from stateway.redaction import MASK, RUN, SAME_LETTERS, KeyScrubber, header_credentials
 
 KEY = "sk-Proj-AbCdEfGh0123456789-XyZ"
 ECHOES = [
@@ -129,3 +129,50 @@ def test_a_configured_header_value_shorter_than_a_stretch_is_no_credential(
     answer (a relayed chunk's JSON too): as the MCP client's scrubber, only a value of
     :data:`RUN` characters or more is taken for a secret."""
     assert header_credentials(headers.items()) == []
+
+
+@pytest.mark.parametrize(
+    ("key", "echo"),
+    [
+        ("sk-live-1234567890abcdef", "\u017fk-live-"),  # a long s, taken for s
+        ("sk-live-1234567890abcdef", "SK-LIVE-"),
+        ("pi-token-0123456789", "p\u0131-token-"),  # a dotless i, taken for i
+        ("\u03c3\u03b5\u03c1\u03b2\u03b5\u03c1-0123", "\u03a3\u0395\u03a1\u0392\u0395\u03a1-0"),
+        (
+            "x\u03c3\u03c3\u03c3\u03c3\u03c3\u03c3\u03c3y",
+            "x\u03c3\u03c3\u03c3\u03c3\u03c3\u03c3\u03c2",
+        ),
+        (
+            "\u0432\u043e\u0442-\u043a\u043b\u044e\u0447-12",
+            "\u1c80\u1c82\u1c84-\u043a\u043b\u044e\u0447",
+        ),
+        ("K\u03b5y\u03b8\u03c6\u03c0\u03c1\u03ba", "k\u03f5Y\u03d1\u03d5\u03d6\u03f1\u03f0"),
+    ],
+)
+def test_a_stretch_the_search_takes_for_the_key_is_masked(key: str, echo: str) -> None:
+    """Whatever letters the masking search (Python's case-insensitive matching) takes
+    for the key's, the check before it takes too: else it passes over the stretch."""
+    assert KeyScrubber(key)._pattern.search(echo)  # type: ignore[union-attr]
+    assert KeyScrubber(key)(f"bad key {echo} here") == f"bad key {MASK} here"
+
+
+def test_the_letters_taken_alike_are_the_search_engines() -> None:
+    """The check's table of letters taken for one another is Python's own (a Python
+    with more would have the check pass over stretches the search masks)."""
+    from re._casefix import _EXTRA_CASES  # the table the search is compiled with
+
+    engines = {frozenset({code, *others}) for code, others in _EXTRA_CASES.items()}
+    ours = {frozenset(map(ord, letters)) for letters in SAME_LETTERS}
+    assert ours == engines
+
+
+_CONFUSABLE = "sSiIk\u017f\u0131\u212a\u0130\u03c3\u03c2\u03a3-0"
+
+
+@given(st.text(_CONFUSABLE, min_size=1, max_size=12), st.text(_CONFUSABLE, max_size=24))
+def test_the_check_never_passes_over_what_the_search_masks(key: str, text: str) -> None:
+    scrub = KeyScrubber(key)
+    pattern = scrub._pattern
+    assert pattern is not None
+    if pattern.search(text):
+        assert scrub(text) != text

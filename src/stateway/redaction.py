@@ -42,6 +42,31 @@ def masked_url(url: str) -> str:
     return _QUERY_PASSWORD.sub(rf"\g<1>{MASK}", url)
 
 
+SAME_LETTERS: Final = (
+    "i\u0131", "s\u017f", "\u00b5\u03bc", "\u0345\u03b9\u1fbe", "\u0390\u1fd3",
+    "\u03b0\u1fe3", "\u03b2\u03d0", "\u03b5\u03f5", "\u03b8\u03d1", "\u03ba\u03f0",
+    "\u03c0\u03d6", "\u03c1\u03f1", "\u03c3\u03c2", "\u03c6\u03d5", "\u0432\u1c80",
+    "\u0434\u1c81", "\u043e\u1c82", "\u0441\u1c83", "\u0442\u1c84\u1c85",
+    "\u044a\u1c86", "\u0463\u1c87", "\ua64b\u1c88", "\u1e61\u1e9b", "\ufb06\ufb05",
+)  # fmt: skip
+"""Lower-case letters a case-insensitive search takes for one another besides (Python's
+``re`` table: a dotless i for an i, a long s for an s, a final sigma for a sigma, ...)."""
+_ALIKE: Final = {ord(letter): letters[0] for letters in SAME_LETTERS for letter in letters[1:]}
+"""Each of :data:`SAME_LETTERS` to the first of its group."""
+_OTHERS: Final = re.compile("[" + "".join(re.escape(chr(code)) for code in _ALIKE) + "]")
+"""Any of :data:`_ALIKE`'s letters: a text holds one but rarely (searched for, it costs
+a tenth of translating one that has none)."""
+
+
+def _folded(text: str) -> str:
+    """``text`` in lower case, with letters a case-insensitive search takes alike made one
+    (as long as ``text`` unless a letter lowers to two, as a dotted capital I does)."""
+    folded = text.lower()
+    if folded.isascii() or _OTHERS.search(folded) is None:
+        return folded
+    return folded.translate(_ALIKE)
+
+
 _CREDENTIAL_NAMES: Final = (
     "auth", "key", "token", "secret", "password", "credential", "cookie", "signature"
 )  # fmt: skip
@@ -83,7 +108,7 @@ class KeyScrubber:
         runs: set[str] = set()
         for key in keys:
             if key:
-                folded = key.lower()
+                folded = _folded(key)
                 size = min(RUN, len(folded))
                 runs.update(folded[i : i + size] for i in range(len(folded) - size + 1))
         self._runs = frozenset(runs)
@@ -96,9 +121,10 @@ class KeyScrubber:
             self._pattern = re.compile(f"(?=({alternatives}))", re.IGNORECASE)
 
     def _may_reveal(self, text: str) -> bool:
-        """Whether ``text`` may hold a stretch of a key: it does, in any letter case, or
-        its lower case is not as long (a letter that lowers to two: searched)."""
-        folded = text.lower()
+        """Whether ``text`` may hold a stretch of a key: it does, in any letter case (or
+        with letters the search takes alike, :data:`SAME_LETTERS`), or its lower case is
+        not as long (a letter that lowers to two: searched)."""
+        folded = _folded(text)
         if len(folded) != len(text):
             return True
         runs = self._runs
