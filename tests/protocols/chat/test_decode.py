@@ -853,6 +853,26 @@ def test_what_vllm_and_llama_cpp_take_is_taken_though_hosted_refuses_it() -> Non
     assert [item["role"] for item in named.command.input] == ["user"]
 
 
+def test_tools_sent_empty_with_an_auto_choice_is_taken_as_vllm_takes_it() -> None:
+    """vLLM refuses a ``tool_choice`` only without ``tools`` (absent or null), and
+    llama.cpp takes ``auto`` always: ``tools: []`` with ``auto`` (a client's list of its
+    tools, empty this turn) is answered there, on the fast path, so a translated route
+    takes it too, as no tools."""
+    decoded = decode(tools=[], tool_choice="auto")
+    assert decoded.command.settings.tools == []
+    assert decoded.command.settings.tool_choice == "auto"
+
+
+@pytest.mark.parametrize(
+    "choice",
+    ["required", {"type": "function", "function": {"name": "f"}}],
+)
+def test_tools_sent_empty_with_a_forcing_choice_is_refused(choice: Any) -> None:
+    """A choice forcing a call of none of no tools has no plain meaning (vLLM refuses a
+    named one; ``required`` it constrains to a call of no tool)."""
+    assert refused(tools=[], tool_choice=choice).param == "tool_choice"
+
+
 def test_a_function_name_over_128_characters_is_refused_as_hosted() -> None:
     error = refused(tools=[_function("a" * 129)])
     assert (error.param, error.code) == ("tools[0].function.name", "string_above_max_length")

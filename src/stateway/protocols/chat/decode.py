@@ -143,7 +143,7 @@ def decode_chat(fields: dict[str, Any], *, max_input_items: int | None = None) -
     tools = decode_tools(body.tools or [])
     if body.web_search_options is not None:
         tools.append(_web_search(body.web_search_options))
-    tool_choice = decode_tool_choice(body.tool_choice, tools)
+    tool_choice = decode_tool_choice(body.tool_choice, tools, sent=body.tools is not None)
     settings = GenerationSettings(
         temperature=body.temperature,
         top_p=body.top_p,

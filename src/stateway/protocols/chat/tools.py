@@ -7,7 +7,8 @@ responses) and ``custom`` (its grammar
 ``tool_choice``: ``auto``, ``none``, ``required``, a named function or custom tool, or
 ``allowed_tools`` (its ``mode`` over the functions and custom tools it lists), each tool
 it names one declared of its type (a 400 naming the field otherwise). Without a tool, a
-``tool_choice`` but ``none`` is a 400 in hosted's words (vLLM refuses one too).
+``tool_choice`` but ``none`` is a 400 in hosted's words (vLLM refuses one too), but
+``auto`` beside ``tools: []``, which vLLM and llama.cpp take.
 """
 
 from __future__ import annotations
@@ -78,11 +79,13 @@ def _custom_tool(tool: CustomTool) -> Item:
     return item
 
 
-def decode_tool_choice(choice: Choice, tools: list[Item]) -> str | dict[str, Any]:
+def decode_tool_choice(choice: Choice, tools: list[Item], *, sent: bool) -> str | dict[str, Any]:
+    """``sent``: whether the request had ``tools`` (``[]`` among them): ``auto`` beside
+    ``tools: []`` is taken as no tools, as vLLM and llama.cpp take it."""
     if choice is None:
         return "auto"
-    if choice != "none" and not tools:  # nothing the model could call
-        raise _without_tools("tool_choice")
+    if choice != "none" and not tools and not (choice == "auto" and sent):
+        raise _without_tools("tool_choice")  # nothing the model could call
     if isinstance(choice, str):
         return choice
     if isinstance(choice, AllowedToolsChoice):
