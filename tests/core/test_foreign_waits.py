@@ -42,7 +42,6 @@ async def test_shutting_down_ends_the_wait_under_way_and_every_later_one() -> No
         await wait.waited(_value)  # ended: a later wait is not even begun
     assert again.value.message == WORDS
     wait.close()
-    assert await RunRegistry().end_all(CancelReason.SHUTTING_DOWN) == 0
 
 
 async def test_a_wait_begun_once_shutting_down_began_is_refused_in_its_words() -> None:
