@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from stateway.backends.relayed_stream import done_field, told_at_end
+from stateway.backends.relayed_stream import done_field, told_at_end, whole_end
 
 
 @pytest.mark.parametrize(
@@ -20,6 +20,7 @@ from stateway.backends.relayed_stream import done_field, told_at_end
         b"event: done\r\n",
         b"event:errors\n",
         b"event: error \n",  # a value is the bytes after one space: "error " names no error
+        b"event: errorX\n",
         b"ids: data\n",
     ],
 )
@@ -62,6 +63,10 @@ def test_an_answer_finished_as_answers_finish_tells_none(reason: bytes, spaced: 
     assert not told_at_end(text + _finished(reason, spaced) + b"data: [DONE]\n\n")
 
 
+def test_a_finish_at_the_tails_first_byte_is_read() -> None:
+    assert told_at_end(b'"finish_reason":"abort"}]}\n\ndata: [DONE]\n\n')
+
+
 def test_an_error_after_the_finish_may_tell_a_failure() -> None:
     tail = _finished(b'"stop"') + b'error: {"message": "boom"}\n\ndata: [DONE]\n\n'
     assert told_at_end(tail)
@@ -77,3 +82,24 @@ def test_an_error_without_a_finish_may_tell_a_failure(tail: bytes) -> None:
 
 def test_a_tail_of_no_finish_and_no_error_tells_none() -> None:
     assert not told_at_end(b'data: {"choices":[{"delta":{"content":"hi"}}]}\n\ndata: [DONE]\n\n')
+
+
+@pytest.mark.parametrize(
+    ("data", "whole"),
+    [
+        (b'data: {"i":1}\n\ndata: {"i"', 15),  # to the event's end
+        (b": ping\n", 7),  # an ended comment line
+        (b"data: x\n: ping\n", 15),  # a comment line after a line of the event under way
+        (b'data: {"i":1}\n\n: pi', 15),  # a comment begun: held
+        (b'data: {"i"', 0),  # nothing whole
+    ],
+)
+def test_what_a_read_holds_whole_ends_where_its_last_whole_line_does(
+    data: bytes, whole: int
+) -> None:
+    assert whole_end(data) == whole
+
+
+def test_a_blank_line_beginning_a_read_ends_the_event_relayed_before_it() -> None:
+    assert whole_end(b'\ndata: {"i"', before=b"\n") == 1
+    assert whole_end(b'\ndata: {"i"', before=b"}") == 0  # a line going on: no blank line
