@@ -35,7 +35,7 @@ def cited(text: str, found: list[dict[str, Any]]) -> list[tuple[str, str]]:
     for annotation in web_search.citations(text, found):
         AnnotationURLCitation.model_validate(annotation, strict=True)
         covered = text[annotation["start_index"] : annotation["end_index"]]
-        assert covered == annotation["url"]
+        assert covered in (annotation["url"], annotation["url"].rstrip("/"))
         out.append((covered, annotation["title"]))
     return out
 
@@ -174,6 +174,19 @@ def test_of_sources_cited_at_one_place_the_longer_is_kept() -> None:
     for found in ([source(A, "home"), source(f"{A}/", "slash")], [source(f"{A}/", "slash")]):
         assert cited(text, found) == [(f"{A}/", "slash")]
     assert cited(text, [source(A, "home")]) == [(A, "home")]
+
+
+@pytest.mark.parametrize("text", [f"See {A} now.", f"See {A}.", f"[home]({A})", A_DOCS])
+def test_a_source_with_a_trailing_slash_is_cited_where_the_text_leaves_it_out(text: str) -> None:
+    """A provider gives a site's home page as ``https://a.test/``; a model names it
+    ``https://a.test``: the same page (as :mod:`stateway.search.selection` compares them),
+    cited; a longer URL it begins is still another page."""
+    expected = [] if text == A_DOCS else [(A, "home")]
+    assert cited(text, [source(f"{A}/", "home")]) == expected
+    assert cited(f"{A_DOCS} and {A_DOCS}/", [source(f"{A_DOCS}/", "docs")]) == [
+        (A_DOCS, "docs"),
+        (f"{A_DOCS}/", "docs"),
+    ]
 
 
 def test_citations_may_touch() -> None:

@@ -198,32 +198,45 @@ _URL_START: Final = re.compile(r"https?://", re.IGNORECASE)
 def citations(text: str, found: list[Item]) -> list[Item]:
     """``url_citation`` annotations for each place ``text`` names a source's URL: the URL
     whole (``https://a.test`` is not cited where the text names ``https://a.test/pricing``,
-    another page), before any punctuation that ends it."""
+    another page), before any punctuation that ends it; a source's trailing slash may be
+    left out (``https://a.test/`` is cited where the text names ``https://a.test``, the
+    same page), the annotation's ``url`` the source's."""
     out: list[Item] = []
     for source in found:
         url = source.get("url")
         if not isinstance(url, str) or not url:
             continue
-        start = text.find(url)
-        while start != -1:
-            end = start + len(url)
-            if _url_ends(text, end):
-                out.append(
-                    {
-                        "type": "url_citation",
-                        "start_index": start,
-                        "end_index": end,
-                        "url": url,
-                        "title": source.get("title") or url,
-                    }
-                )
-            start = text.find(url, end)
+        for named in _spellings(url):
+            start = text.find(named)
+            while start != -1:
+                end = start + len(named)
+                if _url_ends(text, end):
+                    out.append(
+                        {
+                            "type": "url_citation",
+                            "start_index": start,
+                            "end_index": end,
+                            "url": url,
+                            "title": source.get("title") or url,
+                        }
+                    )
+                start = text.find(named, end)
     out.sort(key=lambda a: (a["start_index"], -a["end_index"]))
     kept: list[Item] = []
     for annotation in out:  # a URL inside a longer one cited at the same place: the longer
         if not kept or annotation["start_index"] >= kept[-1]["end_index"]:
             kept.append(annotation)
     return kept
+
+
+def _spellings(url: str) -> tuple[str, ...]:
+    """How a text may name a source's URL: as given, and without its trailing slashes
+    (when a host remains)."""
+    bare = url.rstrip("/")
+    scheme = _URL_START.match(bare)
+    if bare == url or scheme is None or scheme.end() == len(bare):
+        return (url,)
+    return (url, bare)
 
 
 def _url_ends(text: str, end: int) -> bool:
