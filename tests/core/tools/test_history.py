@@ -317,6 +317,16 @@ def test_a_tool_search_is_a_call_of_the_name_the_search_is_offered_by() -> None:
             RESULTS_NOT_KEPT,
         ),
         (web_search_call(), '{"query":""}', RESULTS_NOT_KEPT),
+        (  # a hosted search of several queries (Codex sends it back as it came)
+            web_search_call(action={"type": "search", "queries": ["a b", "c"]}),
+            '{"query":"a b, c"}',
+            RESULTS_NOT_KEPT,
+        ),
+        (
+            web_search_call(action={"type": "search", "query": "q", "queries": ["a", "b"]}),
+            '{"query":"q"}',
+            RESULTS_NOT_KEPT,
+        ),
         (
             web_search_call(action={"type": "search", "sources": "odd"}),
             '{"query":""}',

@@ -23,7 +23,8 @@ and tool search, under the name the request offers the tool by:
   comes where the client gave it, the approving or denying response (or the
   ``mcp_call``, when the response is not in the history). An unanswered request is left
   out: a model must never see a call without its output.
-- ``web_search_call``: a call of the gateway's web search with its query, and the results
+- ``web_search_call``: a call of the gateway's web search with its query (a hosted
+  search's ``queries``, joined, when it has no ``query``), and the results
   it was given
   (rendered from the item's ``action.sources``; a call sent back without them, as Codex
   sends its searches back, tells the model its results were not kept, not that there
@@ -307,12 +308,11 @@ def _output(call_id: str, output: str) -> Item:
 def _web_search_pair(item: Item, name: str) -> tuple[Item, Item]:
     raw = item.get("action")
     action: Item = raw if isinstance(raw, dict) else {}
-    query = action.get("query") or ""
     call: Item = {
         "type": FUNCTION_CALL,
         "call_id": item["id"],
         "name": name,
-        "arguments": orjson.dumps({"query": query}).decode(),
+        "arguments": orjson.dumps({"query": _query(action)}).decode(),
     }
     if item.get("status") == "failed":
         error = item.get("error") or "the search failed."
@@ -321,6 +321,18 @@ def _web_search_pair(item: Item, name: str) -> tuple[Item, Item]:
     if not isinstance(sources, list):
         return call, _output(item["id"], RESULTS_NOT_KEPT)
     return call, _output(item["id"], web_search_output(sources))
+
+
+def _query(action: Item) -> str:
+    """What a search looked for: its ``query``, else the ``queries`` a hosted search of
+    several gives (as Codex sends it back), joined."""
+    query = action.get("query")
+    if isinstance(query, str) and query:
+        return query
+    queries = action.get("queries")
+    if not isinstance(queries, list):
+        return ""
+    return ", ".join(q for q in queries if isinstance(q, str) and q)
 
 
 def _client_item(item: Item, names: GatewayNames) -> Item:
