@@ -252,6 +252,9 @@ def test_request_errors(client: OpenAI) -> None:
     with pytest.raises(openai.NotFoundError) as missing:
         client.responses.create(model=MODEL, input="x", conversation="conv_missing")
     assert missing.value.body["param"] == "conversation"  # type: ignore[index]
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.responses.create(model=MODEL, input="x", conversation="session-42")
+    assert (caught.value.code, caught.value.body["param"]) == ("invalid_value", "conversation")  # type: ignore[index]
 
     too_many = [user(str(n)) for n in range(21)]
     with pytest.raises(openai.BadRequestError) as caught:

@@ -39,6 +39,18 @@ def test_a_conversation_without_an_id_is_refused(value: Any) -> None:
     assert (error.param, error.code) == ("conversation", "invalid_value")
 
 
+@pytest.mark.parametrize("value", ["wa_10_972504294724", {"id": "resp_1"}, "CONV_1"])
+def test_an_id_not_of_a_conversation_is_refused_as_hosted_refuses_it(value: Any) -> None:
+    """Hosted answers an id of another shape with a 400 before looking it up (a client
+    passing its own session id learns its mistake, rather than of a missing conversation)."""
+    error = refused(input="x", conversation=value)
+    assert (error.status, error.param, error.code) == (400, "conversation", "invalid_value")
+    conversation_id = value["id"] if isinstance(value, dict) else value
+    assert error.message == (
+        f"Invalid 'conversation': '{conversation_id}'. Expected an ID that begins with 'conv'."
+    )
+
+
 def test_conversation_and_previous_response_id_exclude_each_other() -> None:
     error = refused(input="x", conversation="conv_1", previous_response_id="resp_1")
     assert error.code == "mutually_exclusive_parameters"

@@ -301,7 +301,8 @@ def _context_management(entries: list[ContextManagement]) -> list[dict[str, Any]
 
 def _conversation_id(value: str | dict[str, Any] | None, previous: str | None) -> str | None:
     """The id a ``conversation`` field names (an id, or an object with ``id``); it excludes
-    ``previous_response_id``."""
+    ``previous_response_id``, and one not of a conversation's shape is refused as hosted
+    refuses it."""
     if value is None:
         return None
     conversation_id = value.get("id") if isinstance(value, dict) else value
@@ -316,6 +317,12 @@ def _conversation_id(value: str | dict[str, Any] | None, previous: str | None) -
             "Mutually exclusive parameters: Ensure you are only providing one of: "
             "'previous_response_id' or 'conversation'.",
             code="mutually_exclusive_parameters",
+        )
+    if not conversation_id.startswith("conv"):  # as hosted: before it is looked up
+        raise InvalidRequest(
+            f"Invalid 'conversation': '{conversation_id}'. Expected an ID that begins with 'conv'.",
+            param="conversation",
+            code="invalid_value",
         )
     return conversation_id
 
