@@ -250,20 +250,26 @@ async def test_a_token_whose_sub_is_a_keys_id_has_command_ids_of_its_own() -> No
         assert second.outcome is None
 
 
+async def _running_elsewhere(store: MemoryStore) -> ResponseRecord:
+    """A background response ``resp_x`` stored in progress, as another process running it
+    left it."""
+    body = {"id": "resp_x", "created_at": 1.0, "model": "m", "status": "in_progress"}
+    body |= {"background": True}
+    record = ResponseRecord("default", "resp_x", None, "in_progress", 1.0, body)
+    await store.save(record)
+    return record
+
+
 async def test_a_cancel_reaches_another_processs_run_through_shared_signals() -> None:
     store = MemoryStore()
-    body = {"id": "resp_x", "created_at": 1.0, "model": "m", "status": "in_progress"}
-    record = ResponseRecord(
-        "default", "resp_x", None, "in_progress", 1.0, body | {"background": True}
-    )
-    await store.save(record)
+    record = await _running_elsewhere(store)
     signals = Signals()
     gateway = gateway_for(store, signals=signals)
 
     cancelling = asyncio.create_task(gateway.execute(ME, CancelResponse("resp_x")))
     await signals.arrived.wait()
     assert signals.sent == [("default", "resp_x")]
-    ended_body = body | {"background": True, "status": "cancelled"}
+    ended_body = record.body | {"status": "cancelled"}
     await store.finish(replace(record, status="cancelled", body=ended_body))  # the owner did it
 
     state = await cancelling
@@ -279,10 +285,7 @@ async def test_a_cancel_signal_the_owner_missed_is_sent_again(
     hears it instead of the cancel answering 409 while the run goes on."""
     monkeypatch.setattr(background, "RESEND_INTERVAL", 0.0)
     store = MemoryStore()
-    body = {"id": "resp_x", "created_at": 1.0, "model": "m", "status": "in_progress"}
-    body |= {"background": True}
-    record = ResponseRecord("default", "resp_x", None, "in_progress", 1.0, body)
-    await store.save(record)
+    record = await _running_elsewhere(store)
     signals = FlakySignals()
     gateway = gateway_for(store, signals=signals)
 
@@ -292,7 +295,7 @@ async def test_a_cancel_signal_the_owner_missed_is_sent_again(
             signals.arrived.clear()
             await signals.arrived.wait()
     assert not cancelling.done()
-    ended_body = body | {"status": "cancelled"}
+    ended_body = record.body | {"status": "cancelled"}
     await store.finish(replace(record, status="cancelled", body=ended_body))  # the owner did it
 
     state = await cancelling
@@ -301,11 +304,7 @@ async def test_a_cancel_signal_the_owner_missed_is_sent_again(
 
 async def test_a_cancelled_response_deleted_meanwhile_is_a_404() -> None:
     store = MemoryStore()
-    body = {"id": "resp_x", "created_at": 1.0, "model": "m", "status": "in_progress"}
-    record = ResponseRecord(
-        "default", "resp_x", None, "in_progress", 1.0, body | {"background": True}
-    )
-    await store.save(record)
+    await _running_elsewhere(store)
     signals = Signals()
     gateway = gateway_for(store, signals=signals)
     cancelling = asyncio.create_task(gateway.execute(ME, CancelResponse("resp_x")))
@@ -320,11 +319,7 @@ async def test_a_cancel_whose_owner_never_ends_the_run_gives_up(
 ) -> None:
     monkeypatch.setattr(background, "CANCEL_WAIT", 0.0)
     store = MemoryStore()
-    body = {"id": "resp_x", "created_at": 1.0, "model": "m", "status": "in_progress"}
-    record = ResponseRecord(
-        "default", "resp_x", None, "in_progress", 1.0, body | {"background": True}
-    )
-    await store.save(record)
+    await _running_elsewhere(store)
     gateway = gateway_for(store, signals=Signals())
     with pytest.raises(InvalidRequest) as caught:
         await gateway.execute(ME, CancelResponse("resp_x"))
@@ -336,11 +331,7 @@ async def test_a_cancel_waiting_on_another_process_ends_when_this_one_shuts_down
     CANCEL_WAIT): at shutdown it is answered with the runs here, a 503 its client retries
     on another process, rather than left to the server's last resort."""
     store = MemoryStore()
-    body = {"id": "resp_x", "created_at": 1.0, "model": "m", "status": "in_progress"}
-    record = ResponseRecord(
-        "default", "resp_x", None, "in_progress", 1.0, body | {"background": True}
-    )
-    await store.save(record)
+    await _running_elsewhere(store)
     signals = Signals()
     gateway = gateway_for(store, signals=signals)
     cancelling = asyncio.create_task(gateway.execute(ME, CancelResponse("resp_x")))
