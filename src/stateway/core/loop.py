@@ -4,7 +4,9 @@ One ``Loop.execute`` drives one run to its single terminal event. Each round
 (:mod:`.rounds`) sends the context plus the output so far to the backend and assembles what
 comes back. Calls to
 client-owned tools end the run (the client answers them in its next request); gateway-owned
-tools, when they exist, run here and feed another round, up to ``max_rounds``.
+tools, when they exist, run here and feed another round, up to ``max_rounds``. A round
+whose context has grown past the response's ``context_management`` threshold is preceded
+by a compaction (:mod:`.compaction.between_rounds`), once a response.
 
 A stored response whose id leaves before its end (a stream's ``response.created``, a
 background response) gets its in-progress row, with its input, as the run starts: the
@@ -162,6 +164,8 @@ class Loop:
             choice = round_choice(toolset, tools.catalog, settings.tool_choice)
             limit = settings.max_tool_calls
             generated_before = usage.output_tokens  # a compaction's summary is not the answer
+            threshold, fitted = run.compaction_threshold, run.fitted
+            compacted: Item | None = None  # the compaction item made between two rounds
             for number in range(1, self._max_rounds + 1):
                 if compaction is not None and compaction.alone:  # the item is the answer
                     state.status = "completed"
@@ -195,9 +199,22 @@ class Loop:
                 exhausted = limit is not None and tools.calls_made >= limit
                 # empty in the first round; with the answers to its calls of withheld tools
                 output = tools.withheld.woven(state.output)
+                if compacted is not None:  # summarized with the context: what follows goes
+                    output = _after(output, compacted)
                 if output:  # the seals on its reasoning are the client's: the model gets
                     # what is under them
                     output = unsealed_output(output, self._sealer, state.tenant_id)
+                if threshold is not None and output:  # grown since the start measured it
+                    step = threshold.crossed(
+                        state.instructions, context, output, settings.tools, state.output
+                    )
+                    if step is not None:  # once a response: its first crossing
+                        threshold, fitted = None, None
+                        summarized = usage.output_tokens
+                        context = await step.run(run, plan.first, usage)
+                        generated_before += usage.output_tokens - summarized
+                        state.usage = usage
+                        compacted, output = state.output[-1], []
                 request = InferenceRequest(
                     model=plan.first.model,
                     instructions=state.instructions,
@@ -211,7 +228,7 @@ class Loop:
                     grammar=tools.catalog.forced_grammar(choice),
                     cache_salt=run.cache_salt,
                 )
-                fit = None if run.fitted is None else partial(run.fitted.items, output=output)
+                fit = None if fitted is None else partial(fitted.items, output=output)
                 with self._telemetry.round(number):
                     produced = len(state.output)
                     # each call's own usage is shown only after a compaction (Messages'
@@ -277,6 +294,13 @@ class Loop:
                 run.error = answered(state, error)
         run.cancellable = False  # from here a client leaving interrupts nothing
         await finish(run, row, self._store, self.settler)
+
+
+def _after(output: list[Item], compacted: Item) -> list[Item]:
+    """What ``output`` holds after the compaction item ``compacted`` (itself, not an
+    equal one)."""
+    at = next(index for index, item in enumerate(output) if item is compacted)
+    return output[at + 1 :]
 
 
 async def _parts(plan: Plan, items: list[Item]) -> None:

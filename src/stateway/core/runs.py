@@ -27,6 +27,7 @@ from stateway.core.items import Item
 from stateway.core.response import UNFINISHED, ResponseState
 
 if TYPE_CHECKING:
+    from stateway.core.compaction.between_rounds import Threshold
     from stateway.core.compaction.truncation import Fitted
     from stateway.core.journal import RunJournal
     from stateway.core.window_room import WindowRoom
@@ -64,6 +65,7 @@ class Run:
         "cache_salt",
         "cancel_reason",
         "cancellable",
+        "compaction_threshold",
         "context",
         "driver",
         "error",
@@ -112,6 +114,9 @@ class Run:
         self.fitted: Fitted | None = None
         """Its context fitted to each candidate's window, when its candidates declare
         different ones (``truncation: "auto"``): what each attempt is sent."""
+        self.compaction_threshold: Threshold | None = None
+        """Its ``context_management`` threshold, which its tool loop checks before each
+        later round, when it did not compact as it started."""
         self.window_room: WindowRoom | None = None
         """The windows its candidates refused its output tokens for, once one has: its
         later rounds ask each only the room their prompt leaves (Messages' ``max_tokens``)."""

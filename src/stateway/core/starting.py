@@ -23,6 +23,7 @@ from stateway.core import background
 from stateway.core import events as ev
 from stateway.core.backend import TokenCounter
 from stateway.core.commands import CreateResponse
+from stateway.core.compaction.between_rounds import Threshold
 from stateway.core.compaction.service import Compaction, CompactionStep, Prepared
 from stateway.core.compaction.view import taken_input
 from stateway.core.conversations.service import Conversations
@@ -106,6 +107,7 @@ class RunStarter:
         else:  # but stores its input: a seal that does not open is refused as a run's
             self._compaction.verify(principal.tenant_id, command, context)
             prepared = Prepared(context)
+        started_from = context
         context, compaction, fitted = prepared.context, prepared.compaction, prepared.fitted
         state = ResponseState.start(new_id("resp"), principal.tenant_id, time.time(), command)
         state.applied_edits = prepared.applied
@@ -124,6 +126,10 @@ class RunStarter:
         whole = len(checked) == len(prior.items) + len(command.input)
         run.context = checked if whole else prior.joined(command.input)
         run.fitted = fitted
+        if prepared.threshold is not None:
+            sealer, tenant_id = self._compaction.sealer, principal.tenant_id
+            threshold = Threshold(sealer, tenant_id, started_from, prepared.threshold)
+            run.compaction_threshold = threshold
         run.cache_salt = self._salts.salt(principal.tenant_id)
         if command.prior is not None and not command.prior_stored:
             run.stored_input = command.prior + command.input

@@ -20,6 +20,8 @@
   ``/responses/compact``, for the context ``/responses/input_tokens`` counts and, within a
   response, for a ``compaction_trigger`` or a ``context_management`` threshold
   (:class:`~.service.CompactionStep`).
+- :mod:`.between_rounds`: that threshold checked again before each later round of a
+  response's tool loop, which compacts there (once a response).
 
 Sizes are the gateway's estimate, :mod:`stateway.core.token_estimate`.
 """

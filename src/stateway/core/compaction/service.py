@@ -20,8 +20,9 @@ A threshold is ``compact_threshold`` when given, else 80% of the context window 
 smallest any capable candidate declares: ``capabilities.context_window``, by default its
 backend's ``context_window``, else what its model server advertises:
 :mod:`stateway.core.routing.windows`); without either there is no automatic compaction.
-It is checked once, when the response starts, against the estimate
-(:mod:`stateway.core.token_estimate`). An entry with ``pause_after_compaction``
+It is checked when the response starts, against the estimate
+(:mod:`stateway.core.token_estimate`), and, when it did not compact then, before each later
+round of its tool loop (:mod:`.between_rounds`). An entry with ``pause_after_compaction``
 (Messages' autocompact edit) makes its compaction the whole output, as a trigger does. A
 context that ends with the assistant message the answer continues (Messages' prefill) is
 summarized whole, and the rounds after the compaction still end with that message.
@@ -84,6 +85,9 @@ class Prepared:
     """Its fit for each candidate, when they declare different windows."""
     applied: Sequence[dict[str, Any]] = ()
     """What its clearing edits cleared (:attr:`.clearing.Cleared.applied`)."""
+    threshold: int | None = None
+    """The ``context_management`` threshold its tool loop checks before its later rounds,
+    when it did not compact first (:mod:`.between_rounds`)."""
 
 
 class CompactionStep:
@@ -189,13 +193,15 @@ class Compaction:
             alone = trigger or _paused(settings.context_management)
             step = CompactionStep(self.sealer, tenant_id, context, view, alone=alone)
             return Prepared(view, step, applied=applied)
+        if not _between_rounds(settings.context_management):
+            threshold = None
         if settings.truncation != "auto" or window is None:
-            return Prepared(view, applied=applied)
+            return Prepared(view, applied=applied, threshold=threshold)
         fits = Fitted(view, _reserve(command.instructions, settings))
         fitted = fits.fit(window)
         if len(candidates) > 1 and any(c.context_window != window for c in candidates):
-            return Prepared(fitted, fitted=fits, applied=applied)
-        return Prepared(fitted, applied=applied)
+            return Prepared(fitted, fitted=fits, applied=applied, threshold=threshold)
+        return Prepared(fitted, applied=applied, threshold=threshold)
 
     async def compact(
         self,
@@ -307,6 +313,13 @@ def _paused(entries: list[dict[str, object]]) -> bool:
     """Whether a ``context_management`` compaction ends the response (Messages'
     ``pause_after_compaction``): its compaction item is then the whole output."""
     return any(entry.get("pause_after_compaction") is True for entry in entries)
+
+
+def _between_rounds(entries: list[dict[str, object]]) -> bool:
+    """Whether a ``context_management`` threshold is checked between a response's rounds
+    too: a Responses client's, not Messages' (whose entries say ``pause_after_compaction``:
+    :mod:`.between_rounds`)."""
+    return not any("pause_after_compaction" in entry for entry in entries)
 
 
 def _prior(command: CreateResponse) -> str:
