@@ -9,7 +9,12 @@ import pytest
 from stateway.core.tools.catalog import Catalog
 from stateway.core.tools.history import DECLINED, model_items
 from stateway.core.tools.model_names import GatewayNames
-from stateway.core.tools.result_text import RESULTS_NOT_KEPT, error_text
+from stateway.core.tools.result_text import (
+    FOUND_NOT_KEPT,
+    PAGE_NOT_KEPT,
+    RESULTS_NOT_KEPT,
+    error_text,
+)
 
 
 def mcp_call(item_id: str, output: str | None = "ok", **extra: Any) -> dict[str, Any]:
@@ -346,6 +351,39 @@ def test_a_web_search_without_results_tells_the_model_so(
     call, result = model_items([item])
     assert call["arguments"] == arguments
     assert result == {"type": "function_call_output", "call_id": "ws_1", "output": output}
+
+
+@pytest.mark.parametrize(
+    ("action", "arguments", "output"),
+    [
+        (
+            {"type": "open_page", "url": "https://a.test/pricing"},
+            '{"url":"https://a.test/pricing"}',
+            f"The page https://a.test/pricing was opened. {PAGE_NOT_KEPT}",
+        ),
+        ({"type": "open_page"}, "{}", f"A page was opened. {PAGE_NOT_KEPT}"),
+        (
+            {"type": "find_in_page", "url": "https://a.test/", "pattern": "price"},
+            '{"url":"https://a.test/","pattern":"price"}',
+            f"'price' was looked for in the page https://a.test/. {FOUND_NOT_KEPT}",
+        ),
+    ],
+)
+def test_a_hosted_page_action_is_replayed_as_what_it_did_not_as_an_empty_search(
+    action: dict[str, Any], arguments: str, output: str
+) -> None:
+    """Hosted output (a client or Codex sends it back) opens a page or looks in one: the
+    model sees that page or pattern, never a search for nothing."""
+    call, result = model_items([web_search_call(action=action)])
+    assert (call["name"], call["arguments"]) == ("web_search", arguments)
+    assert result["output"] == output
+
+
+def test_a_failed_page_action_is_replayed_with_its_page_and_its_error() -> None:
+    item = web_search_call("failed", action={"type": "open_page", "url": "https://a.test/"})
+    call, result = model_items([{**item, "error": "unavailable"}])
+    assert call["arguments"] == '{"url":"https://a.test/"}'
+    assert result["output"] == "Error: unavailable"
 
 
 WEATHER = {"type": "function", "name": "get_weather"}

@@ -28,7 +28,9 @@ and tool search, under the name the request offers the tool by:
   it was given
   (rendered from the item's ``action.sources``; a call sent back without them, as Codex
   sends its searches back, tells the model its results were not kept, not that there
-  were none).
+  were none). A hosted ``open_page`` or ``find_in_page`` action (sent back from hosted
+  output) is a call of its ``url`` (and ``pattern``), and the model is told the page was
+  opened (the pattern looked for in it) and what it read was not kept.
 - ``tool_search_call`` / ``tool_search_output`` (either ``execution``): a ``tool_search``
   call with the search's arguments, and an output naming the tools it loaded (which are
   offered from then on). A search without its output is left out.
@@ -92,8 +94,10 @@ from stateway.core.tools.model_names import (
     model_name,
 )
 from stateway.core.tools.result_text import (
+    PAGE_ACTIONS,
     RESULTS_NOT_KEPT,
     mcp_output,
+    page_action_output,
     tool_search_output,
     web_search_output,
 )
@@ -308,15 +312,19 @@ def _output(call_id: str, output: str) -> Item:
 def _web_search_pair(item: Item, name: str) -> tuple[Item, Item]:
     raw = item.get("action")
     action: Item = raw if isinstance(raw, dict) else {}
+    page = action.get("type") in PAGE_ACTIONS
+    arguments = _page_arguments(action) if page else {"query": _query(action)}
     call: Item = {
         "type": FUNCTION_CALL,
         "call_id": item["id"],
         "name": name,
-        "arguments": orjson.dumps({"query": _query(action)}).decode(),
+        "arguments": orjson.dumps(arguments).decode(),
     }
     if item.get("status") == "failed":
         error = item.get("error") or "the search failed."
         return call, _output(item["id"], f"Error: {error}")
+    if page:
+        return call, _output(item["id"], page_action_output(action))
     sources = action.get("sources")
     if not isinstance(sources, list):
         return call, _output(item["id"], RESULTS_NOT_KEPT)
@@ -333,6 +341,11 @@ def _query(action: Item) -> str:
     if not isinstance(queries, list):
         return ""
     return ", ".join(q for q in queries if isinstance(q, str) and q)
+
+
+def _page_arguments(action: Item) -> Item:
+    """A hosted page action's ``url`` (and ``pattern``), as the call's arguments."""
+    return {key: action[key] for key in ("url", "pattern") if isinstance(action.get(key), str)}
 
 
 def _client_item(item: Item, names: GatewayNames) -> Item:

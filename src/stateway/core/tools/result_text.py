@@ -65,6 +65,28 @@ RESULTS_NOT_KEPT = (
 )
 """What the model is told of an earlier search sent back without its ``action.sources``."""
 
+PAGE_NOT_KEPT = "Its content was not kept in the conversation; search again if it is needed."
+"""What the model is told of a hosted ``open_page`` action sent back (it has no content)."""
+FOUND_NOT_KEPT = "What was found was not kept in the conversation; search again if it is needed."
+"""What the model is told of a hosted ``find_in_page`` action sent back."""
+OPEN_PAGE = "open_page"
+FIND_IN_PAGE = "find_in_page"
+PAGE_ACTIONS = frozenset({OPEN_PAGE, FIND_IN_PAGE})
+"""The hosted search's actions on a page (its ``web_search_call.action.type``), which the
+gateway's search never takes: they only come back in a client's history."""
+
+
+def page_action_output(action: Item) -> str:
+    """What the model is told of a hosted ``open_page`` or ``find_in_page`` action: the
+    page, and the pattern looked for; what it read there is not in the item."""
+    url = action.get("url")
+    page = f"the page {url}" if isinstance(url, str) and url else "a page"
+    if action.get("type") == FIND_IN_PAGE:
+        pattern = action.get("pattern")
+        looked = f"'{pattern}'" if isinstance(pattern, str) and pattern else "A pattern"
+        return f"{looked} was looked for in {page}. {FOUND_NOT_KEPT}"
+    return f"{page[0].upper()}{page[1:]} was opened. {PAGE_NOT_KEPT}"
+
 
 def web_search_output(sources: list[Item]) -> str:
     """The results of a search as the model is given them: numbered, title, URL, snippet."""
