@@ -196,6 +196,23 @@ async def test_searches_past_max_uses_are_not_sent_and_fail_by_that_name() -> No
     )
 
 
+async def test_a_search_call_without_a_query_does_not_count_toward_max_uses() -> None:
+    """``max_uses`` caps the searches performed (Anthropic's words): a call the gateway
+    refuses for its arguments sends nothing, and leaves the response its searches."""
+    search = FakeSearch([SearchHit("A", "https://a.test/", "a")])
+    calls = [
+        ToolCallDelta(0, "c0", "web_search", '{"query": "one"'),  # cut short: no JSON
+        call("web_search", {"query": " "}, 1),
+        call("web_search", {"query": "two"}, 2),
+        call("web_search", {"query": "three"}, 3),
+    ]
+    setup = Setup([tools_round(*calls), answer()], search=search)
+    run = await setup.create([{"type": "web_search", "max_uses": 1}])
+    assert [q.query for q in search.queries] == ["two"]
+    errors = [str(item.get("error")).partition(":")[0] for item in run.state.output[:4]]
+    assert errors == ["invalid_tool_input", "invalid_tool_input", "None", "max_uses_exceeded"]
+
+
 async def test_a_search_past_max_tool_calls_keeps_the_query_the_model_wrote() -> None:
     """Not run, but shown (and sent back to the model on a later turn) as the search the
     model asked for, as a search past ``max_uses`` is."""

@@ -5,7 +5,8 @@ call, and what it leaves on the call's item.
   running: an ``mcp_protocol_error`` with ``INVALID_PARAMS``.
 - A web search sends the query the model wrote to the search provider, with the declared
   tool's domain filters, and puts the hits on the item (``action.sources``) and among the
-  response's sources (its citations). Searches past the tool's ``max_uses`` are not sent.
+  response's sources (its citations). Searches past the tool's ``max_uses`` are not sent;
+  a call without a query is not one of them (the cap counts the searches sent).
 - A gateway tool search finds deferred tools in the catalog; what it loaded is offered
   from the next round on.
 - An MCP call sends the arguments to its server, as the response's tenant uses it; an
@@ -55,7 +56,8 @@ class Invocations:
         self._sources = sources
         """Every web search result of this response, for citations: extended here."""
         self.searches = 0
-        """Web searches started by this response (``max_uses`` caps them)."""
+        """Web searches sent to the provider by this response (``max_uses`` caps them: a
+        call refused for its arguments, or past the cap, is not one)."""
 
     def call(self, pending: PendingCall) -> Call:
         """The call to run for ``pending``."""
@@ -76,16 +78,15 @@ class Invocations:
         allowed = declared.allowed_domains if declared is not None else ()
         blocked = declared.blocked_domains if declared is not None else ()
         cap = declared.max_uses if declared is not None else None
-        self.searches += 1
-        over = cap is not None and self.searches > cap
 
         async def searching() -> str:
             query = web_search.query_of(pending.arguments)
             pending.item["action"]["query"] = query
-            if over:
-                raise ToolFailure(web_search.over_max_uses(cap or 0))
+            if cap is not None and self.searches >= cap:
+                raise ToolFailure(web_search.over_max_uses(cap))
             if search is None:
                 raise ToolFailure("No web search provider is configured.")
+            self.searches += 1  # before the first await: the round's calls start in order
             hits = await search.search(
                 SearchQuery(query, allowed_domains=allowed, blocked_domains=blocked)
             )
