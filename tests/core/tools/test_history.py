@@ -367,6 +367,12 @@ def test_a_web_search_without_results_tells_the_model_so(
             '{"url":"https://a.test/","pattern":"price"}',
             f"'price' was looked for in the page https://a.test/. {FOUND_NOT_KEPT}",
         ),
+        (  # the action's first name, in an older client's history
+            {"type": "find", "url": "https://a.test/", "pattern": "price"},
+            '{"url":"https://a.test/","pattern":"price"}',
+            f"'price' was looked for in the page https://a.test/. {FOUND_NOT_KEPT}",
+        ),
+        ({"type": "find_in_page"}, "{}", f"A pattern was looked for in a page. {FOUND_NOT_KEPT}"),
     ],
 )
 def test_a_hosted_page_action_is_replayed_as_what_it_did_not_as_an_empty_search(

@@ -70,8 +70,10 @@ PAGE_NOT_KEPT = "Its content was not kept in the conversation; search again if i
 FOUND_NOT_KEPT = "What was found was not kept in the conversation; search again if it is needed."
 """What the model is told of a hosted ``find_in_page`` action sent back."""
 OPEN_PAGE = "open_page"
-FIND_IN_PAGE = "find_in_page"
-PAGE_ACTIONS = frozenset({OPEN_PAGE, FIND_IN_PAGE})
+FIND_IN_PAGE = frozenset({"find_in_page", "find"})
+"""A hosted search's look into a page: ``find_in_page``, called ``find`` in its first
+version (an older client's history has it)."""
+PAGE_ACTIONS = FIND_IN_PAGE | {OPEN_PAGE}
 """The hosted search's actions on a page (its ``web_search_call.action.type``), which the
 gateway's search never takes: they only come back in a client's history."""
 
@@ -81,7 +83,7 @@ def page_action_output(action: Item) -> str:
     page, and the pattern looked for; what it read there is not in the item."""
     url = action.get("url")
     page = f"the page {url}" if isinstance(url, str) and url else "a page"
-    if action.get("type") == FIND_IN_PAGE:
+    if action.get("type") in FIND_IN_PAGE:
         pattern = action.get("pattern")
         looked = f"'{pattern}'" if isinstance(pattern, str) and pattern else "A pattern"
         return f"{looked} was looked for in {page}. {FOUND_NOT_KEPT}"
