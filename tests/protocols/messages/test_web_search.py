@@ -291,6 +291,46 @@ def test_a_search_sent_back_without_a_query_has_an_empty_one() -> None:
     assert queries == ["", ""]
 
 
+HOSTED_SEALED = "EqgfCioIARgBIiQ3YTAwMjY1Mi1mZjM5LTQ1NGUtODgxNC1kNjNjNTk1ZWI3Y2IaDCQ" * 8 + "=="
+"""The ``encrypted_content`` of a hit Anthropic's own search found: opaque to any model
+but Anthropic's, which unseals it."""
+
+
+def test_a_hit_of_anthropics_own_search_reaches_the_model_without_its_sealed_text() -> None:
+    """A conversation begun on Anthropic's API and continued here sends back its searches:
+    their hits' ``encrypted_content`` is no snippet (the model would read kilobytes of
+    base64); the hit keeps its title and URL. The gateway's own snippets stay."""
+    use = {"type": "server_tool_use", "id": "srvtoolu_h", "name": "web_search", "input": {}}
+    hits = [
+        {
+            "type": "web_search_result",
+            "url": "https://a.test/",
+            "title": "A",
+            "encrypted_content": HOSTED_SEALED,
+        },
+        {
+            "type": "web_search_result",
+            "url": "https://b.test/",
+            "title": "B",
+            "encrypted_content": "About b.",
+        },
+    ]
+    result = {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_h", "content": hits}
+    command = decode_messages(
+        body(
+            messages=[
+                {"role": "user", "content": "look"},
+                {"role": "assistant", "content": [use, result]},
+            ]
+        )
+    )
+    sources = command.input[1]["action"]["sources"]
+    assert [(s["url"], s["title"], s["snippet"]) for s in sources] == [
+        ("https://a.test/", "A", ""),
+        ("https://b.test/", "B", "About b."),
+    ]
+
+
 def _cited(text: str, *urls: str) -> dict[str, Any]:
     """An answer naming ``urls``, with the ``url_citation`` annotations the assembler gives."""
     annotations = [

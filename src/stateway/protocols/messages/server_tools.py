@@ -14,7 +14,8 @@ pair of blocks, as Anthropic answers —
 - an MCP call: ``mcp_tool_use`` (``mcptoolu_`` id, ``name``, ``server_name``, ``input``)
   and ``mcp_tool_result`` (``is_error``, the output as a text block).
 
-The same blocks sent back in a later turn are the calls they show. Calls of a backend's
+The same blocks sent back in a later turn are the calls they show (a hit's sealed text
+from Anthropic's own search, which no other model reads, left out). Calls of a backend's
 ``gateway_tools`` (a server the client did not declare) stay hidden
 (:mod:`stateway.core.hidden`).
 """
@@ -22,6 +23,7 @@ The same blocks sent back in a later turn are the calls they show. Calls of a ba
 from __future__ import annotations
 
 import base64
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final
@@ -36,6 +38,7 @@ from stateway.protocols.messages.blocks import (
     McpToolResultBlock,
     McpToolUseBlock,
     ServerToolUseBlock,
+    WebSearchResult,
     WebSearchToolResultBlock,
 )
 from stateway.protocols.messages.errors import field_error
@@ -353,8 +356,21 @@ def complete(
             item["output"] = text
     elif isinstance(block.content, list):
         item["action"]["sources"] = [
-            {"type": "url", "url": hit.url, "title": hit.title, "snippet": hit.encrypted_content}
+            {"type": "url", "url": hit.url, "title": hit.title, "snippet": _snippet(hit)}
             for hit in block.content
         ]
     else:
         item["status"], item["error"] = "failed", block.content.error_code
+
+
+_SEALED: Final = re.compile(r"[A-Za-z0-9+/_-]{64,}={0,2}")
+"""What Anthropic's own search puts in a hit's ``encrypted_content``: one long base64
+token, which only its models unseal (the gateway's is the provider's snippet, in words)."""
+
+
+def _snippet(hit: WebSearchResult) -> str:
+    """A hit's text as the model is given it again: the gateway's snippet, or nothing for
+    a hit of Anthropic's own search (a conversation begun there), whose sealed text no
+    other model can read (it keeps its title and URL)."""
+    text = hit.encrypted_content
+    return "" if _SEALED.fullmatch(text) else text
