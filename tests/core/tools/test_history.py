@@ -270,6 +270,23 @@ def test_a_web_search_is_a_call_of_its_query_and_its_results_as_the_output() -> 
     ]
 
 
+def test_a_hosted_searchs_data_source_is_named_not_given_as_a_url_of_none() -> None:
+    """Hosted search answers some queries from its own data (``{"type": "api", "name":
+    "oai-weather"}``, no ``url``): the model is told which, never ``URL: None``."""
+    sources = [
+        {"type": "api", "name": "oai-weather"},
+        {"type": "url", "url": "https://a.test/"},
+        {"type": "api"},
+    ]
+    item = web_search_call(action={"type": "search", "query": "weather", "sources": sources})
+    _, output = model_items([item])
+    assert output["output"] == (
+        "[1] oai-weather (a data source, not a web page)\n\n"
+        "[2] https://a.test/\nURL: https://a.test/\n\n"
+        "[3] a data source, not a web page"
+    )
+
+
 def test_a_web_search_is_a_call_of_the_name_the_search_is_offered_by() -> None:
     """Beside a client's tool called ``web_search``, the gateway's is offered (and its
     earlier searches shown) apart."""

@@ -90,14 +90,26 @@ def page_action_output(action: Item) -> str:
     return f"{page[0].upper()}{page[1:]} was opened. {PAGE_NOT_KEPT}"
 
 
+DATA_SOURCE = "a data source, not a web page"
+"""What a hosted search's source without a URL is (``{"type": "api", "name":
+"oai-weather"}``: its answer came from OpenAI's own data)."""
+
+
 def web_search_output(sources: list[Item]) -> str:
-    """The results of a search as the model is given them: numbered, title, URL, snippet."""
+    """The results of a search as the model is given them: numbered, title, URL, snippet
+    (a hosted search's data source by its name)."""
     if not sources:
         return "No results."
     lines = []
     for number, source in enumerate(sources, 1):
-        lines.append(f"[{number}] {source.get('title') or source.get('url')}")
-        lines.append(f"URL: {source.get('url')}")
+        url = source.get("url")
+        if not isinstance(url, str) or not url:  # a hosted search's own data ("api")
+            name = source.get("name")
+            named = f"{name} ({DATA_SOURCE})" if isinstance(name, str) and name else DATA_SOURCE
+            lines += [f"[{number}] {named}", ""]
+            continue
+        lines.append(f"[{number}] {source.get('title') or url}")
+        lines.append(f"URL: {url}")
         if source.get("snippet"):
             lines.append(str(source["snippet"]))
         lines.append("")
