@@ -118,6 +118,36 @@ def test_a_later_turn_replays_the_search_the_model_saw(sdk: OpenAI) -> None:
     assert "Result 1 about stateway gateway." in transcript
 
 
+def test_a_hosted_searchs_page_actions_sent_back_reach_the_model_as_what_they_did(
+    sdk: OpenAI,
+) -> None:
+    """Hosted output sent back as input (``store: false``, or Codex's history): a page
+    opened and a pattern looked for reach either upstream as that page and pattern."""
+    hosted = [
+        {"type": "message", "role": "user", "content": "what does it cost?"},
+        {
+            "type": "web_search_call",
+            "id": "ws_open",
+            "status": "completed",
+            "action": {"type": "open_page", "url": "https://a.test/pricing"},
+        },
+        {
+            "type": "web_search_call",
+            "id": "ws_find",
+            "status": "completed",
+            "action": {"type": "find_in_page", "url": "https://a.test/pricing", "pattern": "Pro"},
+        },
+        {"type": "message", "role": "user", "content": "[[echo]]"},
+    ]
+    response = sdk.responses.create(
+        model="m", input=hosted, tools=[{"type": "web_search"}], store=False
+    )
+    transcript = response.output_text
+    assert "The page https://a.test/pricing was opened." in transcript
+    assert "'Pro' was looked for in the page https://a.test/pricing." in transcript
+    assert '"query":""' not in transcript.replace(" ", "")
+
+
 def test_a_chat_client_asks_for_a_search_with_web_search_options(
     sdk: OpenAI, searching: FakeSearch
 ) -> None:
