@@ -213,6 +213,16 @@ async def test_a_search_call_without_a_query_does_not_count_toward_max_uses() ->
     assert errors == ["invalid_tool_input", "invalid_tool_input", "None", "max_uses_exceeded"]
 
 
+async def test_a_search_the_provider_failed_counts_toward_max_uses() -> None:
+    """It was sent: ``max_uses`` also bounds what a response asks of the provider."""
+    search = FakeSearch([], fail=True)
+    calls = [call("web_search", {"query": q}, i) for i, q in enumerate(("one", "two"))]
+    setup = Setup([tools_round(*calls), answer()], search=search)
+    run = await setup.create([{"type": "web_search", "max_uses": 1}])
+    assert [q.query for q in search.queries] == ["one"]
+    assert str(run.state.output[1]["error"]).startswith("max_uses_exceeded: ")
+
+
 async def test_a_search_past_max_tool_calls_keeps_the_query_the_model_wrote() -> None:
     """Not run, but shown (and sent back to the model on a later turn) as the search the
     model asked for, as a search past ``max_uses`` is."""
