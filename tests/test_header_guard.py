@@ -7,6 +7,7 @@ sockets: tests/e2e/test_header_limits.py.)"""
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from typing import Any
 
@@ -414,3 +415,38 @@ async def test_a_chunked_body_far_over_the_limit_is_not_counted() -> None:
     protocol.data_received(TRAILER + b"\r\n")
     assert not transport.closing
     assert protocol.cycle.more_body is False
+
+
+REQUEST_ID_LINE = re.compile(rb"\r\nx-request-id: (req_[0-9a-f]{32})\r\n")
+
+
+def request_id_of(answer: bytes) -> bytes:
+    """The ``x-request-id`` in the head of ``answer`` (one answer's bytes)."""
+    head = answer.split(b"\r\n\r\n", 1)[0] + b"\r\n"
+    found = REQUEST_ID_LINE.search(head)
+    assert found is not None, head
+    return found.group(1)
+
+
+async def test_a_431_carries_its_own_request_id() -> None:
+    """Every answer carries ``x-request-id``, the guard's own 431 too: one per answer."""
+    ids = set()
+    for _ in range(2):
+        protocol, transport, _ = connect(App())
+        protocol.data_received(b"GET / HTTP/1.1\r\nX-Big: " + b"a" * 4096)
+        answer = b"".join(transport.writes)
+        assert answer.startswith(b"HTTP/1.1 431 ")
+        ids.add(request_id_of(answer))
+    assert len(ids) == 2
+
+
+async def test_an_unparsable_request_is_a_400_with_a_request_id() -> None:
+    """uvicorn answers a request it cannot parse itself (400, plain text), before any app
+    runs: the guard's protocol gives that answer its ``x-request-id`` too."""
+    protocol, transport, _ = connect(App())
+    protocol.data_received(b"GARBAGE\r\n\r\n")
+    answer = b"".join(transport.writes)
+    assert answer.startswith(b"HTTP/1.1 400 ")
+    assert answer.endswith(b"\r\n\r\nInvalid HTTP request received.")
+    request_id_of(answer)
+    assert transport.closing

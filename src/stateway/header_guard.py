@@ -61,6 +61,7 @@ from uvicorn.protocols.http.httptools_impl import (
 )
 
 from stateway.send_guard import SendGuarded
+from stateway.surfaces.http.observed import new_request_id
 
 if TYPE_CHECKING:
     from uvicorn._types import ASGIReceiveCallable, ASGISendCallable, Scope
@@ -69,6 +70,21 @@ SWEEP_INTERVAL = 1.0
 """Seconds between sweeps, at most (a shorter timeout is swept four times as often)."""
 
 _TOO_LARGE = b"Request header fields too large."
+
+
+def _plain_answer(status: int, default_headers: list[tuple[bytes, bytes]], body: bytes) -> bytes:
+    """An answer written before any app runs (a 431, uvicorn's 400 for a request it cannot
+    parse): plain text, the connection to be closed, and its own ``x-request-id``, as
+    every answer has (``surfaces/http/observed.py`` gives the app's theirs)."""
+    head = [STATUS_LINE[status]]
+    for name, value in default_headers:
+        head.extend([name, b": ", value, b"\r\n"])
+    head.append(
+        b"x-request-id: %s\r\ncontent-type: text/plain; charset=utf-8\r\n"
+        b"content-length: %d\r\nconnection: close\r\n\r\n"
+        % (new_request_id().encode("ascii"), len(body))
+    )
+    return b"".join(head) + body
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +174,12 @@ class HeaderGuardedProtocol(SendGuarded, HttpToolsProtocol):
         """Answered 431, the write side shut: what comes is dropped (read as a chunk is)."""
         self._lingering_since = 0.0
         self._dropped = 0
+
+    def send_400_response(self, msg: str) -> None:
+        """uvicorn's answer to a request it cannot parse, with an ``x-request-id``."""
+        answer = _plain_answer(400, self.server_state.default_headers, msg.encode("ascii"))
+        self.transport.write(answer)
+        self.transport.close()
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -308,14 +330,8 @@ class HeaderGuardedProtocol(SendGuarded, HttpToolsProtocol):
         if self.transport.is_closing() or self not in self.connections:
             return  # closed, or handed to the WebSocket protocol
         if answer:
-            head = [STATUS_LINE[431]]
-            for name, value in self.server_state.default_headers:
-                head.extend([name, b": ", value, b"\r\n"])
-            head.append(
-                b"content-type: text/plain; charset=utf-8\r\n"
-                b"content-length: %d\r\nconnection: close\r\n\r\n" % len(_TOO_LARGE)
-            )
-            self.transport.write(b"".join(head) + _TOO_LARGE)
+            answered = _plain_answer(431, self.server_state.default_headers, _TOO_LARGE)
+            self.transport.write(answered)
             if self.transport.can_write_eof():
                 self._linger()
                 return

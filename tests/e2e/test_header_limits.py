@@ -4,6 +4,7 @@ its size (``max_header_bytes``: 431, then closed) and the time to send it
 
 from __future__ import annotations
 
+import re
 import select
 import socket
 import time
@@ -99,6 +100,15 @@ def test_a_header_block_over_the_limit_is_answered_431_and_closed(gateway: str) 
         answer = read_until_closed(sock)
     assert answer.startswith(b"HTTP/1.1 431 ")
     assert b"connection: close" in answer.lower()
+    assert re.search(rb"\r\nx-request-id: req_[0-9a-f]{32}\r\n", answer)
+
+
+def test_a_request_that_does_not_parse_is_a_400_with_a_request_id(gateway: str) -> None:
+    with connect(gateway) as sock:
+        sock.sendall(b"GARBAGE\r\n\r\n")
+        answer = read_until_closed(sock)
+    assert answer.startswith(b"HTTP/1.1 400 ")
+    assert re.search(rb"\r\nx-request-id: req_[0-9a-f]{32}\r\n", answer)
 
 
 def test_a_client_still_sending_its_header_block_reads_the_431_not_a_reset(
