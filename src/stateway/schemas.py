@@ -8,8 +8,8 @@ fails when a checked-in file drifts from its models; regenerate every file with
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable
+import argparse
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -36,5 +36,17 @@ def write_all(directory: Path) -> None:
         (directory / name).write_bytes(render(name))
 
 
+def main(argv: Sequence[str] | None = None) -> None:
+    """``python -m stateway.schemas [DIRECTORY]``: write every document into DIRECTORY."""
+    parser = argparse.ArgumentParser(
+        prog="python -m stateway.schemas",
+        description="Regenerate the JSON Schema documents checked into schemas/.",
+    )
+    parser.add_argument(
+        "directory", nargs="?", default="schemas", type=Path, help="where to write them"
+    )
+    write_all(parser.parse_args(argv).directory)
+
+
 if __name__ == "__main__":
-    write_all(Path(sys.argv[1] if len(sys.argv) > 1 else "schemas"))
+    main()
