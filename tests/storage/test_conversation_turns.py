@@ -228,6 +228,27 @@ async def test_a_turns_items_get_new_ids_where_the_conversation_has_theirs(
     assert stored_input.items[0]["id"] == "msg_0", "the response keeps its own copy"
 
 
+async def test_a_turns_reference_whose_id_is_taken_answers_its_call_by_call_id(
+    store: SqlResponseStore,
+    conversations: SqlConversationStore,
+    record: RecordFactory,
+    tenant: str,
+    conversation: str,
+) -> None:
+    """The conversation already holds ``msg_0``: a turn's ``local_shell_call_output``
+    naming its call so gets a new id, and keeps the reference as its ``call_id``."""
+    output = {"type": "local_shell_call_output", "id": "msg_0", "output": "ok"}
+    first = replace(start(record, "r1"), input_items=[output])
+    await store.save(first)
+    await store.finish(end(first))
+    page = await conversations.list_items(tenant, conversation, after=None, limit=5, order="asc")
+    assert page is not None
+    stored = page.items[1]
+    assert stored["id"] not in ("msg_0", "out_r1")
+    assert stored == {**output, "id": stored["id"], "call_id": "msg_0"}
+    assert len({item["id"] for item in page.items}) == 3
+
+
 async def test_a_refused_claim_leaves_its_batch_alone(
     store: SqlResponseStore,
     conversations: SqlConversationStore,

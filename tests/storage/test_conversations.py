@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import text
+from sqlalchemy.exc import IntegrityError
 
 from stateway.core.conversations.ports import Conversation
 from stateway.core.items import Item
@@ -160,14 +161,53 @@ async def test_items_without_an_id_get_one_of_their_type(
     assert added[1]["id"].startswith("item_")
 
 
-async def test_a_reference_id_is_kept_even_when_taken(
+async def test_a_reference_id_is_kept_unless_taken_and_then_named_as_the_call_id(
     conversations: SqlConversationStore, tenant: str
 ) -> None:
+    """A ``local_shell_call_output``'s ``id`` names its call: kept while the conversation
+    has no item with it; else the output gets a new id, and answers its call by
+    ``call_id``, so no two items of a conversation share an id."""
     output = {"type": "local_shell_call_output", "id": "call_1", "output": "ok"}
-    await new(conversations, tenant, [output])
-    added = await conversations.add_items(tenant, "conv_1", [dict(output)])
+    await new(conversations, tenant, [output, message("doomed", "call_2")])
+    assert await conversations.delete_item(tenant, "conv_1", "call_2") is True
+    added = await conversations.add_items(
+        tenant,
+        "conv_1",
+        [
+            dict(output),
+            {**output, "id": "call_2"},
+            {**output, "id": "call_3"},
+            {**output, "id": "call_3"},
+        ],
+    )
     assert added is not None
-    assert added[0]["id"] == "call_1"
+    assert added[2]["id"] == "call_3", "a free reference is kept"
+    for renamed, reference in [(added[0], "call_1"), (added[1], "call_2"), (added[3], "call_3")]:
+        assert renamed["id"].startswith("item_")
+        assert {**renamed, "id": reference, "call_id": None} == {
+            **output,
+            "id": reference,
+            "call_id": None,
+        }
+        assert renamed["call_id"] == reference, "it still answers its call"
+    page = await conversations.list_items(tenant, "conv_1", after=None, limit=20, order="asc")
+    assert page is not None
+    ids = [item["id"] for item in page.items]
+    assert len(ids) == len(set(ids)) == 5
+
+
+async def test_no_two_rows_of_a_conversation_hold_one_id(
+    conversations: SqlConversationStore, store: SqlResponseStore, tenant: str
+) -> None:
+    """What keeps a cursor naming one position whatever wrote the rows: a unique index."""
+    await new(conversations, tenant, [message("one", "msg_1")])
+    duplicate = text(
+        "INSERT INTO conversation_items (tenant_id, conversation_id, position, item_id,"
+        " created_at, body) VALUES (:tenant, 'conv_1', 7, 'msg_1', 1.0, '{}')"
+    )
+    with pytest.raises(IntegrityError):
+        async with store.engine.begin() as connection:
+            await connection.execute(duplicate, {"tenant": tenant})
 
 
 @pytest.mark.parametrize("order", ["asc", "desc"])

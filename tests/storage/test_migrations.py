@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 import subprocess
 import sys
@@ -21,7 +22,7 @@ from stateway.storage.sql.engine import create_engine
 from stateway.storage.sql.migrator import HEAD_REVISION, MIGRATIONS_DIR, alembic_config
 from stateway.storage.sql.schema import metadata
 
-HEAD = "0011"
+HEAD = "0012"
 _HEAD_TABLES = {
     "responses",
     "items",
@@ -391,3 +392,105 @@ def test_0011_adds_the_write_probes_and_takes_them_away(sqlite_url: str) -> None
 
     command.downgrade(config, "0010")
     assert sqlite_state(sqlite_url) == (_HEAD_TABLES - {"write_probes"}, ["0010"])
+
+
+_SHARED_ID_ROWS = [
+    # conversation, position, item_id, body, deleted_at
+    ("conv_1", 0, "call_1", '{"type":"local_shell_call","id":"call_1","call_id":"call_1"}', None),
+    ("conv_1", 1, "call_1", '{"type":"local_shell_call_output","id":"call_1","output":"ok"}', None),
+    ("conv_1", 2, "call_1", "", 2.0),
+    ("conv_1", 3, "msg_1", '{"type":"message","id":"msg_1","role":"user","content":"é"}', None),
+    ("conv_1", 4, "msg_1", '{"type":"message","id":"msg_1","role":"user","content":"b"}', None),
+    ("conv_2", 0, "call_1", '{"type":"local_shell_call_output","id":"call_1","output":"x"}', None),
+]
+
+
+def test_0012_gives_each_later_copy_of_an_id_a_new_one_and_makes_ids_unique(
+    sqlite_url: str,
+) -> None:
+    """Items of one conversation sharing an id (a ``local_shell_call_output`` kept its
+    call's) made a page's cursor ambiguous: the first keeps the id, each later one gets a
+    new id (an output answering its call by ``call_id`` instead), and the index refuses
+    another. Another conversation's copy is its own."""
+    config = alembic_config(sqlite_url)
+    command.upgrade(config, "0011")
+    path = sqlite_url.removeprefix("sqlite:///")
+    with sqlite3.connect(path) as connection:
+        connection.executemany(
+            "INSERT INTO conversations (tenant_id, id, created_at, metadata, next_position)"
+            " VALUES ('t', ?, 1.0, '{}', 5)",
+            [("conv_1",), ("conv_2",)],
+        )
+        connection.executemany(
+            "INSERT INTO conversation_items (tenant_id, conversation_id, position, item_id,"
+            " created_at, body, deleted_at) VALUES ('t', ?, ?, ?, 1.5, ?, ?)",
+            _SHARED_ID_ROWS,
+        )
+
+    command.upgrade(config, "0012")
+    with sqlite3.connect(path) as connection:
+        rows = connection.execute(
+            "SELECT conversation_id, position, item_id, body, deleted_at FROM conversation_items"
+            " ORDER BY conversation_id, position"
+        ).fetchall()
+        with pytest.raises(sqlite3.IntegrityError):
+            connection.execute(
+                "INSERT INTO conversation_items (tenant_id, conversation_id, position, item_id,"
+                " created_at, body) VALUES ('t', 'conv_1', 9, 'msg_1', 1.5, '{}')"
+            )
+    assert [rows[i] for i in (0, 3, 5)] == [_SHARED_ID_ROWS[i] for i in (0, 3, 5)]
+    output, tombstone, message = rows[1], rows[2], rows[4]
+    assert output[2].startswith("item_")
+    assert json.loads(output[3]) == {
+        "type": "local_shell_call_output",
+        "id": output[2],
+        "call_id": "call_1",
+        "output": "ok",
+    }
+    assert tombstone[2].startswith("item_")
+    assert tombstone[3:] == ("", 2.0)
+    assert message[2].startswith("msg_")
+    assert message[2] != "msg_1"
+    assert json.loads(message[3]) == {**json.loads(_SHARED_ID_ROWS[4][3]), "id": message[2]}
+    assert len({row[2] for row in rows[:5]}) == 5
+
+    command.downgrade(config, "0011")
+    with sqlite3.connect(path) as connection:
+        connection.execute(
+            "INSERT INTO conversation_items (tenant_id, conversation_id, position, item_id,"
+            " created_at, body) VALUES ('t', 'conv_1', 9, 'msg_1', 1.5, '{}')"
+        )
+
+
+@pytest.mark.postgres
+async def test_0012_renames_shared_ids_on_postgres(fresh_postgres_url: str) -> None:
+    await asyncio.to_thread(command.upgrade, alembic_config(fresh_postgres_url), "0011")
+    engine = create_engine(fresh_postgres_url)
+    insert = text(
+        "INSERT INTO conversation_items (tenant_id, conversation_id, position, item_id,"
+        " created_at, body, deleted_at) VALUES ('t', :c, :p, :i, 1.5, :b, :d)"
+    )
+    read = text(
+        "SELECT conversation_id, position, item_id, body FROM conversation_items"
+        " ORDER BY conversation_id, position"
+    )
+    try:
+        async with engine.begin() as connection:
+            await connection.execute(
+                text(
+                    "INSERT INTO conversations (tenant_id, id, created_at, metadata,"
+                    " next_position) VALUES ('t', 'conv_1', 1.0, '{}', 5), ('t', 'conv_2', 1.0,"
+                    " '{}', 1)"
+                )
+            )
+            await connection.execute(
+                insert, [dict(zip("cpibd", row, strict=True)) for row in _SHARED_ID_ROWS]
+            )
+        await migrate(fresh_postgres_url)
+        async with engine.connect() as connection:
+            rows = (await connection.execute(read)).all()
+    finally:
+        await engine.dispose()
+    assert [tuple(rows[i]) for i in (0, 3, 5)] == [_SHARED_ID_ROWS[i][:4] for i in (0, 3, 5)]
+    assert json.loads(rows[1][3])["call_id"] == "call_1"
+    assert len({row[2] for row in rows[:5]}) == 5

@@ -37,11 +37,12 @@ class ConversationStore(Protocol):
 
     Items are copies: appending stores the item given, deleting one removes it from the
     conversation only (responses keep their own). Within a conversation item ids are
-    unique: an appended item keeps its ``id`` unless it has none or the conversation (or
-    the same append) already has it; it then gets a new gateway id of its type
-    (:func:`stateway.core.items.new_item_id`). Appends of a turn go through
-    :class:`~stateway.core.ports.ResponseStore` (its ``turn``) and follow the same rule.
-    A deleted conversation is unknown to every method.
+    unique, a deleted item's included: an appended item keeps its ``id`` unless it has
+    none or the conversation (or the same append) already has it; it then gets a new
+    gateway id of its type (:func:`stateway.core.items.new_item_id`), and one whose
+    ``id`` named its call (``local_shell_call_output``) keeps that as its ``call_id``.
+    Appends of a turn go through :class:`~stateway.core.ports.ResponseStore` (its
+    ``turn``) and follow the same rule. A deleted conversation is unknown to every method.
     """
 
     async def create(self, conversation: Conversation, items: list[Item]) -> None:

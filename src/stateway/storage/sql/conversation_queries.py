@@ -44,7 +44,9 @@ Item ids
 --------
 Each appended row carries its item twice: as given (``item_id``, ``body``) and with a new
 gateway id (``fresh_id``, ``fresh_body``); the row takes the fresh one when the
-conversation already has the given id, so ids stay unique without a read first.
+conversation already has the given id (a deleted item's included), so ids stay unique
+without a read first. A unique index holds it whatever writes the rows, so the item a
+page's cursor names has one position (:func:`_items_page`).
 """
 
 from __future__ import annotations

@@ -5,7 +5,9 @@ A turn's start adds a claim and its row to the batch that writes it; its end add
 items and its release. Appended items keep their ``id`` unless they have none or repeat
 one earlier in the same append, in which case they get a new gateway id of their type;
 each row also carries a fresh id for the statement to take when the conversation already
-has the given one. An item whose ``id`` is a reference keeps it regardless.
+has the given one, so no two items of a conversation share an id (a unique index holds
+it). An item whose ``id`` is a reference (a ``local_shell_call_output``'s names its call)
+given a new id keeps the reference as its ``call_id``, by which it still answers the call.
 """
 
 from __future__ import annotations
@@ -53,13 +55,11 @@ def appended_rows(
     given: set[str] = set()
     rows: list[dict[str, Any]] = []
     for offset, item in enumerate(items):
-        kind = item.get("type")
         item_id = item.get("id")
-        reference = kind in ID_IS_REFERENCE and _usable(item_id)
-        if not reference and (not _usable(item_id) or item_id in given):
-            item = {**item, "id": new_item_id(kind)}
+        if not _usable(item_id) or item_id in given:
+            item = _renamed(item)
         given.add(item["id"])
-        fresh = item if reference else {**item, "id": new_item_id(kind)}
+        fresh = _renamed(item)
         row = {
             "tenant_id": tenant_id,
             "conversation_id": conversation_id,
@@ -87,6 +87,16 @@ async def refusal(
     if row is None or row.deleted_at is not None:
         return ConversationNotFound(conversation_id, param="conversation")
     return ConversationLocked()
+
+
+def _renamed(item: Item) -> Item:
+    """``item`` under a new gateway id of its type; a reference ``id`` it had (and no
+    ``call_id``) becomes its ``call_id``."""
+    kind = item.get("type")
+    renamed = {**item, "id": new_item_id(kind)}
+    if kind in ID_IS_REFERENCE and _usable(item.get("id")) and not item.get("call_id"):
+        renamed["call_id"] = item["id"]
+    return renamed
 
 
 def _usable(item_id: object) -> TypeGuard[str]:

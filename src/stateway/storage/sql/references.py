@@ -9,9 +9,10 @@ about 340 ms on PostgreSQL, 540 ms on SQLite); only an index ordered by time cou
 the first live one.
 
 The winner is the copy in the latest response (or the conversation where it was appended
-latest). Within one response or conversation, the first copy wins: the only items that
-share an id there are those whose ``id`` names another item (a ``local_shell_call_output``
-carries its call's), and a reference to that id means the item that owns it, the call.
+latest). Within one response, the first copy wins: the only items that share an id there
+are those whose ``id`` names another item (a ``local_shell_call_output`` carries its
+call's), and a reference to that id means the item that owns it, the call. Within one
+conversation no two items share an id (a unique index).
 
 Bind parameters: ``tenant``, and ``ids`` (an expanding list).
 """

@@ -27,8 +27,8 @@ is a matter of the primary key, and nothing is ever looked up across tenants.
     are labels rather than keys and are not unique.
 
 ``conversations`` / ``conversation_items``
-    A conversation is a mutable, ordered list of items, each with a gateway-assigned
-    ``item_id`` (unique within the conversation) and numbered by ``position``;
+    A conversation is a mutable, ordered list of items, each with an ``item_id`` unique
+    within the conversation (a unique index holds it) and numbered by ``position``;
     ``next_position`` is where the next append goes. Items are copied in when appended:
     a conversation is edited (items deleted) while the responses that used its items stay
     as they were. ``response_id`` names the turn that appended an item, if any.
@@ -202,10 +202,13 @@ Index(
     conversation_items.c.tenant_id,
     conversation_items.c.item_id,
     conversation_items.c.conversation_id,
+    unique=True,
 )
 """Finds a conversation's item by id (every lookup that names the conversation names the
 id too), and the items ``item_reference`` input items name by id alone, in any of the
-tenant's conversations (:data:`references.FIND_CONVERSATION_ITEMS`)."""
+tenant's conversations (:data:`references.FIND_CONVERSATION_ITEMS`). Unique: an id names
+one item of a conversation (a tombstone included), so a page's cursor names one
+position."""
 
 response_events: Final = Table(
     "response_events",
