@@ -23,6 +23,8 @@ class _Stored:
     holder: str | None = None
     last_turn: str | None = None
     """The last turn that appended items."""
+    deleted: set[str] = field(default_factory=set)
+    """The ids of deleted items, never given again (as their tombstones keep them)."""
 
 
 class MemoryConversations:
@@ -42,7 +44,7 @@ class MemoryConversations:
         return holder is not None and holder.status not in _UNFINISHED
 
     def append(self, stored: _Stored, items: list[Item]) -> list[Item]:
-        taken = {item["id"] for item in stored.items}
+        taken = {item["id"] for item in stored.items} | stored.deleted
         added = []
         for item in items:
             if not item.get("id") or item["id"] in taken:
@@ -125,6 +127,7 @@ class MemoryConversations:
         if stored is None or not any(i["id"] == item_id for i in stored.items):
             return False
         stored.items = [i for i in stored.items if i["id"] != item_id]
+        stored.deleted.add(item_id)
         return True
 
 

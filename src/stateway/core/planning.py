@@ -17,6 +17,7 @@ from typing import Any
 from stateway.core.commands import CreateResponse
 from stateway.core.configuration_updates import updated_settings
 from stateway.core.context import Prior, checked_context, load_prior
+from stateway.core.conversations.item_ids import check_not_held
 from stateway.core.conversations.ports import ConversationItems
 from stateway.core.conversations.service import Conversations
 from stateway.core.generations import Generation
@@ -112,6 +113,8 @@ class Planner:
         conversation = await conversations.context(principal.tenant_id, command.conversation_id)
         if command.thread is not None:
             check_continued(command.thread, conversation)
+        else:  # a Messages turn names no items by id: one repeated is renamed when stored
+            check_not_held(conversation.items, command.input, "input")
         return conversation
 
 

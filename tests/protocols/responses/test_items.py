@@ -327,7 +327,10 @@ def test_a_compaction_trigger_anywhere_but_last_is_refused_and_a_duplicate_id_na
     assert caught.value.message == "A 'compaction_trigger' item must be the last input item."
     with pytest.raises(InvalidRequest) as caught:
         decode_items([{**user, "id": "m"}, {**user, "id": "m"}])
-    assert caught.value.message == "Duplicate item found with id m."
+    assert (caught.value.param, caught.value.code) == ("input[1].id", "duplicate_item_id")
+    assert caught.value.message == (
+        "Duplicate item found with id m. Remove duplicate items from your input and try again."
+    )
 
 
 @pytest.mark.parametrize(

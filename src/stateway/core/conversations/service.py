@@ -3,7 +3,8 @@
 Items added through the Conversations API get new gateway ids by type (``msg_``, ``fc_``,
 ...): the conversation makes them, whatever ``id`` the client sent. The one exception is
 an item whose ``id`` names another item (``local_shell_call_output``, whose ``id`` is its
-call's): it is kept. Unknown conversations and items are 404s; a lookup that misses asks
+call's): it is kept, and refused when an item of the conversation has it
+(:mod:`.item_ids`). Unknown conversations and items are 404s; a lookup that misses asks
 once more which of the two is unknown, so the common path costs one read.
 """
 
@@ -25,10 +26,11 @@ from stateway.core.conversations.commands import (
     ListConversationItems,
     UpdateConversation,
 )
+from stateway.core.conversations.item_ids import check_not_held, keeps_its_id
 from stateway.core.conversations.ports import Conversation, ConversationItems, ConversationStore
 from stateway.core.errors import ConversationNotFound, InvalidRequest, NotFound
 from stateway.core.ids import new_id
-from stateway.core.items import ID_IS_REFERENCE, Item, new_item_id
+from stateway.core.items import Item, new_item_id
 from stateway.core.ports import ItemPage, Sealer
 
 
@@ -108,12 +110,14 @@ class Conversations:
         return loaded
 
     async def _check_answers(self, tenant_id: str, conversation_id: str, items: list[Item]) -> None:
-        """Refuse tool outputs that answer no call of the conversation; but while a turn
-        holds it (whose calls are not written yet), the turn's 409 comes first: appending
+        """Refuse tool outputs that answer no call of the conversation, and an output
+        whose ``id`` (its call's) an item of the conversation has; but while a turn holds
+        it (whose calls are not written yet), the turn's 409 comes first: appending
         nothing is refused as appending would be, and writes nothing."""
         before = await self.context(tenant_id, conversation_id, "conversation_id")
         try:
             check_added_answers(before.items, items)
+            check_not_held(before.items, items, "items", only_kept=True)
         except InvalidRequest:
             await self._store.add_items(tenant_id, conversation_id, [])
             raise
@@ -128,9 +132,7 @@ class Conversations:
 def with_new_ids(items: list[Item]) -> list[Item]:
     """``items`` with new gateway ids (a reference ``id`` is kept)."""
     return [
-        item
-        if item.get("type") in ID_IS_REFERENCE
-        else {**item, "id": new_item_id(item.get("type"))}
+        item if keeps_its_id(item) else {**item, "id": new_item_id(item.get("type"))}
         for item in items
     ]
 

@@ -28,6 +28,8 @@ Import the tree from here. Its branches are kept one concept to a module:
     │   │                             check: with the estimated tokens and the window)
     │   ├── WindowFilled          400 code=context_length_exceeded (an answer that filled the
     │   │                             window, where the API has no stop reason for it)
+    │   ├── DuplicateItem         400 code=duplicate_item_id (an item id twice in a request,
+    │   │                             or one its conversation holds)
     │   ├── PreviousResponseNotFound   400 code=previous_response_not_found
     │   ├── ResponseInProgress    400 code=response_in_progress
     │   ├── UncarriedPart         400 code=unsupported_content_type (a content part the
@@ -104,6 +106,7 @@ from stateway.core.errors.request import (
     ContextTooLong,
     ConversationLocked,
     ConversationNotFound,
+    DuplicateItem,
     IdempotencyKeyReused,
     ModelNotFound,
     NoSearchProvider,
@@ -166,6 +169,7 @@ __all__ = [
     "ConversationLocked",
     "ConversationNotFound",
     "CredentialRevoked",
+    "DuplicateItem",
     "Forbidden",
     "GatewayError",
     "IdempotencyKeyReused",

@@ -52,6 +52,21 @@ class BodyTimeout(InvalidRequest):
         )
 
 
+class DuplicateItem(InvalidRequest):
+    """An item (``param``: its ``id``) whose id another item of the request has, or, a
+    conversation keeping it under that id, one of the conversation's items; worded as
+    hosted words it."""
+
+    code = "duplicate_item_id"
+
+    def __init__(self, item_id: str, *, param: str) -> None:
+        super().__init__(
+            f"Duplicate item found with id {item_id}. Remove duplicate items from your input "
+            "and try again.",
+            param=param,
+        )
+
+
 class PreviousResponseNotFound(InvalidRequest):
     code = "previous_response_not_found"
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from stateway.core.errors import InvalidRequest
+from stateway.core.errors import DuplicateItem, InvalidRequest
 from stateway.core.ids import new_id
 from stateway.core.items import ID_PREFIXES, Item
 from stateway.core.tools.apply_patch import DELETE, OPERATIONS, OUTPUT_STATUSES
@@ -63,11 +63,7 @@ def _check_unique_ids(raw: list[dict[str, Any]], field: str) -> None:
         if not isinstance(label, str) or not label:
             continue
         if label in seen:
-            raise InvalidRequest(
-                f"Duplicate item found with id {label}.",
-                param=f"{field}[{index}].id",
-                code="duplicate_item_id",
-            )
+            raise DuplicateItem(label, param=f"{field}[{index}].id")
         seen.add(label)
 
 
