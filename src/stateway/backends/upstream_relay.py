@@ -11,9 +11,10 @@ so, even to a streamed request) is the error it reports, not an answer, and one 
 ``finish_reason`` says the server gave up on it is that failure; so is an event of a 200
 stream that reports an error, raised after the events before it, and the end of one that
 is no whole answer (cut short, done before any output, given up on), told once, at its
-end, from the last two reads kept for the usage (a read that ends inside an event relayed
-to what it holds whole, that event's start held until a read ends it; one that ends no
-event otherwise kept with the one before it: :mod:`~stateway.backends.relayed_stream`).
+end, from the last two reads kept for the usage (:mod:`~stateway.backends.relayed_tail`;
+a read that ends inside an event relayed to what it holds whole, that event's start held
+until a read ends it; one that ends no event otherwise kept with the one before it:
+:mod:`~stateway.backends.relayed_stream`).
 An error status is relayed as it came; :meth:`UpstreamRelay.failure` says what it means
 (how it counts on the backend's circuit), from the status and the body relayed. The body is
 counted against ``max_response_bytes`` as it is read (a declared ``Content-Length`` over
@@ -39,26 +40,20 @@ from typing import Final
 
 import aiohttp
 
-from stateway.backends.chat_usage import reported_usage
 from stateway.backends.relayed_answer import judged_answer
 from stateway.backends.relayed_stream import (
     DONE,
     DONE_ENDS,
-    KEPT,
     LINE_ENDS,
     OBJECT_ENDS,
     ORDINARY,
     alone,
-    done_at,
-    done_ending,
     ends_inside,
-    reported_error,
     straddling,
     telling,
-    unanswered,
-    unended,
     whole_end,
 )
+from stateway.backends.relayed_tail import RelayedTail
 from stateway.backends.upstream_reply import UpstreamReply, no_output
 from stateway.backends.upstream_status import classify_reply
 from stateway.core.backend import is_event_stream
@@ -83,18 +78,15 @@ class UpstreamRelay:
     __slots__ = (
         "_backend",
         "_closed",
-        "_done",
-        "_events",
         "_failures",
         "_first_token_timeout",
         "_headers_at",
-        "_last",
-        "_previous",
         "_release",
         "_reply",
         "_response",
         "_scrub",
         "_streams",
+        "_tail",
         "headers",
         "status",
         "whole",
@@ -134,13 +126,8 @@ class UpstreamRelay:
         self._reply = UpstreamReply(response, backend, limit)
         self._scrub = scrub
         self._failures = failures
-        self._previous = self._last = b""
-        """The last two reads relayed (one that ends no event joined to the one before it):
-        where the answer's usage is (:meth:`usage`), and its end."""
-        self._events = 0
-        """The ``data:`` lines relayed (:meth:`output_estimate`)."""
-        self._done = False
-        """Whether the stream said it is done (``data: [DONE]``), as an answer's ends."""
+        self._tail = RelayedTail(backend, scrub)
+        """What is kept of the answer: where its usage is, and its end."""
         self._backend = backend
         self._closed = False
         """Closed by :meth:`aclose`: a read failing since is not the server's fault."""
@@ -167,7 +154,7 @@ class UpstreamRelay:
                 self._scrubbed(judged_answer(chunks, self._backend, self._scrub)) if chunks else b""
             )
         self._response.release()  # read to the end: the connection goes back to the pool
-        self._last = body  # where its usage is (its output is estimated by bytes, not events)
+        self._tail.last = body  # where its usage is (its output is estimated by bytes, not events)
         return body
 
     async def chunks(self) -> AsyncIterator[bytes]:
@@ -176,6 +163,7 @@ class UpstreamRelay:
             if body:
                 yield body
             return
+        tail = self._tail
         with self._failures():
             try:
                 self._reply.check_declared()  # before a byte of it is relayed
@@ -187,11 +175,11 @@ class UpstreamRelay:
                     head, carry = await self._completed(head)
                 if head:  # read apart (first_token_timeout): judged as any other
                     erring, events = head.find(b"error") >= 0, head.count(b"data:")
-                    if judged and telling(head) and (ending := self._ending(head, events, erring)):
+                    if judged and telling(head) and (ending := tail.ending(head, events, erring)):
                         if ending[0]:
-                            yield self._noted(ending[0])
+                            yield tail.noted(ending[0])
                         raise ending[1]
-                    yield self._noted(head)
+                    yield tail.noted(head)
                 reads: AsyncIterator[bytes] = self._reply
                 while True:
                     async for chunk in reads:
@@ -208,32 +196,32 @@ class UpstreamRelay:
                             erring = chunk.find(b"error") >= 0
                             going_on = False  # with a line the read before began
                             if chunk[:1] != b"d":  # may go on with a line the read before began
-                                before = self._previous[-4:] + self._last[-4:]
+                                before = tail.previous[-4:] + tail.last[-4:]
                                 events += straddling(before, chunk)  # a data: line split
                                 erring = erring or (before[-4:] + chunk[:4]).find(b"error") >= 0
-                                going_on = self._last[-1:] not in LINE_ENDS
+                                going_on = tail.last[-1:] not in LINE_ENDS
                             whole = chunk == DONE or chunk.endswith(OBJECT_ENDS)  # ends an event
                             if (
                                 chunk == DONE
                                 or chunk.endswith(DONE_ENDS)
                                 or erring
                                 or (not whole and chunk.rfind(b"[DONE]") >= 0)
-                            ) and (ending := self._ending(chunk, events, erring)):
+                            ) and (ending := tail.ending(chunk, events, erring)):
                                 if ending[0]:
-                                    yield self._noted(ending[0])
+                                    yield tail.noted(ending[0])
                                 raise ending[1]
                             if not whole or not events or going_on:  # kept with the last
-                                self._joined(chunk, events)
+                                tail.joined(chunk, events)
                                 yield chunk
                                 continue
-                        self._previous, self._last = self._last, chunk
-                        self._events += events
+                        tail.previous, tail.last = tail.last, chunk
+                        tail.events += events
                         yield chunk
                     if not carry:
                         break
                     reads, carry = alone(carry), b""  # the body ended after it
-                if judged and not self._done:  # no [DONE] told: finished, else cut
-                    failed = unended(self._previous, self._last, self._events, self._backend)
+                if judged and not tail.done:  # no [DONE] told: finished, else cut
+                    failed = tail.unended()
                     if failed is not None:
                         raise failed
             except (aiohttp.ClientError, OSError) as exc:
@@ -255,7 +243,7 @@ class UpstreamRelay:
         reader waits for an event's end anyway. Nothing whole waits for the upstream's
         next read: a stream no read ends as an event does is relayed an event at a time,
         and a keepalive comment as soon as its line ends."""
-        before = self._last[-1:]  # relayed just before it
+        before = self._tail.last[-1:]  # relayed just before it
         if at := whole_end(chunk, before):
             return chunk[:at], chunk[at:]
         parts = [chunk]
@@ -291,88 +279,14 @@ class UpstreamRelay:
                 raise no_output(self._backend, within) from exc
             raise
 
-    def _ending(self, chunk: bytes, events: int, erring: bool) -> tuple[bytes, GatewayError] | None:
-        """The error ``chunk`` (relayed, scrubbed; ``events`` data lines, a split one
-        among them; told by :func:`~.relayed_stream.telling`; ``erring``: it holds the
-        bytes ``error``, or goes on with them) ends the stream with, and what of it goes
-        before it: an event's that reports one (:func:`~.relayed_stream.reported_error`),
-        or that of its ``[DONE]`` ending no answer (:func:`~.relayed_stream.unanswered`,
-        which reads the chunks before it); None when it ends none. ``[DONE]`` read alone
-        (most streams' last read) is told by one comparison; no read is read whole unless
-        it holds ``error``, and one that holds ``[DONE]`` is read from its end
-        (:func:`~.relayed_stream.done_ending`: comments and blank lines may follow it): an
-        answer ended as every answer is costs a stream the fewest calls."""
-        at = 0
-        if chunk != DONE:
-            if erring:
-                reported = self._reported(chunk)
-                if reported is not None:
-                    at, error = reported
-                    return chunk[:at], error
-            if chunk.endswith(DONE_ENDS):
-                at = -1  # its [DONE] line found below, if it ends a failure
-            else:
-                at = done_ending(chunk)
-                if at < 0:  # no [DONE] ends it
-                    return None
-        self._done = True  # the answer's end judged here (its [DONE] line found if it fails)
-        before = self._events + events - 1
-        failed = unanswered(self._previous, self._last, chunk, before, self._backend)
-        if failed is None:
-            return None
-        if at < 0:
-            at = done_at(chunk)
-            if at < 0:  # "[DONE]" ending no data line: no end
-                self._done = False
-                return None
-        return chunk[:at], failed
-
-    def _reported(self, chunk: bytes) -> tuple[int, GatewayError] | None:
-        """The first event in ``chunk`` that reports an error, and where it starts
-        (:func:`~.relayed_stream.reported_error`; 0 for one begun in the read before). When
-        that read ended inside a line (only a read relayed as one ordinary event, with the
-        first bytes of the next line, does: any other holds back the event it ends inside),
-        ``chunk`` goes on with that line, read whole: an answer's (``error"}]}``, a finish
-        reason's value read apart, names no ``error`` field), or an error's begun there
-        (``d`` then ``ata: {"error": ...}``), whose bytes in ``chunk`` are left out."""
-        last = self._last
-        begun = b""
-        if last and not last.endswith((b"\n", b"\r")):
-            begun = last[max(last.rfind(b"\n"), last.rfind(b"\r")) + 1 :]
-        reported = reported_error(begun + chunk, self._backend, self._scrub or str)
-        if reported is None:
-            return None
-        return max(reported[0] - len(begun), 0), reported[1]
-
-    def _joined(self, chunk: bytes, events: int) -> None:
-        """``chunk`` of a 200 stream, relayed, that is not whole events of its own (its
-        ``events`` data lines counted, a split one among them): an event's end read apart,
-        a comment, an event cut by the read's end (a ``[DONE]`` split), one going on with
-        the line the read before it began (whole events after it or not: a read of one
-        ordinary event relays the first bytes of the next line unread, and that line is
-        read whole only with them). Kept after the last read kept (its last
-        :data:`~.relayed_stream.KEPT` bytes), not in its place: the last two reads kept
-        hold a ``[DONE]``, the usage and the finish before it however the stream's last
-        bytes were split. Rare: an ordinary read is one event."""
-        self._last = self._last[-KEPT:] + chunk
-        self._events += events
-
     def _scrubbed(self, chunk: bytes) -> bytes:
         return chunk if self._scrub is None else _scrubbed(self._scrub, chunk)
 
-    def _noted(self, chunk: bytes) -> bytes:
-        """``chunk``, relayed: where the usage is, and the events counted (the loop in
-        :meth:`chunks` inlines this for every chunk past a stream's opening)."""
-        self._previous, self._last = self._last, chunk
-        self._events += chunk.count(b"data:")
-        return chunk
-
     def usage(self) -> Usage | None:
-        previous = self._previous
-        return reported_usage(previous + self._last if previous else self._last)
+        return self._tail.usage()
 
     def output_estimate(self) -> int:
-        return self._events if self._streams else self._reply.received // 4
+        return self._tail.events if self._streams else self._reply.received // 4
 
     def failure(self) -> GatewayError | None:
         """As a translated request's (:func:`~.upstream_status.classify_reply`), from the
@@ -384,7 +298,7 @@ class UpstreamRelay:
             return None
         retry = self.headers.get("retry-after")
         asked = {"Retry-After": retry} if retry else None
-        body = self._previous + self._last
+        body = self._tail.previous + self._tail.last
         return classify_reply(self.status, body, self._backend, self._scrub or str, asked)
 
     async def aclose(self) -> None:
