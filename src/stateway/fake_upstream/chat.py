@@ -15,12 +15,12 @@ older vLLM write it, read back from an assistant message's ``reasoning_content``
 ``reasoning``; or ``reasoning``, as vLLM writes it since it dropped ``reasoning_content``
 (vllm-project/vllm#33402), reading back only ``reasoning`` (an assistant message's
 ``reasoning_content`` is left out of the model's view, as vLLM leaves it). Its tools and
-``tool_choice`` are taken as ``tool_server`` takes them (:mod:`.chat_tools`).
+``tool_choice`` are taken as ``tool_server`` takes them (:mod:`.chat_tools`); its calls
+are written as :mod:`.chat_calls` writes them (``[[custom]]``, ``[[interleave]]``).
 """
 
 from __future__ import annotations
 
-import itertools
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -28,6 +28,7 @@ from typing import Any, Final, Literal
 
 import orjson
 
+from stateway.fake_upstream.chat_calls import call_fragments, called
 from stateway.fake_upstream.chat_tools import ToolServer, check_tools
 from stateway.fake_upstream.conversation import Conversation, ConversationBuilder, content_text
 from stateway.fake_upstream.delivery import END, PAYLOAD, STRUCT, Frame
@@ -39,7 +40,7 @@ from stateway.fake_upstream.errors import (
     optional_top_logprobs,
     require_str,
 )
-from stateway.fake_upstream.plan import Plan, argument_chunks, new_id, word_chunks, word_logprob
+from stateway.fake_upstream.plan import Plan, new_id, word_chunks, word_logprob
 
 _DONE = b"data: [DONE]\n\n"
 
@@ -243,7 +244,7 @@ def completion(request: ChatRequest, plan: Plan) -> dict[str, Any]:
         message["refusal"] = plan.refusal_text
     if plan.tool_calls:
         message["tool_calls"] = [
-            {"id": call.call_id, **_called(plan, call.name, call.arguments)}
+            {"id": call.call_id, **called(plan, call.name, call.arguments)}
             for call in plan.tool_calls
         ]
     if plan.reasoning:
@@ -300,7 +301,7 @@ def completion_frames(request: ChatRequest, plan: Plan) -> Iterator[Frame]:
             yield chunk + b',"finish_reason":null}]' + usage_null + b"}\n\n", PAYLOAD
     for word in plan.refusal:
         yield delta({"refusal": word}), PAYLOAD
-    for fragment, kind in _call_fragments(plan):
+    for fragment, kind in call_fragments(plan):
         yield delta({"tool_calls": [fragment]}), kind
     finish = orjson.dumps(plan.finish_reason)
     if sequence:
@@ -353,53 +354,3 @@ def _opening(plan: Plan) -> dict[str, Any]:
     if plan.refusal and not plan.text:
         return {"role": "assistant", "content": None, "refusal": ""}
     return {"role": "assistant", "content": ""}
-
-
-def _call_fragments(plan: Plan) -> Iterator[tuple[dict[str, Any], int]]:
-    """The tool calls' streamed fragments: each call's opening one (id, name), then its
-    argument pieces; with ``[[interleave]]``, every call's opening one first, then the
-    pieces by turns (call 0's first, call 1's first, call 0's second, ...)."""
-    openings = [
-        {"index": index, "id": call.call_id, **_called(plan, call.name, "")}
-        for index, call in enumerate(plan.tool_calls)
-    ]
-    field, key = ("custom", "input") if plan.custom_calls else ("function", "arguments")
-    pieces = [
-        [
-            {"index": index, field: {key: piece}}
-            for piece in argument_chunks(_given(plan, call.arguments))
-        ]
-        for index, call in enumerate(plan.tool_calls)
-    ]
-    if not plan.interleave:
-        for opening, own in zip(openings, pieces, strict=True):
-            yield opening, STRUCT
-            yield from ((piece, PAYLOAD) for piece in own)
-        return
-    yield from ((opening, STRUCT) for opening in openings)
-    for turn in itertools.zip_longest(*pieces):
-        yield from ((piece, PAYLOAD) for piece in turn if piece is not None)
-
-
-def _called(plan: Plan, name: str, arguments: str) -> dict[str, Any]:
-    """A call's ``type`` and what it calls: a function with its ``arguments``, or with
-    ``[[custom]]`` a custom tool with its raw ``input``, as OpenAI answers one."""
-    if plan.custom_calls:
-        return {"type": "custom", "custom": {"name": name, "input": _raw_input(arguments)}}
-    return {"type": "function", "function": {"name": name, "arguments": arguments}}
-
-
-def _given(plan: Plan, arguments: str) -> str:
-    """What a call's streamed pieces carry: its arguments, or a custom call's raw input."""
-    return _raw_input(arguments) if plan.custom_calls else arguments
-
-
-def _raw_input(arguments: str) -> str:
-    """A custom call's raw input: the ``input`` string of its scripted arguments, else
-    the arguments as they are."""
-    try:
-        parsed = orjson.loads(arguments)
-    except orjson.JSONDecodeError:
-        return arguments
-    value = parsed.get("input") if isinstance(parsed, dict) else None
-    return value if isinstance(value, str) else arguments
