@@ -3,9 +3,9 @@ Streamable HTTP session manager, mounted into the HTTP app.
 
 Layers, as the SDK draws them: its transport and dispatcher speak the wire (both protocol
 generations: the 2025-11-25 handshake, the 2026-07-28 per-request envelope); the handlers
-here turn each request into commands for ``Gateway.execute`` (``tools.py``, their
-results shaped by ``tool_results.py``) or reads of resources (``resources.py``), and follow
-responses for subscriptions (``updates.py``):
+here turn each request into commands for ``Gateway.execute`` (``tool_calls.py``: the
+tools of ``tools.py`` run, their results shaped by ``tool_results.py``) or reads of
+resources (``resources.py``), and follow responses for subscriptions (``updates.py``):
 
 - ``resources/subscribe`` (2025-11-25): a task per subscription sends
   ``notifications/resources/updated`` on the session's standalone stream at each change,
@@ -38,7 +38,6 @@ from functools import partial
 from typing import Any, Final
 
 import anyio
-import orjson
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.context import ServerRequestContext
@@ -66,28 +65,24 @@ from mcp_types import (
     ToolsCapability,
     UnsubscribeRequestParams,
 )
-from pydantic import ValidationError
 from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
-from stateway.core.errors import GatewayError, InternalError, InvalidRequest
-from stateway.core.exactly_once import fingerprint
+from stateway.core.errors import GatewayError, InvalidRequest
 from stateway.core.gateway import Gateway
 from stateway.core.principal import Principal
 from stateway.surfaces.auth.authenticator import principal_of
 from stateway.surfaces.http.hosts import cross_site
 from stateway.surfaces.http.transport import error_response
-from stateway.surfaces.mcp import resources, tool_results
+from stateway.surfaces.mcp import resources
 from stateway.surfaces.mcp.answer_once import answer_once
 from stateway.surfaces.mcp.cutoff import serve_until_revoked
-from stateway.surfaces.mcp.inputs import as_parsed
 from stateway.surfaces.mcp.limits import MAX_SESSIONS, McpLimits
 from stateway.surfaces.mcp.listening import ListenBus, listened
 from stateway.surfaces.mcp.schema import tool_schemas
 from stateway.surfaces.mcp.sessions import TenantSessionManager, TenantSessionsFull
-from stateway.surfaces.mcp.tools import TOOLS, Result
-from stateway.surfaces.mcp.tools import Tool as ToolSpec
+from stateway.surfaces.mcp.tool_calls import ToolCalls
 from stateway.surfaces.mcp.updates import ResponseUpdates
 
 log = logging.getLogger(__name__)
@@ -113,8 +108,7 @@ class McpSurface:
         self._subscriptions: dict[str, dict[str, asyncio.Task[None]]] = {}
         """Each session's subscriptions (by its ``mcp-session-id``), by URI, until the
         session ends."""
-        self._detached: set[asyncio.Task[Result]] = set()
-        """Calls under a ``command_id`` (see :meth:`_run`), until they end."""
+        self._calls = ToolCalls(gateway)
         server = _Server(
             "stateway",
             version=version,
@@ -174,8 +168,7 @@ class McpSurface:
             finally:
                 for session_id in list(self._subscriptions):
                     self._end_subscriptions(session_id)
-                for task in self._detached:
-                    task.cancel()
+                self._calls.cancel()
 
     async def _list_tools(
         self, ctx: Context, params: PaginatedRequestParams | None
@@ -184,59 +177,7 @@ class McpSurface:
         return self._tools
 
     async def _call_tool(self, ctx: Context, params: CallToolRequestParams) -> CallToolResult:
-        tool = TOOLS.get(params.name)
-        if tool is None:
-            raise MCPError(INVALID_PARAMS, f"Unknown tool: {params.name!r}.")
-        try:
-            arguments = as_parsed(params.arguments or {})
-        except ValueError:
-            return tool_results.unreadable_numbers(tool.name)
-        try:
-            args = tool.input.model_validate(arguments)
-        except ValidationError as exc:
-            return tool_results.invalid_arguments(tool.name, exc)
-        principal = _principal(ctx)
-        try:
-            result = await self._run(tool, principal, args)
-        except GatewayError as error:
-            return tool_results.failed(error.to_dict())
-        except Exception:  # the tools' error boundary, as a route's (http/errors.py)
-            # The SDK would send the exception's text as a JSON-RPC error: an isError
-            # result names no internals, the log has them.
-            log.exception("mcp: tool %s failed", tool.name)
-            return tool_results.failed(InternalError().to_dict())
-        return tool_results.succeeded(result, resources.link_of(principal, result))
-
-    async def _run(self, tool: ToolSpec, principal: Principal, args: Any) -> Result:
-        """The tool's result; run once per ``command_id`` (retries get the first result).
-
-        A call cancelled (``notifications/cancelled``) stops its work, except under a
-        ``command_id``: that work runs in a task of its own, which the call's
-        cancellation leaves to finish and remember its result for a retry (as a client
-        that leaves a request sent with ``Idempotency-Key`` does)."""
-        command_id: str | None = getattr(args, "command_id", None)
-        if command_id is None:
-            return await tool.run(self._gateway, principal, args)
-        work = asyncio.create_task(self._once(tool, principal, args, command_id))
-        self._detached.add(work)
-        work.add_done_callback(_settled)
-        work.add_done_callback(self._detached.discard)
-        return await asyncio.shield(work)
-
-    async def _once(
-        self, tool: ToolSpec, principal: Principal, args: Any, command_id: str
-    ) -> Result:
-        fields = args.model_dump(mode="json", exclude={"command_id"})
-        digest = fingerprint(
-            b"mcp", tool.name.encode(), orjson.dumps(fields, option=orjson.OPT_SORT_KEYS)
-        )
-        async with self._gateway.once(principal, command_id, digest, param="command_id") as once:
-            if once.outcome is not None:
-                remembered: Result = orjson.loads(once.outcome.body)
-                return remembered
-            result = await tool.run(self._gateway, principal, args)
-            once.remember(orjson.dumps(result))
-            return result
+        return await self._calls.answer(params, _principal(ctx))
 
     async def _list_resources(
         self, ctx: Context, params: PaginatedRequestParams | None
@@ -394,10 +335,3 @@ def _connection_of(ctx: Context) -> str:
     if isinstance(request, Request):
         return request.headers.get("mcp-session-id", "")
     return ""
-
-
-def _settled(task: asyncio.Task[Result]) -> None:
-    """Retrieve the outcome of a call's task whose caller left (else asyncio logs it as
-    never retrieved): the retry, if any, got it from the command's claim."""
-    if not task.cancelled():
-        task.exception()
