@@ -15,28 +15,19 @@ ends ``incomplete`` (``interrupted``) with what it had completed, which a later 
 continues as it would a completed response; and a ``response.processed`` (Codex's
 acknowledgement of a turn it read): no answer (these two are taken while shutting down).
 
-A ``response.create`` runs as the HTTP route's streamed create does (with its
-``command_id`` through ``Gateway.once``), journaled, and the lane streams the journal's
-payloads with its ``stream_id`` (a stored response's log is stored for a command id's
-retry, or when the connection closes before all of it went out, for a resume:
-:mod:`.kept_logs`): the
-same JSON as the SSE stream's ``data:`` lines, from ``response.created`` at sequence
-number 0. A frame whose ``previous_response_id`` names
-a response this connection keeps (a checkpoint) runs on those items, stored or not. A
-``response.resume`` streams a run's log from a sequence number (``WatchResponse``). Runs
-go on when the connection closes, whoever closed it (ADR 0010). A create's response is
-its lane's steering target; steered, it may be followed on its lane by a successor, which
-starts as a request frame would: the credential checked again.
+A ``response.create`` or a ``response.resume`` is run and streamed on its lane as
+:mod:`.lane_requests` runs it (a create journaled, its log kept for a retry or a resume,
+a checkpoint continued, a steered response's successor run next on the lane). Runs go on
+when the connection closes, whoever closed it (ADR 0010).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncGenerator, MutableMapping
-from contextlib import aclosing, suppress
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final, cast
+from collections.abc import MutableMapping
+from contextlib import suppress
+from typing import TYPE_CHECKING, Any, Final
 
 import orjson
 
@@ -47,31 +38,26 @@ from stateway.core.errors import (
     InvalidRequest,
 )
 from stateway.core.exactly_once import fingerprint
-from stateway.core.principal import Principal
-from stateway.core.response import continuable
-from stateway.core.runs import CancelReason, Run
-from stateway.core.watch import LiveWatch, Watch
+from stateway.core.runs import CancelReason
+from stateway.core.watch import LiveWatch
 from stateway.protocols.responses.frames import (
     ANSWERLESS,
     CreateFrame,
     InterruptFrame,
     ProcessedFrame,
-    ResumeFrame,
     SteerFrame,
     decode_frame,
     encode_error_frame,
     peek_frame,
     stream_id_of,
-    with_stream_id,
 )
 from stateway.surfaces.auth.authenticator import current_principal
 from stateway.surfaces.auth.revocation import RevocationWatch
 from stateway.surfaces.websocket.kept_logs import KeptLogs
-from stateway.surfaces.websocket.lanes import Checkpoints, LaneKey, Lanes
+from stateway.surfaces.websocket.lane_requests import LaneRequests, Request
+from stateway.surfaces.websocket.lanes import Checkpoints, Lanes
 from stateway.surfaces.websocket.outbox import Outbox
-from stateway.surfaces.websocket.starts import started
-from stateway.surfaces.websocket.steering import NOT_INHERITED, Commit, Steering, Successor
-from stateway.surfaces.websocket.streaming import Streaming
+from stateway.surfaces.websocket.steering import NOT_INHERITED, Steering
 
 if TYPE_CHECKING:
     from starlette.types import Receive, Scope, Send
@@ -94,28 +80,15 @@ _ENVELOPE: Final = frozenset({"stream_id", "command_id"})
 """Fields of a create frame that are not part of what a command id fingerprints."""
 
 
-@dataclass(slots=True)
-class Request:
-    """A request frame admitted to a lane, with who sent it."""
-
-    frame: CreateFrame | ResumeFrame
-    principal: Principal
-    digest: str | None = None
-    """A create's fingerprint, when it carries a ``command_id``."""
-    settings: dict[str, Any] = field(default_factory=dict)
-    """A create's fields that the successors of its response inherit."""
-
-
 class Session:
     __slots__ = (
         "_closer",
         "_closing",
         "_logs",
-        "_running",
+        "_requests",
         "_scope",
         "_send",
         "_surface",
-        "_watches",
         "checkpoints",
         "lanes",
         "outbox",
@@ -129,16 +102,15 @@ class Session:
         self._send = send
         config = surface.config
         self.outbox = Outbox(self._send_text, config.outbox_bytes, self._behind, self._slow)
-        self.lanes: Lanes[Request] = Lanes(config, self._serve)
         self.checkpoints = Checkpoints(config.max_checkpoint_bytes)
         self.steering = Steering(config.max_pending_steers, config.max_lanes, self.outbox.put)
-        self._running: dict[str, Run] = {}
-        """The responses this connection's lanes run now, by id (``response.interrupt``)."""
-        self._watches: dict[LaneKey, Streaming] = {}
-        """What each lane streams now: how far it trails is what piles up for the client."""
         self._closing = False
         self._closer: asyncio.Task[None] | None = None
         self._logs = KeptLogs(self.outbox)
+        self._requests = LaneRequests(
+            surface, scope, self.outbox, self.checkpoints, self.steering, self._logs, self._refuse
+        )
+        self.lanes: Lanes[Request] = Lanes(config, self._requests.serve)
 
     async def serve(self, receive: Receive) -> None:
         """The receive loop, until the client is gone; a revoked API key's or an expired
@@ -223,7 +195,7 @@ class Session:
         if isinstance(frame, ProcessedFrame):  # Codex's acknowledgement: no answer
             return
         if isinstance(frame, InterruptFrame):
-            running = self._running.get(frame.response_id)
+            running = self._requests.running.get(frame.response_id)
             if running is not None:
                 running.cancel(CancelReason.INTERRUPTED)
             return
@@ -235,104 +207,6 @@ class Session:
                 body = orjson.dumps(fingerprinted, option=orjson.OPT_SORT_KEYS)
                 request.digest = fingerprint(b"websocket", b"response.create", body)
         self.lanes.admit(frame.stream_id, request, size)
-
-    async def _serve(self, lane: LaneKey, request: Request) -> None:
-        try:
-            frame = request.frame
-            if isinstance(frame, ResumeFrame):
-                self.steering.begin(lane, None)
-                gateway = self._surface.gateway
-                await self._stream(lane, await gateway.execute(request.principal, frame.watch))
-                return
-            successor = await self._create(lane, frame, request)
-            while successor is not None:  # steered: the next response, on this lane
-                principal = await self._successor_principal(successor)
-                request = Request(successor.frame, principal)
-                request.settings = successor.settings
-                successor = await self._create(lane, successor.frame, request, successor.commit)
-        except GatewayError as error:
-            self._refuse(error, lane)
-        except Exception:  # the lane's boundary: its next requests still run
-            log.exception("websocket: a request failed")
-            self._refuse(InternalError(), lane)
-
-    async def _successor_principal(self, successor: Successor) -> Principal:
-        """Who a successor acts for: checked again, as for a request frame (an expired
-        or revoked credential fails its steers, then the lane's 401 error frame ends the
-        connection)."""
-        try:
-            return await current_principal(self._scope)
-        except GatewayError:
-            self.steering.uncommitted(successor.commit)
-            raise
-
-    async def _create(
-        self, lane: LaneKey, frame: CreateFrame, request: Request, commit: Commit | None = None
-    ) -> Successor | None:
-        """Run and stream one create; steered, the successor to run next on the lane.
-        ``commit``: the steers whose input a successor's command carries."""
-        command = frame.command
-        commit = self.steering.begin(lane, command) or commit  # a continuation takes its steers
-        previous = command.previous_response_id
-        continued = None if previous is None else self.checkpoints.find(previous)
-        if continued is not None:
-            command.prior = continued.items
-            command.prior_stored = continued.stored  # else a stored run stores them
-        # Journaled: streamed from its log, resumable; a command id's is stored for a
-        # retry, any other's only if this lane stops streaming before its end (below).
-        command.journaled = True
-        command.replayable = frame.command_id is not None
-        try:
-            run, watch = await started(
-                self._surface.gateway, request.principal, frame, request.digest
-            )
-        except GatewayError:
-            if continued is not None:  # a failed continuation is forgotten (on its lane)
-                self.checkpoints.evict(continued.response_id, lane)
-            if commit is not None:
-                self.steering.uncommitted(commit)
-            raise
-        if run is None:
-            await self._stream(lane, watch)
-            return None
-        target = self.steering.track(lane, run, request.settings, command)
-        self._running[run.id] = run
-        try:
-            await self._stream(lane, watch)
-        finally:
-            self._running.pop(run.id, None)  # a command id's retry may stream it too
-            # Stopped before the end, or the connection closing with the last frames
-            # perhaps unsent (4429, the client gone): resumable after the end too.
-            if run.journal is not None:
-                if not run.closed or self.outbox.closed:
-                    run.journal.keep()
-                else:  # streamed to its end: its last frames may still wait to go out
-                    self._logs.streamed(run.journal)
-        if not run.closed or self.outbox.closed:
-            return None
-        state = run.state
-        if continuable(state) and state.conversation_id is None:
-            self.checkpoints.keep(lane, run.id, run.context + state.output, stored=state.store)
-        elif continued is not None:
-            self.checkpoints.evict(continued.response_id, lane)
-        return self.steering.finished(target, draining=self._surface.draining)
-
-    async def _stream(self, lane: LaneKey, watch: Watch) -> None:
-        outbox = self.outbox
-        streaming = self._watches[lane] = Streaming(watch, isinstance(watch, LiveWatch))
-        try:
-            batches = cast(AsyncGenerator[tuple[list[bytes], bool], None], watch.batches())
-            async with aclosing(batches):
-                async for payloads, _ in batches:
-                    streaming.held = sum(map(len, payloads))
-                    for payload in payloads:
-                        await outbox.room()
-                        if outbox.closed:
-                            return
-                        outbox.put(with_stream_id(payload, lane))
-                        streaming.held -= len(payload)
-        finally:
-            del self._watches[lane]
 
     def _refuse(self, error: GatewayError, stream_id: str | None = None) -> None:
         frame = encode_error_frame(error, stream_id)
@@ -368,7 +242,7 @@ class Session:
         await self._send({"type": "websocket.send", "text": frame.decode()})
 
     def _behind(self) -> int:
-        return sum(streaming.behind() for streaming in self._watches.values())
+        return sum(streaming.behind() for streaming in self._requests.watches.values())
 
     def _slow(self) -> None:
         log.warning(
@@ -391,7 +265,8 @@ class Session:
     def _keep_logs(self) -> None:
         """The connection is closing: the logs its client may not have had all of are
         stored (:mod:`.kept_logs`), so that they can be resumed after their end too."""
-        self._logs.keep(s.watch for s in self._watches.values() if isinstance(s.watch, LiveWatch))
+        watches = self._requests.watches.values()
+        self._logs.keep(s.watch for s in watches if isinstance(s.watch, LiveWatch))
 
     async def _send_close(self, message: dict[str, Any]) -> None:
         # A client that reconnects on the close resumes from a log that is stored by then.
