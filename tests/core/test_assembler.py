@@ -190,6 +190,25 @@ def test_every_item_is_announced_with_its_status() -> None:
     assert [i.get("status") for i in done] == ["completed"] * 3
 
 
+def test_an_item_given_whole_is_announced_in_progress_and_done_as_it_came() -> None:
+    """An item an upstream gives whole (not written from deltas) is added and done at
+    once, but announced as every item is, ``in_progress``; one without a status (a
+    compaction, an approval request) is announced as it is."""
+    output: list[Item] = []
+    events: list[ev.Event] = []
+    assembler = OutputAssembler(output, events.append, set(), Catalog([]))
+    image = {"id": "ig_1", "type": "image_generation_call", "status": "completed", "result": "x"}
+    search = {"id": "ws_1", "type": "web_search_call", "status": "failed", "action": {}}
+    request = {"id": "mcpr_1", "type": "mcp_approval_request", "name": "f", "arguments": "{}"}
+    for item in (image, search, request):
+        assembler.item(item)
+    assembler.finish()
+    added = [e.item for e in events if isinstance(e, ev.ItemAdded)]
+    done = [e.item for e in events if isinstance(e, ev.ItemDone)]
+    assert [i.get("status") for i in added] == ["in_progress", "in_progress", None]
+    assert done == output == [image, search, request]  # done as they came
+
+
 def test_a_reasoning_item_starts_empty_with_its_part_and_summary_part_announced() -> None:
     output: list[Item] = []
     events: list[ev.Event] = []

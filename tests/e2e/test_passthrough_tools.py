@@ -74,10 +74,13 @@ def test_an_unknown_tool_type_is_carried_to_a_responses_upstream_only(
     assert item.type == "image_generation_call"
     assert item.result == "aGk="  # type: ignore[union-attr]
     kinds = [(e.type, getattr(e, "item", None)) for e in events]
-    added = [k for k, i in kinds if k == "response.output_item.added"]
+    added = [i for k, i in kinds if k == "response.output_item.added"]
     done = [i for k, i in kinds if k == "response.output_item.done"]
     assert len(added) == 1
     assert done[0].type == "image_generation_call"
+    # announced as being made, as hosted and the Open Responses spec have it, then done
+    # as it came
+    assert (added[0].status, done[0].status) == ("in_progress", "completed")
     assert final.tools[0].type == "image_generation"
     stored = client.responses.retrieve(final.id)
     assert stored.output[0].type == "image_generation_call"

@@ -44,6 +44,25 @@ def test_the_gateway_searches_deferred_tools_and_the_model_goes_on(client: OpenA
     assert [item.type for item in stored.output] == [item.type for item in response.output]
 
 
+def test_a_streamed_gateway_search_announces_its_items_in_progress(client: OpenAI) -> None:
+    """The search's call and its output are each announced ``in_progress`` (as every item
+    is: hosted, the Open Responses spec), then done ``completed``."""
+    with client.responses.stream(
+        model=MODEL,
+        input='[[tool:tool_search:{"query":"weather"}]]',
+        tools=[EXEC, WEATHER, {"type": "tool_search"}],  # type: ignore[list-item]
+    ) as stream:
+        events = list(stream)
+    added = [e.item for e in events if e.type == "response.output_item.added"]
+    done = [e.item for e in events if e.type == "response.output_item.done"]
+    assert [(i.type, i.status) for i in added] == [
+        ("tool_search_call", "in_progress"),
+        ("tool_search_output", "in_progress"),
+        ("message", "in_progress"),
+    ]
+    assert [i.status for i in done] == ["completed"] * 3
+
+
 def test_a_client_search_round_trip(client: OpenAI) -> None:
     tools = [EXEC, CLIENT_SEARCH]
     first = client.responses.create(

@@ -9,8 +9,8 @@ announced done, :meth:`OutputAssembler.abandon`). A message holds an ``output_te
 ``refusal`` part after it when the model declined, or the refusal alone; text after a
 refusal starts another message, as does an upstream's :meth:`OutputAssembler.message`.
 An item the gateway does not model comes whole (:meth:`OutputAssembler.item`) and is
-added and done at once. A message's and a reasoning item's parts, done as the item closes:
-:mod:`stateway.core.item_parts`.
+added (announced ``in_progress``, as every item) and done at once. A message's and a
+reasoning item's parts, done as the item closes: :mod:`stateway.core.item_parts`.
 
 Calls are written one at a time, as the Responses and Messages streams show them: while
 one is open, the fragments of another index wait (a Chat upstream may interleave its
@@ -33,7 +33,7 @@ from stateway.core.errors import UpstreamError
 from stateway.core.ids import new_id
 from stateway.core.inference import ToolCallDelta
 from stateway.core.item_parts import close_message, close_text, finish_reasoning, open_text
-from stateway.core.items import MESSAGE, REASONING, Item
+from stateway.core.items import MESSAGE, REASONING, Item, announced
 from stateway.core.open_item import OpenItem, new_call, text_part
 from stateway.core.tools import client_hosted
 from stateway.core.tools.catalog import Catalog
@@ -219,10 +219,10 @@ class OutputAssembler:
             self.tool_calls.append(item)
 
     def _add(self, item: Item) -> None:
-        """``item``, whole: added and done at once."""
+        """``item``, whole: added (announced ``in_progress``) and done at once."""
         index = len(self._output)
         self._output.append(item)
-        self._emit(ev.ItemAdded(index, dict(item)))
+        self._emit(ev.ItemAdded(index, announced(item)))
         self._emit(ev.ItemDone(index, dict(item)))
 
     def resume(self, item: OpenItem) -> None:

@@ -74,6 +74,17 @@ def new_item_id(kind: object) -> str:
     return new_id(ID_PREFIXES.get(kind, "item") if isinstance(kind, str) else "item")
 
 
+def announced(item: Item) -> Item:
+    """A copy of ``item`` as its ``output_item.added`` shows it: ``in_progress`` when it
+    has a ``status``, as every item is announced (hosted, the Open Responses spec), even
+    one given whole and done at once, which its ``output_item.done`` then shows as it
+    came."""
+    added = dict(item)
+    if "status" in added:
+        added["status"] = "in_progress"
+    return added
+
+
 ITEM_BREAK: Final = "\n\n"
 """Between the texts of separate items shown in one field, such as the rounds of a run in
 a Chat message's ``content`` or ``reasoning_content``: each is a whole utterance, and

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from stateway.core import events as ev
-from stateway.core.items import MCP_LIST_TOOLS, Item
+from stateway.core.items import MCP_LIST_TOOLS, Item, announced
 
 Emit = Callable[[ev.Event], None]
 
@@ -42,10 +42,11 @@ class OpenItems:
         self._open[item["id"]] = (item, index)
 
     def add_done(self, item: Item) -> None:
-        """Append ``item`` to the output done at once (announced, then done)."""
+        """Append ``item`` to the output done at once (announced ``in_progress``, then
+        done)."""
         index = len(self.output)
         self.output.append(item)
-        self.emit(ev.ItemAdded(index, dict(item)))
+        self.emit(ev.ItemAdded(index, announced(item)))
         self.emit(ev.ItemDone(index, dict(item)))
 
     def done(self, item: Item, index: int) -> None:
