@@ -8,6 +8,7 @@ from stateway.backends.responses_reply import Reported, StreamState, from_upstre
 from stateway.backends.responses_request import to_upstream
 from stateway.core.commands import GenerationSettings
 from stateway.core.inference import (
+    Annotation,
     Delta,
     Finish,
     InferenceRequest,
@@ -329,6 +330,51 @@ def test_items_that_come_only_whole_are_not_lost() -> None:
         ]
     )
     assert streamed == [MessageStart("commentary"), TextDelta("whole")], "not repeated"
+
+
+def test_an_upstreams_annotations_come_after_their_text_streamed_or_whole() -> None:
+    """A Responses upstream's annotations (a hosted tool's citations) are kept, each after
+    the text it annotates, its text indices moved to where its part stands in the
+    message's text (a message's parts are one text here); a file's ``index`` is no place
+    in the text and stays."""
+    cite = {"type": "url_citation", "url": "u", "title": "T", "start_index": 0, "end_index": 3}
+    moved = {**cite, "start_index": 4, "end_index": 7}
+    filed = {"type": "file_citation", "file_id": "file_1", "filename": "a.txt", "index": 1}
+    first = {"type": "output_text", "text": "one ", "annotations": [filed]}
+    second = {"type": "output_text", "text": "two", "annotations": [cite]}
+    message = {"type": "message", "role": "assistant", "content": [first, second]}
+    whole = list(from_upstream_response({"status": "completed", "output": [message]}))
+    assert whole == [
+        MessageStart(),
+        TextDelta("one two"),
+        Annotation(filed),
+        Annotation(moved),
+        Finish("stop"),
+    ]
+
+    def part(kind: str, index: int, **fields: Any) -> dict[str, Any]:
+        return {"type": kind, "output_index": 0, "content_index": index, **fields}
+
+    annotated = "response.output_text.annotation.added"
+    streamed, _ = feed(
+        [
+            added(0, {**message, "content": []}),
+            part("response.output_text.delta", 0, delta="one "),
+            part(annotated, 0, annotation_index=0, annotation=filed),
+            part("response.output_text.done", 0, text="one "),
+            part("response.output_text.delta", 1, delta="two"),
+            part(annotated, 1, annotation_index=0, annotation=cite),
+            part("response.output_text.done", 1, text="two"),
+            done(0, message),
+        ]
+    )
+    assert streamed == [
+        MessageStart(),
+        TextDelta("one "),
+        Annotation(filed),
+        TextDelta("two"),
+        Annotation(moved),
+    ]
 
 
 def test_a_refusal_streamed_or_whole() -> None:

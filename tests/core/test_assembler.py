@@ -209,6 +209,32 @@ def test_an_item_given_whole_is_announced_in_progress_and_done_as_it_came() -> N
     assert done == output == [image, search, request]  # done as they came
 
 
+def test_an_upstreams_annotations_are_on_the_text_and_announced_before_it_is_done() -> None:
+    """As the Open Responses stream has them: one ``response.output_text.annotation.added``
+    per annotation, numbered in order, before ``response.output_text.done``."""
+    output: list[Item] = []
+    events: list[ev.Event] = []
+    assembler = OutputAssembler(output, events.append, set(), Catalog([]))
+    cite = {"type": "url_citation", "url": "u", "title": "T", "start_index": 0, "end_index": 3}
+    filed = {"type": "file_citation", "file_id": "file_1", "filename": "a.txt", "index": 0}
+    assembler.text("see")
+    assembler.annotation(cite)
+    assert assembler.output_so_far()[0]["content"][0]["annotations"] == [cite]  # as it runs
+    assembler.annotation(filed)
+    assembler.finish()
+    [message] = output
+    assert message["content"][0]["annotations"] == [cite, filed]
+    item_id = message["id"]
+    announced = [e for e in events if isinstance(e, ev.AnnotationAdded)]
+    assert announced == [
+        ev.AnnotationAdded(0, 0, item_id, 0, cite),
+        ev.AnnotationAdded(0, 0, item_id, 1, filed),
+    ]
+    kinds = [type(e) for e in events]
+    assert kinds.index(ev.TextDelta) < events.index(announced[0])
+    assert events.index(announced[-1]) < kinds.index(ev.TextDone)
+
+
 def test_a_reasoning_item_starts_empty_with_its_part_and_summary_part_announced() -> None:
     output: list[Item] = []
     events: list[ev.Event] = []

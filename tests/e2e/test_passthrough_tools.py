@@ -86,6 +86,43 @@ def test_an_unknown_tool_type_is_carried_to_a_responses_upstream_only(
     assert stored.output[0].type == "image_generation_call"
 
 
+def test_a_responses_upstreams_annotations_reach_the_client(client: OpenAI, api: str) -> None:
+    """A Responses upstream's annotations (its hosted tools' citations: a file search's
+    ``file_citation``, a container file's) are kept on the answer's text, streamed as the
+    Open Responses stream has them (one ``response.output_text.annotation.added`` each,
+    before the text is done) and stored; a Chat upstream gives none."""
+    if api == "chat":
+        pytest.skip("a Chat upstream has no annotations")
+    filed = {"type": "file_citation", "file_id": "file_1", "filename": "notes.txt", "index": 0}
+    cite = {"type": "url_citation", "url": "https://a.test", "title": "A", "start_index": 4}
+    cite["end_index"] = 8
+    message = {
+        "type": "message",
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": "See [1].", "annotations": [filed, cite]}],
+    }
+    directive = f"[[item:{json.dumps(message)}]]"
+    with client.responses.stream(model=MODEL, input=directive) as stream:
+        events = list(stream)
+        final = stream.get_final_response()
+    [item] = final.output
+    assert item.type == "message"
+    [part] = item.content
+    assert part.type == "output_text"
+    assert [a.model_dump() for a in part.annotations] == [filed, cite]
+    added = [e for e in events if e.type == "response.output_text.annotation.added"]
+    announced = [(e.annotation_index, e.annotation and e.annotation.model_dump()) for e in added]
+    assert announced == [(0, filed), (1, cite)]
+    kinds = [e.type for e in events]
+    assert all(events.index(e) < kinds.index("response.output_text.done") for e in added)
+    stored = client.responses.retrieve(final.id).output[0]
+    assert stored.type == "message"
+    assert [a.model_dump() for a in stored.content[0].annotations] == [filed, cite]  # type: ignore[union-attr]
+    again = client.responses.create(model=MODEL, input=directive)
+    assert again.output[0].content[0].annotations == part.annotations  # type: ignore[union-attr]
+
+
 def test_an_unknown_input_item_type_is_carried_to_a_responses_upstream_only(
     client: OpenAI, api: str, fake_upstream: str
 ) -> None:

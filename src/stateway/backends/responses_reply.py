@@ -1,7 +1,9 @@
 """A Responses upstream's replies read into deltas: a stream's events
 (:class:`StreamState`) and a whole response (:func:`from_upstream_response`) turn into the
 same deltas, using the upstream ``output_index`` of a function call as its tool index:
-each message begun (:class:`MessageStart`, with its ``phase``), its text and its refusal;
+each message begun (:class:`MessageStart`, with its ``phase``), its text (then its
+annotations, their text indices moved to where their part stands in the message's one text:
+:class:`Annotation`) and its refusal;
 reasoning from its text, else from its summary; an item that streamed no deltas from its
 ``response.output_item.done``. llama-server's own ``/v1/responses`` numbers nothing: there
 an item's place is the order it was added in, and an event's item the one its ``item_id``
@@ -18,6 +20,7 @@ from stateway.backends.upstream_status import reports_error
 from stateway.backends.upstream_values import count, obj, text
 from stateway.core import logprobs
 from stateway.core.inference import (
+    Annotation,
     Answered,
     Delta,
     Finish,
@@ -62,6 +65,7 @@ class StreamState:
         "places",
         "streamed",
         "summaries",
+        "texts",
         "tokens",
     )
 
@@ -84,6 +88,9 @@ class StreamState:
         """Output indexes of reasoning items read from their summary (no reasoning text)."""
         self.part = 0
         """The summary part being read."""
+        self.texts: dict[tuple[int, int], int] = {}
+        """The length of each text part done, by output and content index: where the
+        annotations of a message's later parts point from in its one text."""
         self.places: dict[str, int] = {}
         """Where the upstream numbers no items (llama-server): each item's place by its
         id, in the order the items were added."""
@@ -121,6 +128,11 @@ class StreamState:
         elif kind == "response.output_item.done":
             item = event["item"]
             yield from self._done(item, self._item_index(event, item))
+        elif kind == "response.output_text.done":
+            place = (self._index(event, 0), count(event.get("content_index")))
+            self.texts[place] = len(text(event.get("text")) or "")
+        elif kind == "response.output_text.annotation.added":
+            yield from self._annotation(event)
         elif kind in _TERMINAL:
             self.finished = True
             response = event["response"]
@@ -176,6 +188,16 @@ class StreamState:
         if delta:
             yield ReasoningDelta(delta)
 
+    def _annotation(self, event: dict[str, Any]) -> Iterator[Delta]:
+        """An annotation of a streamed text part, its indices moved past the message's
+        earlier parts (none: nothing)."""
+        index, part = self._index(event, 0), count(event.get("content_index"))
+        offset = sum(
+            size for (at, earlier), size in self.texts.items() if at == index and earlier < part
+        )
+        if (annotation := event.get("annotation")) is not None:
+            yield Annotation(_moved(obj(annotation), offset))
+
     def _done(self, item: dict[str, Any], index: int) -> Iterator[Delta]:
         kind = item.get("type")
         if index in self.streamed:
@@ -230,9 +252,35 @@ def _whole(
     answer = "".join(_texts(parts, "output_text"))
     if answer:
         yield TextDelta(answer, _tokens(parts) if tokens else None)
+    yield from _annotations(parts)
     refusal = "".join(_texts(parts, "refusal", "refusal"))
     if refusal:
         yield RefusalDelta(refusal)
+
+
+def _annotations(parts: Any) -> Iterator[Delta]:
+    """The annotations of a whole message's ``output_text`` parts, in order, their indices
+    moved to where their part stands in the message's one text."""
+    offset = 0
+    for part in parts or ():
+        if part.get("type") != "output_text":
+            continue
+        for annotation in part.get("annotations") or ():
+            if annotation is not None:
+                yield Annotation(_moved(obj(annotation), offset))
+        offset += len(text(part.get("text")) or "")
+
+
+def _moved(annotation: dict[str, Any], offset: int) -> Item:
+    """``annotation`` with its indices into the text (``start_index``, ``end_index``)
+    moved by ``offset``; another index (a file citation's ``index``, its file's place in a
+    list) stays."""
+    moved = dict(annotation)
+    for key in ("start_index", "end_index"):
+        value = moved.get(key)
+        if offset and isinstance(value, int) and not isinstance(value, bool):
+            moved[key] = value + offset
+    return moved
 
 
 def _seal(item: dict[str, Any], maker: str) -> Iterator[Delta]:

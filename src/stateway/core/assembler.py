@@ -115,12 +115,23 @@ class OutputAssembler:
         """A source of the message's text, as its upstream cites it (an Anthropic
         citation): kept on the ``output_text`` part, opened for it if the text has not
         begun."""
+        self._writing_text().citations.append(citation)
+
+    def annotation(self, annotation: Item) -> None:
+        """An annotation of the message's text, as its upstream gives it (a Responses
+        upstream's): kept on the ``output_text`` part, opened for it if the text has not
+        begun, and announced as the text is done."""
+        self._writing_text().annotations.append(annotation)
+
+    def _writing_text(self) -> OpenItem:
+        """The message whose text is being written, its ``output_text`` part open: the
+        open one, else a new one."""
         current = self._open
         if current is None or current.item["type"] != MESSAGE or current.refusal is not None:
-            current = self._start_message(text=True)
-        elif not current.text_part:  # begun by the upstream's MessageStart
+            return self._start_message(text=True)
+        if not current.text_part:  # begun by the upstream's MessageStart
             open_text(self._emit, current)
-        current.citations.append(citation)
+        return current
 
     def refusal(self, delta: str) -> None:
         """The model declining: a ``refusal`` part of the message being written (after

@@ -60,9 +60,9 @@ class TextDone:
 
 @immutable
 class AnnotationAdded:
-    """An annotation of an ``output_text`` part (a ``url_citation`` of the gateway's web
-    search), announced before the part's text is done; ``annotation_index`` is its place
-    in the part's ``annotations``."""
+    """An annotation of an ``output_text`` part (a Responses upstream's, a ``url_citation``
+    of the gateway's web search), announced before the part's text is done;
+    ``annotation_index`` is its place in the part's ``annotations``."""
 
     output_index: int
     content_index: int

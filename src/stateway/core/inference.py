@@ -105,6 +105,16 @@ class Citation:
 
 
 @immutable
+class Annotation:
+    """An annotation of the text being written, as a Responses upstream gives one (a
+    hosted tool's ``url_citation``, ``file_citation``, ``container_file_citation``,
+    ``file_path``), its text indices into the message's text: kept on the message's
+    ``output_text`` part, after any an earlier delta gave."""
+
+    annotation: Item
+
+
+@immutable
 class ReasoningDelta:
     text: str
 
@@ -173,6 +183,7 @@ Delta = (
     | RefusalDelta
     | MessageStart
     | Citation
+    | Annotation
     | ReasoningDelta
     | ReasoningSignature
     | ToolCallDelta

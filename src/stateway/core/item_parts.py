@@ -50,12 +50,17 @@ def close_message(
 
 
 def close_text(emit: Emit, current: OpenItem, text: str, tools: ToolSession | None) -> Item:
-    """A message's ``output_text`` part, done (its citations and tokens on it)."""
+    """A message's ``output_text`` part, done (its annotations, citations and tokens on
+    it): its annotations, its upstream's then the gateway's web search's, each announced
+    before the text is done."""
     item_id = current.item["id"]
     part = text_part("output_text", text)
+    annotations = list(current.annotations)
     if tools is not None and tools.sources:
-        part["annotations"] = web_search.citations(text, tools.sources)
-        for at, annotation in enumerate(part["annotations"]):
+        annotations += web_search.citations(text, tools.sources)
+    if annotations:
+        part["annotations"] = annotations
+        for at, annotation in enumerate(annotations):
             emit(ev.AnnotationAdded(current.index, 0, item_id, at, annotation))
     if current.logprobs is not None:
         part["logprobs"] = current.logprobs

@@ -12,6 +12,7 @@ class OpenItem:
     """An output item while its deltas arrive: what it has gathered, and what it is."""
 
     __slots__ = (
+        "annotations",
         "chunks",
         "citations",
         "entry",
@@ -45,6 +46,8 @@ class OpenItem:
         """A message's tokens, when its deltas carried them."""
         self.citations: list[Item] = []
         """A message's citations, as its upstream gave them."""
+        self.annotations: list[Item] = []
+        """A message's annotations, as its upstream gave them (a Responses upstream's)."""
         self.text_part = False
         """A message's ``output_text`` part was opened (its content index is 0)."""
         self.refusal: list[str] | None = None
@@ -67,6 +70,8 @@ class OpenItem:
                     part["logprobs"] = list(self.logprobs)
                 if self.citations:
                     part["citations"] = list(self.citations)
+                if self.annotations:
+                    part["annotations"] = list(self.annotations)
                 content.append(part)
             if self.refusal is not None:
                 content.append({"type": "refusal", "refusal": "".join(self.refusal)})

@@ -44,6 +44,7 @@ from stateway.core.deadline import FirstOutput
 from stateway.core.errors import GatewayError, WindowFilled
 from stateway.core.inference import (
     WINDOW_FILLED,
+    Annotation,
     Answered,
     Citation,
     Finish,
@@ -222,6 +223,8 @@ async def _infer(
                             assembler.message(phase)
                         case Citation(citation=citation):
                             assembler.citation(citation)
+                        case Annotation(annotation=annotation):
+                            assembler.annotation(annotation)
                         case OutputItem(item=item):
                             assembler.item(item)
                         case UsageReport(usage=latest):
