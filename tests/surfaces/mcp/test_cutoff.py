@@ -152,3 +152,47 @@ async def test_a_key_still_valid_keeps_its_streams() -> None:
             response.change()
             event = await asyncio.wait_for(anext(events), 5)
     assert event.uri == URI  # type: ignore[union-attr]
+
+
+async def test_a_revoked_request_naming_another_tenants_session_leaves_its_subscriptions() -> None:
+    """A 2026-07-28 request is served without a session, so the ``mcp-session-id`` it
+    carries is the client's word only: another tenant's key sending a session id it
+    learned, its listen stream cut off by its revocation, ends nothing of that session's."""
+    owner = Identity(Principal("acme", "key_1"), authenticated=True)
+    other = Key()
+    other.identity = Identity(
+        Principal("globex", "key_2"), authenticated=True, recheck=other.check, recheck_every=0.05
+    )
+    async with serving(answering(), owner) as served, httpx2.AsyncClient() as http:
+        opened = await http.post(served.url, json=initialize("2025-11-25"), headers=ACCEPT)
+        owned = opened.headers["mcp-session-id"]
+        session = {**ACCEPT, "mcp-session-id": owned, "mcp-protocol-version": "2025-11-25"}
+        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        await http.post(served.url, json=initialized, headers=session)
+        following(served)
+        subscribe = call(2, "resources/subscribe", {"uri": URI})
+        assert (await http.post(served.url, json=subscribe, headers=session)).is_success
+        [[task]] = [list(uris.values()) for uris in served.surface._subscriptions.values()]
+
+        served.identity = other.identity
+        listen = call(3, "subscriptions/listen", {"notifications": {}, "_meta": MODERN})
+        modern = {**ACCEPT, "mcp-protocol-version": MODERN_VERSION}
+        modern |= {"mcp-method": "subscriptions/listen", "mcp-session-id": owned}
+        async with http.stream("POST", served.url, json=listen, headers=modern) as stream:
+            assert stream.status_code == 200
+            lines = stream.aiter_lines()
+            while "acknowledged" not in await anext(lines):
+                pass
+            other.revoked.set()
+            await asyncio.wait_for(rest_of(lines), 5)
+
+        await asyncio.sleep(0.1)
+        assert not task.done()
+        assert [list(uris) for uris in served.surface._subscriptions.values()] == [[URI]]
+
+
+MODERN_VERSION = "2026-07-28"
+MODERN = {
+    "io.modelcontextprotocol/protocolVersion": MODERN_VERSION,
+    "io.modelcontextprotocol/clientCapabilities": {},
+}

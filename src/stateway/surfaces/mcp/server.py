@@ -88,6 +88,8 @@ from stateway.surfaces.mcp.updates import ResponseUpdates
 log = logging.getLogger(__name__)
 
 Context = ServerRequestContext[Any, Any]
+_Subscriber = tuple[str, str, str]
+"""A session's ``mcp-session-id``, with the tenant and scope of the caller naming it."""
 SESSION_IDLE_TIMEOUT: Final = 300.0
 """Seconds an idle MCP session is kept (the SDK's default is 30 minutes)."""
 
@@ -105,9 +107,9 @@ class McpSurface:
         """Each tool's input schema, which the SDK checks a 2026-07-28 call's
         ``Mcp-Param-*`` headers against (without it, it would serve ``tools/list`` again
         for every call to find it)."""
-        self._subscriptions: dict[str, dict[str, asyncio.Task[None]]] = {}
-        """Each session's subscriptions (by its ``mcp-session-id``), by URI, until the
-        session ends."""
+        self._subscriptions: dict[_Subscriber, dict[str, asyncio.Task[None]]] = {}
+        """Each session's subscriptions (by its ``mcp-session-id`` and the caller the SDK
+        bound it to), by URI, until the session ends."""
         self._calls = ToolCalls(gateway)
         server = _Server(
             "stateway",
@@ -158,7 +160,10 @@ class McpSurface:
             return
         if revoked is not None:
             log.info("mcp: a request's credential stopped holding: %s", revoked.message)
-            self._end_subscriptions(Headers(scope=scope).get("mcp-session-id", ""))
+            # Its own session's only: a 2026-07-28 request is served without a session,
+            # whatever mcp-session-id it names (another tenant's it learned, say).
+            session_id = Headers(scope=scope).get("mcp-session-id", "")
+            self._end_subscriptions(_subscriber(session_id, principal))
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
@@ -166,8 +171,8 @@ class McpSurface:
             try:
                 yield
             finally:
-                for session_id in list(self._subscriptions):
-                    self._end_subscriptions(session_id)
+                for subscriber in list(self._subscriptions):
+                    self._end_subscriptions(subscriber)
                 self._calls.cancel()
 
     async def _list_tools(
@@ -227,21 +232,21 @@ class McpSurface:
         """The subscriptions of the request's session; the first one has the session's
         teardown (DELETE, idle, lost) end them all: one callback per session, however
         many subscriptions it makes."""
-        session_id = _connection_of(ctx)
-        subscribed = self._subscriptions.get(session_id)
+        subscriber = _subscriber_of(ctx)
+        subscribed = self._subscriptions.get(subscriber)
         if subscribed is None:
-            subscribed = self._subscriptions[session_id] = {}
+            subscribed = self._subscriptions[subscriber] = {}
             connection = getattr(ctx.session, "_connection", None)  # the session's own state
             if connection is not None:
-                connection.exit_stack.callback(self._end_subscriptions, session_id)
+                connection.exit_stack.callback(self._end_subscriptions, subscriber)
         return subscribed
 
-    def _end_subscriptions(self, session_id: str) -> None:
-        for task in self._subscriptions.pop(session_id, {}).values():
+    def _end_subscriptions(self, subscriber: _Subscriber) -> None:
+        for task in self._subscriptions.pop(subscriber, {}).values():
             task.cancel()
 
     async def _unsubscribe(self, ctx: Context, params: UnsubscribeRequestParams) -> EmptyResult:
-        task = self._subscriptions.get(_connection_of(ctx), {}).pop(params.uri, None)
+        task = self._subscriptions.get(_subscriber_of(ctx), {}).pop(params.uri, None)
         if task is not None:
             task.cancel()
         return EmptyResult()
@@ -329,9 +334,12 @@ def _principal(ctx: Context) -> Principal:
     return principal_of(request.scope)
 
 
-def _connection_of(ctx: Context) -> str:
-    """The MCP session a request belongs to (its ``mcp-session-id``)."""
+def _subscriber(session_id: str, principal: Principal) -> _Subscriber:
+    return session_id, principal.tenant_id, principal.scope
+
+
+def _subscriber_of(ctx: Context) -> _Subscriber:
+    """The MCP session a request belongs to (its ``mcp-session-id``), with its caller."""
     request = ctx.request
-    if isinstance(request, Request):
-        return request.headers.get("mcp-session-id", "")
-    return ""
+    session_id = request.headers.get("mcp-session-id", "") if isinstance(request, Request) else ""
+    return _subscriber(session_id, _principal(ctx))
