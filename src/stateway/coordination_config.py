@@ -32,10 +32,12 @@ class CoordinationConfig(Section):
     after it (a keyed request's 503; rate limits let requests through) rather than
     holding it. Subscriptions wait on, pinging a quiet connection every 5 s."""
     max_results: int = Field(default=10_000, ge=1)
-    """In process: command outcomes remembered (least recently used dropped first)."""
+    """In process: command outcomes remembered (beyond, the least recently used of the
+    tenant holding the most is dropped first)."""
     max_result_bytes: int = Field(default=256 * 1024 * 1024, ge=1)
-    """In process: bytes of answers the remembered outcomes hold in all (least recently
-    used dropped first, as past ``max_results``; the newest is kept whatever its size).
+    """In process: bytes of answers the remembered outcomes hold in all (beyond, the least
+    recently used of the tenant holding the most bytes is dropped first, as past
+    ``max_results``; the newest is kept whatever its size).
     In Redis, outcomes are Redis's memory to bound (``maxmemory``)."""
     result_ttl: float = Field(default=24 * 3600.0, gt=0)
     """Seconds a command's outcome is remembered (retries within it get the same answer)."""

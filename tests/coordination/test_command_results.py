@@ -162,6 +162,52 @@ async def test_memory_outcomes_are_bounded_by_their_bytes_least_recently_used_fi
     assert await results.claim(keys[2], "f") is None
 
 
+async def test_a_tenants_flood_of_commands_pushes_out_its_own_outcomes_only() -> None:
+    """Past a bound, the outcome dropped is the least recently used of the tenant holding
+    the most (outcomes past ``max_results``, answer bytes past ``max_bytes``): another
+    tenant's many cheap keyed requests (conversations made with an ``Idempotency-Key``)
+    do not make a tenant's retry run its create again."""
+    for bounded, size in (
+        (MemoryCommandResults(max_results=4), 1),
+        (MemoryCommandResults(max_bytes=100), 30),
+    ):
+        theirs = CommandKey("alice", "key_a", "create")
+        assert await bounded.claim(theirs, "f") is None
+        await bounded.complete(theirs, Outcome("f", b"a" * 40))
+        flood = [CommandKey("bob", "key_b", str(n)) for n in range(10)]
+        for key in flood:
+            assert await bounded.claim(key, "f") is None
+            await bounded.complete(key, Outcome("f", b"b" * size))
+
+        assert await bounded.claim(theirs, "f") == Outcome("f", b"a" * 40)
+        assert await bounded.claim(flood[-1], "f") == Outcome("f", b"b" * size)
+        assert await bounded.claim(flood[0], "f") is None  # bob's own oldest went
+        await bounded.release(flood[0])
+
+
+async def test_the_tenant_holding_most_gives_up_its_least_recently_used_outcome() -> None:
+    results = MemoryCommandResults(max_results=4)
+    alice = [CommandKey("alice", "key_a", str(n)) for n in range(3)]
+    bob = CommandKey("bob", "key_b", "0")
+    for key in [bob, *alice]:  # bob's the least recently used of all
+        assert await results.claim(key, "f") is None
+        await results.complete(key, Outcome("f", key.command_id.encode()))
+    assert await results.claim(alice[0], "f") is not None  # used: alice's most recent
+    newest = CommandKey("bob", "key_b", "1")
+    assert await results.claim(newest, "f") is None
+    await results.complete(newest, Outcome("f", b"1"))  # five: alice holds the most
+
+    assert len(results) == 4
+    assert await results.claim(alice[1], "f") is None  # alice's least recently used went
+    await results.release(alice[1])
+    assert [await results.claim(key, "f") for key in (alice[0], alice[2], bob, newest)] == [
+        Outcome("f", b"0"),
+        Outcome("f", b"2"),
+        Outcome("f", b"0"),
+        Outcome("f", b"1"),
+    ]
+
+
 async def test_memory_outcomes_free_their_bytes_as_they_expire() -> None:
     now = [0.0]
     results = MemoryCommandResults(ttl=10, clock=lambda: now[0], max_bytes=100)
