@@ -1,6 +1,7 @@
 """Tenant isolation against replays, on SQLite and PostgreSQL: what one tenant used or was
 given, sent again by another tenant, must not reach the first one's state. Idempotency
-keys and command ids (HTTP, WebSocket, MCP) run apart; item references, sealed
+keys and command ids (HTTP, WebSocket, MCP) run apart, and one tenant's flood of keyed
+requests leaves another's outcomes kept; item references, sealed
 ``encrypted_content`` and a running response's id (resumed or steered over a WebSocket)
 of another tenant are answered as unknown ones; an MCP session answers only the key that
 opened it, whatever the method. Credentials go in either header
@@ -10,12 +11,13 @@ from __future__ import annotations
 
 import json
 import uuid
+from pathlib import Path
 from typing import Any
 
 import httpx2
 from websockets.sync.client import connect
 
-from tests.e2e.authenticated import create_key
+from tests.e2e.authenticated import API_KEYS, auth_gateway, create_key
 from tests.e2e.test_tenant_isolation import (
     MODEL,
     SLOW,
@@ -261,3 +263,30 @@ def test_an_mcp_session_answers_no_other_key_whatever_the_method(tenants: Tenant
 
     listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
     assert httpx2.post(url, json=listing, headers=as_(tenants.alice, session_id)).status_code == 200
+
+
+def test_another_tenants_flood_of_keyed_requests_leaves_a_create_answered_once(
+    fake_upstream: str, tmp_path: Path
+) -> None:
+    """Outcomes kept in process are bounded (``max_results``): another tenant's keyed
+    requests past the bound (conversations, which no rate limit counts) push out their
+    own, and a retry of the owner's create gets its first response, not a second run."""
+    database = f"sqlite:///{tmp_path / 'stateway.db'}"
+    config = API_KEYS + "[coordination]\nmax_results = 4\n"
+    with auth_gateway(tmp_path, fake_upstream, database, config) as gateway:
+        keys = [create_key(database, name) for name in ("alice", "bob")]
+        alice, bob = (
+            httpx2.Client(base_url=gateway.url, headers={"authorization": f"Bearer {k}"})
+            for k in keys
+        )
+        with alice, bob:
+            create = {"model": MODEL, "input": "once [[words:3]]"}
+            key = {"idempotency-key": uuid.uuid4().hex}
+            first = alice.post("/v1/responses", json=create, headers=key)
+            assert first.status_code == 200
+            for _ in range(10):
+                flood = {"idempotency-key": uuid.uuid4().hex}
+                assert bob.post("/v1/conversations", json={}, headers=flood).status_code == 200
+            again = alice.post("/v1/responses", json=create, headers=key)
+    assert again.status_code == 200
+    assert again.json()["id"] == first.json()["id"]
