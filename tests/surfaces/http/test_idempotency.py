@@ -11,6 +11,7 @@ from starlette.requests import Request
 
 from stateway.coordination import MemoryCommandResults
 from stateway.core.errors import UpstreamUnavailable
+from stateway.core.exactly_once import fingerprint
 from stateway.core.gateway import Gateway
 from stateway.core.inference import Finish, TextDelta
 from stateway.core.loop import Loop
@@ -395,3 +396,47 @@ def test_a_requests_digest_covers_its_method_path_query_and_body() -> None:
     assert request_digest(queried(b""), b"{}") == request_digest(
         request("POST", "/v1/conversations/c"), b"{}"
     ), "a request without a query digests as before queries counted"
+
+
+async def test_the_same_key_with_the_query_in_another_order_is_a_replay() -> None:
+    """A query is the pairs it names, not the order a client wrote them in: the retry of
+    an append whose parameters come in another order (or spelled with ``%5B%5D``) gets
+    the first answer, and the append is made once."""
+    app = build(ScriptedBackend([TextDelta("a"), Finish("stop")]))
+    conversation = (await post(app, "/v1/conversations", b"{}", key=None)).json()["id"]
+    path = f"/v1/conversations/{conversation}/items"
+    body = b'{"items": [{"type": "message", "role": "user", "content": "hi"}]}'
+    query = "include[]=reasoning.encrypted_content&include=message.output_text.logprobs"
+    first = await call(app, "POST", path, body, query=query, headers=keyed("q"))
+    assert first.status == 200
+    reordered = "include=message.output_text.logprobs&include%5B%5D=reasoning.encrypted_content"
+    again = await call(app, "POST", path, body, query=reordered, headers=keyed("q"))
+    assert (again.status, again.body) == (200, first.body)
+    listed = await call(app, "GET", path)
+    assert len(listed.json()["data"]) == 1
+
+
+def test_a_queries_digest_is_its_parameters_in_key_order() -> None:
+    """Keys are sorted, a repeated key's values keep their order, and a value is never
+    confused with the pairs it might spell."""
+
+    def digest(query: bytes) -> str:
+        scope = {"type": "http", "method": "POST", "path": "/v1/conversations/c/items"}
+        return request_digest(Request({**scope, "query_string": query, "headers": []}), b"{}")
+
+    assert digest(b"a=1&b=2") == digest(b"b=2&a=1")
+    assert digest(b"a=x+y&b=%5B%5D") == digest(b"b=[]&a=x%20y")
+    assert digest(b"a=1&b=2&a=3") == digest(b"b=2&a=1&a=3")
+    different = [b"a=1&b=2", b"a=1&b=3", b"a=3&b=2&a=1", b"a=1&b=2&a=3", b"a=1%26b%3D2"]
+    different += [b"a=1", b"a=1&a=1", b"a=&b=2", b"b=1&a=2", b"a%3D1=&b=2"]
+    assert len({digest(query) for query in different}) == len(different)
+
+
+def test_a_query_sent_in_key_order_digests_as_before_it_was_sorted() -> None:
+    """An answer remembered before queries were put in order still answers its retry
+    when the client (the OpenAI SDK, whose parameters come in order) sent them so."""
+    path, body = b"/v1/conversations/c/items", b"{}"
+    query = b"include%5B%5D=message.output_text.logprobs&include%5B%5D=reasoning.encrypted_content"
+    scope = {"type": "http", "method": "POST", "path": path.decode(), "headers": []}
+    request = Request({**scope, "query_string": query})
+    assert request_digest(request, body) == fingerprint(b"POST", path, body, query)

@@ -5,13 +5,15 @@ first request with it runs, and every retry, even one that arrives while the fir
 still running, is answered with the first one's JSON body, byte for byte, with 200. A
 streamed create remembers its response instead, and a retry streams that response's log
 from the start (``responses.py``). The same key with another request (method, path,
-query, body) is a 409 ``idempotency_key_reused``. A request that failed leaves no answer behind:
-its retry runs again.
+query, body) is a 409 ``idempotency_key_reused``; the same query parameters in another
+order are the same request. A request that failed leaves no answer behind: its retry
+runs again.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from urllib.parse import parse_qsl, urlencode
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -36,10 +38,21 @@ def request_digest(request: Request, body: bytes = b"") -> str:
     body; a request without a query digests as it did before the query counted, so an
     answer remembered then still answers its retry."""
     parts = [request.method.encode(), request.url.path.encode(), body]
-    query = request.scope.get("query_string", b"")
+    query = ordered_query(request.scope.get("query_string", b""))
     if query:
         parts.append(query)
     return fingerprint(*parts)
+
+
+def ordered_query(query: bytes) -> bytes:
+    """The query's parameters as the routes read them (as Starlette's ``query_params``
+    parses them), sorted by name (a repeated name's values keep their order, which an
+    ``include`` list may show), and encoded again as the OpenAI SDK encodes them: the
+    same parameters in another order or spelling are the same request, and a query the
+    SDK sent, its names in order, digests as it did before queries were sorted."""
+    pairs = parse_qsl(query.decode("latin-1"), keep_blank_values=True)
+    pairs.sort(key=lambda pair: pair[0])
+    return urlencode(pairs).encode()
 
 
 def replayed(outcome: Outcome) -> Response:
