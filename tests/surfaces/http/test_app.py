@@ -32,6 +32,7 @@ from stateway.surfaces.http.responses import ResponsesRoutes
 from stateway.surfaces.http.service import ServiceRoutes
 from tests.core.fakes import MemoryStore, ScriptedBackend
 from tests.protocols.responses.test_decode import plausible_request, request_like
+from tests.storage.test_locked_database import locked, shorten_waits
 from tests.storage.test_unwritable_database import (
     BIG,
     ballasted,
@@ -192,6 +193,46 @@ async def test_a_full_database_fails_stored_requests_and_readiness_naming_it(
             assert stored.json()["status"] == "completed", stored.body
         finally:
             await store.aclose()
+
+
+async def test_a_database_another_process_locks_fails_stored_requests_and_readiness(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A SQLite file another process holds locked: a stored request waits SQLite's busy
+    timeout, then is a 503 naming the lock, and ``/ready`` answers 503 naming it too,
+    within its own time, until the lock is let go; an unstored request is served."""
+    shorten_waits(monkeypatch)
+    path = tmp_path / "stateway.db"
+    await migrate(f"sqlite:///{path}")
+    store = open_store(f"sqlite:///{path}")
+    try:
+        app = build(store)
+        with locked(path):
+            refused = await call(app, "POST", "/v1/responses", b'{"model": "m", "input": "hi"}')
+            assert refused.status == 503, refused.body
+            assert refused.json()["error"] == {
+                "message": "The response could not be stored. The database is locked by another"
+                " process (a write waited for its lock past SQLite's busy timeout).",
+                "type": "server_error",
+                "param": None,
+                "code": "storage_unavailable",
+            }
+            down = await call(app, "GET", "/ready")
+            assert down.status == 503
+            assert down.json()["storage"] == (
+                "Storage failed while checking the database. The database is locked by another"
+                " process (a write waited for its lock past SQLite's busy timeout)."
+            )
+            unstored = b'{"model": "m", "input": "hi", "store": false}'
+            served = await call(app, "POST", "/v1/responses", unstored)
+            assert served.json()["status"] == "completed", served.body
+
+        up = await call(app, "GET", "/ready")
+        assert (up.status, up.json()["storage"]) == (200, "ok")
+        stored = await call(app, "POST", "/v1/responses", b'{"model": "m", "input": "hi"}')
+        assert stored.json()["status"] == "completed", stored.body
+    finally:
+        await store.aclose()
 
 
 def with_conversations(store: SqlResponseStore) -> Starlette:

@@ -73,6 +73,8 @@ Import the tree from here. Its branches are kept one concept to a module:
     │       ├── StorageFull       503 code=storage_full (its disk, or its size limit)
     │       ├── StorageReadOnly   503 code=storage_read_only (a standby after a failover,
     │       │                         a SQLite file the gateway may not write)
+    │       ├── StorageLocked     503 code=storage_unavailable (another process holds the
+    │       │                         SQLite file's write lock past the busy timeout)
     │       └── StorageWriteFailed  503 code=storage_write_failed (the file system refused
     │                                 a SQLite write: a disk quota, a file size limit)
     ├── IdentityUnavailable       503 code=identity_provider_unavailable (OIDC discovery
@@ -134,6 +136,7 @@ from stateway.core.errors.unavailable import (
     ServerShuttingDown,
     StorageError,
     StorageFull,
+    StorageLocked,
     StorageNotWritable,
     StorageReadOnly,
     StorageWriteFailed,
@@ -189,6 +192,7 @@ __all__ = [
     "ServerShuttingDown",
     "StorageError",
     "StorageFull",
+    "StorageLocked",
     "StorageNotWritable",
     "StorageReadOnly",
     "StorageWriteFailed",

@@ -75,6 +75,19 @@ class StorageWriteFailed(StorageNotWritable):
     )
 
 
+class StorageLocked(StorageNotWritable):
+    """Another process holds the SQLite file's write lock, and a write waited for it past
+    SQLite's busy timeout (``SQLITE_BUSY``): a shell or a program left in a transaction,
+    a backup. Every write waits and fails alike until the lock is let go, so readiness
+    fails meanwhile; the code stays ``storage_unavailable``, a wait and not the
+    database's refusal."""
+
+    cause = (
+        "The database is locked by another process (a write waited for its lock past"
+        " SQLite's busy timeout)."
+    )
+
+
 class ServerShuttingDown(GatewayError):
     status = 503
     type = "server_error"

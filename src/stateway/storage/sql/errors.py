@@ -22,7 +22,9 @@ opens one it may not write; the file moved away, ``SQLITE_READONLY_DBMOVED``; it
 index or journal not writable); a write the file system refused, :class:`StorageWriteFailed`
 (SQLite's ``SQLITE_IOERR_WRITE``: it says ``SQLITE_FULL`` for a full disk's ``ENOSPC``
 only; a disk quota's ``EDQUOT``, a file size limit's ``EFBIG``, a failing disk's ``EIO``
-are this). The client's message then says so.
+are this); a write that waited for another process's lock past SQLite's busy timeout,
+:class:`StorageLocked` (``SQLITE_BUSY``: every write after it waits and fails alike
+until the lock is let go). The client's message then says so.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from sqlalchemy.exc import (
 from stateway.core.errors import (
     StorageError,
     StorageFull,
+    StorageLocked,
     StorageNotWritable,
     StorageReadOnly,
     StorageWriteFailed,
@@ -76,10 +79,12 @@ _SQLITE_CODES: Final[dict[int, type[StorageNotWritable]]] = {
     sqlite3.SQLITE_FULL: StorageFull,
     sqlite3.SQLITE_READONLY: StorageReadOnly,
     sqlite3.SQLITE_IOERR_WRITE: StorageWriteFailed,
+    sqlite3.SQLITE_BUSY: StorageLocked,
 }
 """By extended result code, which is what the driver gives, else by its primary code: its
 low byte (``SQLITE_READONLY_DBMOVED`` is ``SQLITE_READONLY | 4 << 8``). Of the I/O
-errors only a write's is named: a read's or a lock's says nothing of writes to come."""
+errors only a write's is named: a read's or a lock's (``SQLITE_IOERR_LOCK``, the file
+system failing a lock) says nothing of writes to come."""
 _PRIMARY_CODE: Final = 0xFF
 
 

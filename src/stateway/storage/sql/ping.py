@@ -25,7 +25,9 @@ writes nothing.
   on a full disk (SQLite writes nothing of it); a page's worth, so it needs a page the
   file must grow by (a full file at its ``max_page_count`` refuses it). A free page left
   by deleted rows lets it land, as it lets a small save: a larger save then fails, and
-  readiness with it, until a later probe or save lands.
+  readiness with it, until a later probe or save lands. A probe that does not land
+  within the ping's time (a lock another process holds: writes wait SQLite's busy
+  timeout, 5 s, for it) fails the ping naming the refusal met before it.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from typing import Final
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from stateway.core.errors import StorageNotWritable, StorageReadOnly
+from stateway.core.errors import StorageError, StorageNotWritable, StorageReadOnly
 from stateway.storage.sql import queries
 from stateway.storage.sql.errors import storage_errors
 from stateway.storage.sql.group_commit import GroupCommitter, Rows
@@ -105,9 +107,17 @@ class Ping:
         raise read_only
 
     async def _write(self) -> None:
+        """A write probe; one that did not land in time leaves the refusal last met
+        standing (a lock another process holds: SQLite's busy timeout outlasts the
+        ping), named as it was."""
+        standing = self._refusals.last
         try:
             with storage_errors("checking the database"):
                 async with asyncio.timeout(PING_TIMEOUT):
                     await self._writes.write(_probe())
         except StorageNotWritable as refused:
             raise refused.restated(_FAILED) from None
+        except StorageError as failed:
+            if standing is None or not isinstance(failed.__cause__, TimeoutError):
+                raise
+            raise standing.restated(_FAILED) from None
