@@ -1,9 +1,12 @@
 """``SqlSecrets``: server-wide secrets in ``gateway_secrets`` (not tenant data).
 
-:meth:`SqlSecrets.put_if_absent` inserts a value only when its name is free (``INSERT ...
-ON CONFLICT DO NOTHING`` on both databases) and reads back what the table holds, in one
-transaction: processes that start together on a fresh database all come away with the
-value of whichever insert landed first.
+:meth:`SqlSecrets.put_if_absent` reads the value first: one stored already (every start
+but a database's first) needs no write, so a gateway starts on a database that takes no
+writes (read-only, full, locked by another process) as long as its key is there. Only a
+name not found is written: inserted only when its name is still free (``INSERT ... ON
+CONFLICT DO NOTHING`` on both databases) and read back, in one transaction, so processes
+that start together on a fresh database all come away with the value of whichever
+insert landed first.
 """
 
 from __future__ import annotations
@@ -31,6 +34,11 @@ class SqlSecrets:
             .on_conflict_do_nothing(index_elements=[gateway_secrets.c.name])
         )
         read = select(gateway_secrets.c.value).where(gateway_secrets.c.name == name)
+        with storage_errors("reading a gateway secret"):
+            async with self._engine.connect() as connection:
+                found: str | None = (await connection.execute(read)).scalar_one_or_none()
+        if found is not None:
+            return found
         with storage_errors("storing a gateway secret"):
             async with self._engine.begin() as connection:
                 await connection.execute(insert)
