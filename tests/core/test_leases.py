@@ -422,3 +422,30 @@ async def test_a_beat_that_hung_longer_than_a_lease_judges_nobody() -> None:
     assert await judge.beat() == []
     leases.hang = 0.0
     assert statuses(store) == {"alive": "in_progress"}
+
+
+async def test_a_process_whose_registration_was_refused_registers_at_a_later_beat(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Started on a database that took no writes: the first beat it takes registers this
+    process, which was not judged dead (no lapse to tell), and the next renews it."""
+    store, leases = MemoryStore(), MemoryOwnerLeases()
+    judge = LeaseKeeper(store, leases, "host-b 2 2", encode_event_json, decode_event_json, 0.003)
+    leases.fail = True
+    with pytest.raises(StorageError):
+        await judge.start()
+    judge.start_unregistered()
+    with caplog.at_level(logging.WARNING):
+        for _ in range(1000):
+            if "renewing leases failed" in caplog.text:
+                break
+            await asyncio.sleep(0.001)
+    assert "host-b 2 2" not in leases.counts
+    leases.fail = False
+    for _ in range(1000):
+        if leases.counts.get("host-b 2 2", 0) > 0:
+            break
+        await asyncio.sleep(0.001)
+    assert leases.counts["host-b 2 2"] > 0  # registered, then renewed
+    assert "lease had lapsed" not in caplog.text
+    await judge.aclose()

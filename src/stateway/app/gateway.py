@@ -4,6 +4,7 @@ server key (sealing, and each tenant's cache salt)."""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -18,6 +19,7 @@ from stateway.coordination.factory import build_coordination, build_fanout, buil
 from stateway.core.accounting import UsageLedger
 from stateway.core.conversations.ports import ConversationStore
 from stateway.core.coordination import CancelSignals, CommandResults, EventFanout
+from stateway.core.errors import StorageNotWritable
 from stateway.core.gateway import Gateway
 from stateway.core.generations import Generation
 from stateway.core.leases import LeaseKeeper
@@ -44,6 +46,8 @@ from stateway.telemetry.metrics import PrometheusMetrics
 from stateway.telemetry.observability import Observability
 from stateway.telemetry.storage import TimedStore
 from stateway.telemetry.tracing import open_tracing
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
@@ -82,14 +86,30 @@ class GatewayParts:
     async def recover(self) -> None:
         """Before serving, once: mark failed the responses a dead process of this host
         left in progress, then register this process's lease (and beat). ``stateway
-        serve`` calls it before its server starts, so that a database refusing these
+        serve`` calls it before its server starts, so that a database failing these
         writes is reported as any other start-up failure of it is; the app's lifespan
-        calls it for an app served otherwise (done already: nothing)."""
+        calls it for an app served otherwise (done already: nothing).
+
+        A database that answers but takes no writes (read-only, full, locked by another
+        process: :class:`~stateway.core.errors.StorageNotWritable`) does not stop the
+        start: the gateway serves what needs no storing (``store: false``), its
+        readiness fails naming why until a write lands, and its lease is registered by
+        the first beat the database takes (a dead process's responses left here are
+        then failed by lease, as another host's are). An error line says so."""
         if self.recovered:
             return
-        await fail_abandoned(self.store, self.owner, encode_event_json, decode_event_json)
-        if self.leases is not None:
-            await self.leases.start()
+        try:
+            await fail_abandoned(self.store, self.owner, encode_event_json, decode_event_json)
+            if self.leases is not None:
+                await self.leases.start()
+        except StorageNotWritable as refused:
+            log.error(
+                "the database takes no writes: %s; serving only what needs no storing"
+                " (store: false), not ready (GET /ready) until a write lands",
+                refused,
+            )
+            if self.leases is not None:
+                self.leases.start_unregistered()
         self.recovered = True
 
     async def end_runs(self) -> int:

@@ -33,6 +33,10 @@ own are still in progress (ends its settler could not store before it stopped): 
 then stays, beating no more, and a survivor fails them once the lease expires, as it
 would a dead process's. Removed, it would never be judged.
 
+A process that started on a database taking no writes (its registration refused:
+:meth:`LeaseKeeper.start_unregistered`) is registered by the first beat the database
+takes.
+
 The start-up check of dead processes of the same host
 (:func:`~stateway.core.ownership.fail_abandoned`) stays: it ends those runs before
 serving, without waiting for a lease.
@@ -88,10 +92,20 @@ class LeaseKeeper:
         """Whether this process found its lease lapsed and has not yet checked its runs
         against the store (the check failed): it is made again at each beat until done."""
         self._task: asyncio.Task[None] | None = None
+        self._unregistered = False
+        """Whether this process's registration was refused as it started: the next beat
+        registers it (a row not found is not a lapse, then)."""
 
     async def start(self) -> None:
         """Register this process (before it serves), then beat in the background."""
         await self._leases.register(self._me, self.timeout)
+        self._task = asyncio.create_task(self._beat_forever())
+
+    def start_unregistered(self) -> None:
+        """Beat in the background, the first beat the database takes registering this
+        process: its registration was refused as it started (a database taking no
+        writes), and it serves meanwhile what needs no storing."""
+        self._unregistered = True
         self._task = asyncio.create_task(self._beat_forever())
 
     async def aclose(self) -> None:
@@ -124,7 +138,10 @@ class LeaseKeeper:
         (whose runs were ended)."""
         began = self._clock()
         try:
-            if not await self._leases.renew(self._me):
+            if self._unregistered:
+                await self._leases.register(self._me, self.timeout)
+                self._unregistered = False
+            elif not await self._leases.renew(self._me):
                 log.error(
                     "this process's lease had lapsed (another process judged it dead and "
                     "failed its runs); registering again"

@@ -1,0 +1,66 @@
+"""A gateway starting on a PostgreSQL that takes no writes (a hot standby, as during a
+failover), its sealing key stored by an earlier start: it starts without a write, is not
+ready until the database is writable again, then is ready and registers its lease by
+itself. (SQLite's read-only file, through ``stateway serve``: tests/e2e.)"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import asyncpg
+import pytest
+
+from stateway.app import build_app, compile_generation, open_gateway
+from stateway.config import Overrides
+from stateway.core.errors import StorageReadOnly
+from stateway.storage.sql import migrate
+from tests.storage.conftest import ReadOnly
+
+pytestmark = pytest.mark.postgres
+
+
+async def owners(database_url: str) -> int:
+    connection = await asyncpg.connect(database_url, timeout=5)
+    try:
+        count: int = await connection.fetchval("SELECT count(*) FROM run_owners")
+    finally:
+        await connection.close()
+    return count
+
+
+async def test_a_read_only_postgres_with_its_key_starts_not_ready_then_recovers(
+    fresh_postgres_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv("STATEWAY_LEASE_TIMEOUT", "0.3")
+    flags = Overrides(database=fresh_postgres_url, upstream="http://127.0.0.1:9/v1")
+    await migrate(fresh_postgres_url)
+    first = await open_gateway(compile_generation(flags), flags)  # stores the key
+    await first.store.aclose()
+
+    admin = await asyncpg.connect(fresh_postgres_url, timeout=5)
+    read_only = ReadOnly(admin)
+    await read_only.on()
+    parts = await open_gateway(compile_generation(flags), flags)
+    app = build_app(parts)
+    try:
+        with caplog.at_level(logging.ERROR):
+            async with app.router.lifespan_context(app):
+                with pytest.raises(StorageReadOnly):
+                    await parts.store.ping()
+                assert await owners(fresh_postgres_url) == 0
+
+                await read_only.off()
+                await parts.store.ping()  # a probe: ready again
+                for _ in range(200):  # the next beat registers this process's lease
+                    if await owners(fresh_postgres_url):
+                        break
+                    await asyncio.sleep(0.05)
+                assert await owners(fresh_postgres_url) == 1
+    finally:
+        await parts.store.aclose()
+        await read_only.off()
+        await admin.close()
+    assert "the database takes no writes: Storage failed while registering a run owner." in (
+        caplog.text
+    )
