@@ -30,6 +30,7 @@ from sqlalchemy.pool import Pool
 from stateway.core.errors import StorageError
 from stateway.core.ports import ResponseRecord
 from stateway.storage.sql import SqlResponseStore, migrate, open_store, ping, queries
+from stateway.storage.sql.leases import SqlOwnerLeases
 from tests.storage.conftest import ReadOnly, file_size_limit
 
 BIG = "x" * 64 * 1024
@@ -277,6 +278,27 @@ async def test_saves_heal_by_themselves_once_postgres_is_writable_again(
     await read_only.off()
     for index in range(5):
         await pg_store.save(_record(tenant, f"r{index}"))
+
+
+@pytest.mark.postgres
+async def test_a_leases_writes_heal_by_themselves_once_postgres_is_writable_again(
+    read_only: ReadOnly, pg_store: SqlResponseStore
+) -> None:
+    """Writes on the store's own connections (a lease's registration and beats, as a
+    conversation's changes), no probe nor save between (a gateway started on a standby,
+    no load balancer probing it): the connection a write found read-only is replaced, with
+    every one opened before it, as the writer's is. (SQLite's are, by the ping.)"""
+    await read_only.on()
+    await _pool(pg_store, 4)  # read-only sessions, pooled
+    leases = SqlOwnerLeases(pg_store)
+    owner = f"host-{uuid.uuid4().hex} 1 1"
+    with pytest.raises(StorageError, match="read-only"):
+        await leases.register(owner, 10.0)
+
+    await read_only.off()
+    await leases.register(owner, 10.0)
+    for _ in range(5):
+        assert await leases.renew(owner)
 
 
 @pytest.mark.postgres

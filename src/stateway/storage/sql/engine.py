@@ -39,7 +39,10 @@ A connection found read-only (a write refused as ``read_only_sql_transaction``, 
 ping finding its transactions read-only) is replaced too, and so is every one opened
 before it: a failover to a standby, or a database set read-only, leaves connections that
 stay read-only once a writable primary is back (a session keeps the default it began
-with), and a new one reaches that primary.
+with), and a new one reaches that primary. A write through the engine itself (a
+lease's, a conversation's) refused so invalidates its connection
+(:func:`_replace_read_only`), as the writer does its own, so such writes heal by
+themselves, no probe nor save between.
 """
 
 from __future__ import annotations
@@ -52,7 +55,7 @@ from pathlib import Path
 from typing import Any, Final, cast
 
 from sqlalchemy import event
-from sqlalchemy.engine import URL, make_url
+from sqlalchemy.engine import URL, ExceptionContext, make_url
 from sqlalchemy.engine.interfaces import AdaptedConnection, DBAPIConnection
 from sqlalchemy.exc import ArgumentError, DisconnectionError, InvalidatePoolError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
@@ -165,7 +168,17 @@ def create_engine(url: str, *, timeout: float | None = None) -> AsyncEngine:
     event.listen(engine.sync_engine, "invalidate", replacement.invalidated)
     event.listen(engine.sync_engine, "checkout", replacement.taken)
     event.listen(engine.sync_engine, "close", replacement.closing)
+    event.listen(engine.sync_engine, "handle_error", _replace_read_only)
     return engine
+
+
+def _replace_read_only(context: ExceptionContext) -> None:
+    """A statement refused as read-only (``read_only_sql_transaction``): its connection
+    is invalidated, as a disconnect's is, and :class:`Replacement` then replaces every
+    connection opened before it as it is taken."""
+    if refusal(context.original_exception) is StorageReadOnly:
+        context.is_disconnect = True
+        context.invalidate_pool_on_disconnect = False
 
 
 class Replacement:
