@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from stateway.core import events as ev
-from stateway.core.commands import CreateResponse, GenerationSettings
+from stateway.core.commands import CreateResponse, GenerationSettings, GetResponse
 from stateway.core.compaction.prompt import SUMMARY_PREFIX, SUMMARY_PROMPT
 from stateway.core.gateway import Gateway
 from stateway.core.inference import (
@@ -26,8 +26,9 @@ from stateway.core.inference import (
 )
 from stateway.core.loop import Loop
 from stateway.core.principal import Principal
-from stateway.core.routing import BackendEntry, Router
+from stateway.core.routing import BackendEntry, Candidate, Capabilities, Route, Router
 from stateway.core.runs import CancelReason, Run, RunRegistry
+from stateway.core.token_estimate import estimate_context
 from stateway.core.tools.ports import McpServer, McpTool
 from stateway.core.tools.toolset import ConfiguredServer, GatewayTools
 from stateway.core.usage import Usage
@@ -62,23 +63,37 @@ async def read(arguments: Mapping[str, Any]) -> str:
     return BIG
 
 
-def build(backend: RoundsBackend, store: MemoryStore | None = None) -> Gateway:
+def build(
+    backend: RoundsBackend, store: MemoryStore | None = None, router: Router | None = None
+) -> Gateway:
     store = store or MemoryStore()
     tools = GatewayTools(
         mcp=FakeMcp({"docs": [READ]}, {"read": read}),
         servers={"docs": ConfiguredServer(McpServer("docs", "http://docs.test/mcp"))},
     )
-    router = Router([BackendEntry(backend, {}, catch_all=True)])
+    router = router or Router([BackendEntry(backend, {}, catch_all=True)])
     loop = Loop(store, tools=tools, sealer=SEALER)
     return Gateway(store, router, loop, RunRegistry(), sealer=SEALER)
 
 
 def command(
-    threshold: int | None = THRESHOLD, *, stream: bool = False, store: bool = True, **fields: Any
+    threshold: int | None = THRESHOLD,
+    *,
+    stream: bool = False,
+    store: bool = True,
+    instructions: str | None = None,
+    **fields: Any,
 ) -> CreateResponse:
     entries = [{"type": "compaction", "compact_threshold": threshold}]
     settings = GenerationSettings(tools=[DOCS], context_management=entries, **fields)
-    return CreateResponse("m", [user("read a")], stream=stream, store=store, settings=settings)
+    return CreateResponse(
+        "m",
+        [user("read a")],
+        instructions=instructions,
+        stream=stream,
+        store=store,
+        settings=settings,
+    )
 
 
 def is_summary_call(request: InferenceRequest) -> bool:
@@ -258,3 +273,109 @@ async def test_cancelled_while_compacting_ends_without_its_item(
     assert stored is not None
     assert stored.status == state.status
     assert [item["type"] for item in stored.output_items] == ["mcp_list_tools", "mcp_call"]
+
+
+INSTRUCTIONS = "Answer from the files you read. " * 40
+"""Instructions of some 300 estimated tokens: what a round sends, counted as its context is."""
+
+
+@pytest.mark.parametrize(("above", "compacted"), [(0, True), (1, False)])
+async def test_the_threshold_is_reached_by_all_a_round_sends(above: int, compacted: bool) -> None:
+    """The threshold is met (at least it) by what the later round would send as a whole:
+    its context and the output so far, with the response's instructions and declared
+    tools, as the check before the first round counts them."""
+    measured = RoundsBackend([calling(), ANSWER])
+    await executed(measured, threshold=100_000, instructions=INSTRUCTIONS)
+    sent = measured.requests[1]
+    assert sent.instructions == INSTRUCTIONS
+    size = estimate_context(INSTRUCTIONS, sent.items, [DOCS])
+    backend = RoundsBackend([calling(), SUMMARY, ANSWER])
+    run = await executed(backend, threshold=size + above, instructions=INSTRUCTIONS)
+    assert run.state.status == "completed", run.state.error
+    types = [item["type"] for item in run.state.output]
+    assert ("compaction" in types) is compacted
+    assert sum(is_summary_call(r) for r in backend.requests) == int(compacted)
+
+
+def windowed(backend: RoundsBackend, windows: tuple[int, ...]) -> Router:
+    """A route ``m`` of one candidate per window, all on ``backend``, tried in order."""
+    candidates = tuple(
+        Candidate(backend, f"m{at}", priority=at, capabilities=Capabilities(context_window=w))
+        for at, w in enumerate(windows)
+    )
+    return Router(routes=[Route("m", candidates)])
+
+
+@pytest.mark.parametrize("windows", [(100_000,), (100_000, 50_000)], ids=["one", "two"])
+async def test_a_fitted_context_still_compacts_between_rounds(windows: tuple[int, ...]) -> None:
+    """``truncation: "auto"`` fits each round to the window (of the candidate tried, when
+    they differ) and the threshold is still checked between the rounds."""
+    backend = RoundsBackend([calling(), SUMMARY, ANSWER])
+    gateway = build(backend, router=windowed(backend, windows))
+    run = await gateway.execute(Principal(), command(truncation="auto"))
+    await run.wait()
+    assert run.state.status == "completed", run.state.error
+    types = [item["type"] for item in run.state.output]
+    assert types == ["mcp_list_tools", "mcp_call", "compaction", "message"]
+    assert BIG not in str(backend.requests[-1].items)
+
+
+async def test_the_summary_does_not_count_against_max_output_tokens_in_later_rounds() -> None:
+    """Every round after the compaction is asked for what the answer's rounds left: the
+    first round's 2 tokens and the next one's 2, not the summary's 3."""
+    backend = RoundsBackend([calling(0), SUMMARY, calling(1), ANSWER])
+    run = await executed(backend, max_output_tokens=100)
+    assert run.state.status == "completed"
+    asked = [r.settings.max_output_tokens for r in backend.requests if not is_summary_call(r)]
+    assert asked == [100, 98, 96]
+
+
+async def test_the_rounds_after_the_compaction_send_only_what_followed_it() -> None:
+    """The compaction follows a round of two calls: both are in the summary, and the
+    rounds after it send neither again, only the later call's output."""
+    both = [
+        ToolCallDelta(0, "up_0", "docs__read", '{"path": "a"}'),
+        ToolCallDelta(1, "up_1", "docs__read", '{"path": "b"}'),
+        UsageReport(Usage(20, 2)),
+        Finish("tool_calls"),
+    ]
+    backend = RoundsBackend([both, SUMMARY, calling(2), ANSWER])
+    run = await executed(backend)
+    types = [item["type"] for item in run.state.output]
+    assert types == ["mcp_list_tools", "mcp_call", "mcp_call", "compaction", "mcp_call", "message"]
+    last = backend.requests[-1].items
+    assert str(last).count(BIG) == 1
+    # the summary stands for the compaction item: it is not sent again among the output
+    assert [item["type"] for item in last] == ["message", "message", "mcp_call"]
+
+
+class HeldAfterSummary(RoundsBackend):
+    """Holds the round after the summary until released."""
+
+    def __init__(self) -> None:
+        super().__init__([calling(), SUMMARY, ANSWER])
+        self.held = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def infer(self, request: InferenceRequest) -> AsyncGenerator[Delta, None]:
+        if len(self.requests) == 2:  # the round after the summary
+            self.held.set()
+            await self.release.wait()
+        async for delta in super().infer(request):
+            yield delta
+
+
+async def test_a_response_read_while_it_goes_on_from_the_summary_shows_its_usage() -> None:
+    """Read (a stream stored as it runs) between the compaction and the next round's end,
+    the response's usage is what it used so far, the summary's included."""
+    backend = HeldAfterSummary()
+    gateway = build(backend)
+    run = await gateway.execute(Principal(), command(stream=True))
+    await asyncio.wait_for(backend.held.wait(), 5)
+    polled = await gateway.execute(Principal(), GetResponse(run.id))
+    assert polled.status == "in_progress"
+    assert [item["type"] for item in polled.output][-1] == "compaction"
+    assert polled.usage == Usage(50, 5)
+    backend.release.set()
+    await asyncio.wait_for(run.wait(), 5)
+    assert run.state.usage == Usage(55, 6)
