@@ -277,13 +277,15 @@ def test_a_hosted_searchs_data_source_is_named_not_given_as_a_url_of_none() -> N
         {"type": "api", "name": "oai-weather"},
         {"type": "url", "url": "https://a.test/"},
         {"type": "api"},
+        {"type": "api", "name": "", "url": ""},  # empty strings name no source, no URL
     ]
     item = web_search_call(action={"type": "search", "query": "weather", "sources": sources})
     _, output = model_items([item])
     assert output["output"] == (
         "[1] oai-weather (a data source, not a web page)\n\n"
         "[2] https://a.test/\nURL: https://a.test/\n\n"
-        "[3] a data source, not a web page"
+        "[3] a data source, not a web page\n\n"
+        "[4] a data source, not a web page"
     )
 
 
@@ -390,6 +392,12 @@ def test_a_web_search_without_results_tells_the_model_so(
             f"'price' was looked for in the page https://a.test/. {FOUND_NOT_KEPT}",
         ),
         ({"type": "find_in_page"}, "{}", f"A pattern was looked for in a page. {FOUND_NOT_KEPT}"),
+        (  # empty strings name nothing: no "the page " of no URL, no '' looked for
+            {"type": "find_in_page", "url": "", "pattern": ""},
+            '{"url":"","pattern":""}',
+            f"A pattern was looked for in a page. {FOUND_NOT_KEPT}",
+        ),
+        ({"type": "open_page", "url": ""}, '{"url":""}', f"A page was opened. {PAGE_NOT_KEPT}"),
     ],
 )
 def test_a_hosted_page_action_is_replayed_as_what_it_did_not_as_an_empty_search(
@@ -399,7 +407,8 @@ def test_a_hosted_page_action_is_replayed_as_what_it_did_not_as_an_empty_search(
     model sees that page or pattern, never a search for nothing."""
     call, result = model_items([web_search_call(action=action)])
     assert (call["name"], call["arguments"]) == ("web_search", arguments)
-    assert result["output"] == output
+    # the output answers the call: a backend pairs them by ``call_id``
+    assert result == {"type": "function_call_output", "call_id": call["call_id"], "output": output}
 
 
 def test_a_failed_page_action_is_replayed_with_its_page_and_its_error() -> None:
