@@ -143,6 +143,9 @@ async def test_ids_are_unique_within_a_conversation(
     assert ids[0].startswith("msg_")
     assert ids[2] not in ("msg_1", "msg_2")
     assert ids[2].startswith("msg_")
+    # renamed, an item is otherwise as given: a message gains no ``call_id``
+    assert added[0] == {**message("clash"), "id": ids[0]}
+    assert added[2] == {**message("twice"), "id": ids[2]}
     assert await conversations.get_item(tenant, "conv_1", ids[0]) == added[0]
     first = await conversations.get_item(tenant, "conv_1", "msg_1")
     assert first is not None
@@ -194,6 +197,25 @@ async def test_a_reference_id_is_kept_unless_taken_and_then_named_as_the_call_id
     assert page is not None
     ids = [item["id"] for item in page.items]
     assert len(ids) == len(set(ids)) == 5
+
+
+async def test_a_renamed_output_that_names_its_call_by_call_id_keeps_it(
+    conversations: SqlConversationStore, tenant: str
+) -> None:
+    """An output the gateway renamed before (listed, then added again) names its call by
+    ``call_id``: renamed again, it still answers that call, not its former id."""
+    output = {
+        "type": "local_shell_call_output",
+        "id": "item_1",
+        "call_id": "call_1",
+        "output": "ok",
+    }
+    await new(conversations, tenant)
+    added = await conversations.add_items(tenant, "conv_1", [dict(output), dict(output)])
+    assert added is not None
+    assert added[0] == output
+    assert added[1]["id"] not in ("item_1", "call_1")
+    assert added[1] == {**output, "id": added[1]["id"]}
 
 
 async def test_no_two_rows_of_a_conversation_hold_one_id(
