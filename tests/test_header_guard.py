@@ -11,6 +11,7 @@ import re
 import time
 from typing import Any
 
+import pytest
 import uvicorn
 from starlette.types import Receive, Scope, Send
 from uvicorn.server import ServerState
@@ -72,14 +73,15 @@ class App:
 
 
 def connect(
-    app: App, *, max_drain_bytes: int = 8192
+    app: App, *, max_drain_bytes: int = 8192, server_state: ServerState | None = None
 ) -> tuple[HeaderGuardedProtocol, Transport, float]:
     """A connected protocol, its transport, and a time no later than its connection."""
     limits = HeaderLimits(max_bytes=2048, timeout=TIMEOUT, max_drain_bytes=max_drain_bytes)
     protocol_class = guarded_http(limits)
     config = uvicorn.Config(app, http=protocol_class, log_level="warning")
     before = time.monotonic()
-    protocol = protocol_class(config=config, server_state=ServerState(), app_state={})
+    state = server_state or ServerState()
+    protocol = protocol_class(config=config, server_state=state, app_state={})
     transport = Transport()
     protocol.connection_made(transport)
     return protocol, transport, before
@@ -450,3 +452,24 @@ async def test_an_unparsable_request_is_a_400_with_a_request_id() -> None:
     assert answer.endswith(b"\r\n\r\nInvalid HTTP request received.")
     request_id_of(answer)
     assert transport.closing
+
+
+@pytest.mark.parametrize(
+    ("sent", "status"),
+    [(b"GET / HTTP/1.1\r\nX-Big: " + b"a" * 4096, b"431"), (b"GARBAGE\r\n\r\n", b"400")],
+    ids=["431", "400"],  # plain ids: a bytes id's backslashes trip mutmut (docs/mutation.md)
+)
+async def test_an_answer_before_any_app_carries_the_servers_own_headers(
+    sent: bytes, status: bytes
+) -> None:
+    """The headers uvicorn puts on every answer (its ``date``, kept current by the
+    server) are on the 431 and the 400 too, each a header line of its own."""
+    state = ServerState()
+    state.default_headers = [(b"date", b"Sun, 06 Dec 2026 08:00:00 GMT"), (b"x-served", b"1")]
+    protocol, transport, _ = connect(App(), server_state=state)
+    protocol.data_received(sent)
+    answer = b"".join(transport.writes)
+    head = answer.split(b"\r\n\r\n", 1)[0].split(b"\r\n")
+    assert head[0].startswith(b"HTTP/1.1 " + status + b" ")
+    assert head[1:3] == [b"date: Sun, 06 Dec 2026 08:00:00 GMT", b"x-served: 1"]
+    request_id_of(answer)
