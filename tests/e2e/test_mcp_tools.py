@@ -56,7 +56,7 @@ def setup(
         args += ["--upstream-api", request.param, "--database", database]
         env = {
             "STATEWAY_MCP_ALLOWED_HOSTS": "127.0.0.1",
-            "STATEWAY_TOOL_TIMEOUT_S": "3",  # a first listing (4 pages) on a busy CI runner
+            "STATEWAY_TOOL_TIMEOUT_S": "8",  # a first listing (4 pages) on a busy, loaded machine
             "STATEWAY_MAX_CONCURRENT_TOOL_CALLS": "2",
             "STATEWAY_MAX_TOOL_ROUNDS": "4",
         }
@@ -387,7 +387,7 @@ def test_an_approved_call_streams_its_arguments_as_hosted_does(setup: Setup) -> 
 def test_tool_errors_and_timeouts_are_failed_calls_the_model_sees(setup: Setup) -> None:
     response = setup.sdk.responses.create(
         model="m",
-        input=tool("fail", {"message": "no such row"}) + tool("sleep", {"seconds": 5}),
+        input=tool("fail", {"message": "no such row"}) + tool("sleep", {"seconds": 10}),
         tools=[LOCAL],
     )
     assert response.status == "completed"
@@ -396,9 +396,9 @@ def test_tool_errors_and_timeouts_are_failed_calls_the_model_sees(setup: Setup) 
     assert failed.error.content == [{"type": "text", "text": "no such row"}]
     assert isinstance(slow.error, McpProtocolError)
     assert slow.error.code == -32001
-    assert slow.error.message == "The call to local.sleep timed out after 3 s."
+    assert slow.error.message == "The call to local.sleep timed out after 8 s."
     # the fake model answers the results the context ends with: the last call's
-    assert response.output_text == "Tool said: Error: The call to local.sleep timed out after 3 s."
+    assert response.output_text == "Tool said: Error: The call to local.sleep timed out after 8 s."
     stored = output_as_sent(
         setup.sdk, model="m", input=tool("fail", {"message": "x"}), tools=[LOCAL]
     )
