@@ -81,6 +81,7 @@ from stateway.surfaces.mcp.cutoff import serve_until_revoked
 from stateway.surfaces.mcp.limits import MAX_SESSIONS, McpLimits
 from stateway.surfaces.mcp.listening import ListenBus, listened
 from stateway.surfaces.mcp.schema import tool_schemas
+from stateway.surfaces.mcp.session_logs import mask_session_ids
 from stateway.surfaces.mcp.sessions import TenantSessionManager, TenantSessionsFull
 from stateway.surfaces.mcp.tool_calls import ToolCalls
 from stateway.surfaces.mcp.updates import ResponseUpdates
@@ -127,6 +128,7 @@ class McpSurface:
             on_unsubscribe_resource=self._unsubscribe,
             on_subscriptions_listen=self._listen,
         )
+        mask_session_ids()  # the SDK's records name sessions
         self._manager = TenantSessionManager(
             app=server,
             tenant_sessions=self._limits.tenant_sessions,
