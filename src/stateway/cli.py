@@ -171,6 +171,7 @@ def _serve(
             ),
             keep_alive=config.server.keep_alive_timeout,
             send_timeout=config.server.send_timeout,
+            refused=parts.telemetry,
         )
         _describe(config, sys.stdout, beyond_loopback=warning is not None)
         announcement = f"stateway {__version__} listening on {socket_url(sock)}"

@@ -43,6 +43,11 @@ a request pays for nothing but a wrapper around ``data_received``.
   for it for ``send_timeout`` (:mod:`stateway.send_guard`); WebSocket connections
   (upgraded from this protocol, in the server's set of connections) included.
 
+- Counted: an answer written before any app runs (a 431 above, uvicorn's 400 for a
+  request it cannot parse) is counted as a request (:class:`RefusedRequests`, the
+  metrics), as the app's observer counts the others; a request whose app runs (its
+  trailers refused as it reads the body) is left to the app's.
+
 Nothing is scheduled per request or per connection.
 """
 
@@ -52,7 +57,7 @@ import asyncio
 import time
 from collections.abc import Set
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from uvicorn.protocols.http.httptools_impl import (
     STATUS_LINE,
@@ -70,6 +75,13 @@ SWEEP_INTERVAL = 1.0
 """Seconds between sweeps, at most (a shorter timeout is swept four times as often)."""
 
 _TOO_LARGE = b"Request header fields too large."
+
+
+class RefusedRequests(Protocol):
+    """Where an answer written before any app runs is counted (the metrics): the app's
+    observer (``surfaces/http/observed.py``) never sees those requests."""
+
+    def request_refused(self, status: int) -> None: ...
 
 
 def _plain_answer(status: int, default_headers: list[tuple[bytes, bytes]], body: bytes) -> bytes:
@@ -155,6 +167,8 @@ class HeaderGuardedProtocol(SendGuarded, HttpToolsProtocol):
 
     sweep: HeaderSweep
     """The server's sweep (and limits): set on the subclass :func:`guarded_http` makes."""
+    refused: RefusedRequests | None = None
+    """Counts the 431s and 400s answered before any app runs (set alike)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -180,6 +194,7 @@ class HeaderGuardedProtocol(SendGuarded, HttpToolsProtocol):
         answer = _plain_answer(400, self.server_state.default_headers, msg.encode("ascii"))
         self.transport.write(answer)
         self.transport.close()
+        self._count_refused(400)
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -277,7 +292,7 @@ class HeaderGuardedProtocol(SendGuarded, HttpToolsProtocol):
     def _refuse_headers(self) -> None:
         cycle: RequestResponseCycle | None = self.cycle
         if cycle is None or cycle.response_complete:
-            self._refuse(answer=True)
+            self._refuse(answer=True, unseen=True)
         elif not self._refused and not self.transport.is_closing():
             # Pipelined behind a response in flight (the last request whose headers
             # completed): answered after it, reading nothing more until then (what
@@ -291,7 +306,7 @@ class HeaderGuardedProtocol(SendGuarded, HttpToolsProtocol):
         """The response before the refused request complete: in place of uvicorn's
         ``on_response_complete``, which would start reading (and the next request)."""
         self.server_state.total_requests += 1
-        self._refuse(answer=True)
+        self._refuse(answer=True, unseen=True)
 
     def _refuse_trailers_after_responses(self) -> None:
         """A request queued behind a response in flight (pipelined: ``self.cycle``, the
@@ -323,19 +338,26 @@ class HeaderGuardedProtocol(SendGuarded, HttpToolsProtocol):
         """The app run in its turn for a request refused in the pipeline: the 431 written
         as any other is, and the connection lingers (through uvicorn's ``send``, the
         answer's ``connection: close`` would close it at once)."""
-        self._refuse(answer=True)
+        self._refuse(answer=True, unseen=True)
 
-    def _refuse(self, *, answer: bool) -> None:
-        """Close the connection, first answering 431 if ``answer``."""
+    def _refuse(self, *, answer: bool, unseen: bool = False) -> None:
+        """Close the connection, first answering 431 if ``answer``, counted if ``unseen``
+        (no app runs for the request: one that does counts it when it ends)."""
         if self.transport.is_closing() or self not in self.connections:
             return  # closed, or handed to the WebSocket protocol
         if answer:
             answered = _plain_answer(431, self.server_state.default_headers, _TOO_LARGE)
             self.transport.write(answered)
+            if unseen:
+                self._count_refused(431)
             if self.transport.can_write_eof():
                 self._linger()
                 return
         self.transport.close()
+
+    def _count_refused(self, status: int) -> None:
+        if self.refused is not None:
+            self.refused.request_refused(status)
 
     def _linger(self) -> None:
         """Close the connection once the client has read the 431, not at once: a client
@@ -362,13 +384,17 @@ class HeaderGuardedProtocol(SendGuarded, HttpToolsProtocol):
 
 
 def guarded_http(
-    limits: HeaderLimits, send_timeout: float | None = None
+    limits: HeaderLimits,
+    send_timeout: float | None = None,
+    refused: RefusedRequests | None = None,
 ) -> type[HeaderGuardedProtocol]:
     """The protocol class for one server (uvicorn's ``Config(http=...)``): its own
     subclass, holding that server's sweep (which drops a connection whose client stopped
-    reading, given ``send_timeout``)."""
+    reading, given ``send_timeout``) and where its refusals are counted (``refused``)."""
 
     class ServerHeaderGuardedProtocol(HeaderGuardedProtocol):
         sweep = HeaderSweep(limits, send_timeout)
+
+    ServerHeaderGuardedProtocol.refused = refused
 
     return ServerHeaderGuardedProtocol

@@ -32,7 +32,12 @@ from uvicorn.protocols.utils import ClientDisconnected
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 from websockets.exceptions import InvalidState
 
-from stateway.header_guard import DEFAULT_HEADER_LIMITS, HeaderLimits, guarded_http
+from stateway.header_guard import (
+    DEFAULT_HEADER_LIMITS,
+    HeaderLimits,
+    RefusedRequests,
+    guarded_http,
+)
 from stateway.send_guard import SendGuarded
 from stateway.surfaces.http.unfinished import UNFINISHED_ON_PURPOSE
 
@@ -55,6 +60,7 @@ def server_config(
     headers: HeaderLimits = DEFAULT_HEADER_LIMITS,
     keep_alive: int = 5,
     send_timeout: float | None = None,
+    refused: RefusedRequests | None = None,
 ) -> uvicorn.Config:
     """uvicorn as our servers run it: httptools (and uvloop when the caller's loop is one),
     WebSocket upgrades handed to the app (which may deny them with an HTTP response), no
@@ -66,13 +72,14 @@ def server_config(
     by ``headers`` (:mod:`stateway.header_guard`); a connection idle between requests is
     closed after ``keep_alive`` seconds (uvicorn's default, 5 s, unless given); given
     ``send_timeout``, one whose client took none of the output waiting for it for that
-    long is dropped, upgraded or not (:mod:`stateway.send_guard`). An answer
+    long is dropped, upgraded or not (:mod:`stateway.send_guard`). ``refused`` counts the
+    answers written before any app runs (a 431, a 400: the app's observer sees none). An answer
     left unfinished on purpose (:mod:`stateway.surfaces.http.unfinished`) is not logged
     as the app's error."""
     logging.getLogger("uvicorn.error").addFilter(UNFINISHED_ON_PURPOSE)  # once: the same
     return uvicorn.Config(
         app,
-        http=guarded_http(headers, send_timeout),
+        http=guarded_http(headers, send_timeout, refused),
         ws=DenyingWebSocketProtocol,
         ws_max_size=ws_max_size,
         ws_per_message_deflate=ws_compression,

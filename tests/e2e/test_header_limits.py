@@ -111,6 +111,27 @@ def test_a_request_that_does_not_parse_is_a_400_with_a_request_id(gateway: str) 
     assert re.search(rb"\r\nx-request-id: req_[0-9a-f]{32}\r\n", answer)
 
 
+def refused(gateway: str, status: int) -> float:
+    """``stateway_requests_total`` of requests refused with ``status`` before routing."""
+    with urllib.request.urlopen(gateway + "/metrics", timeout=WAIT) as reply:
+        text = reply.read().decode()
+    line = f'stateway_requests_total{{route="unmatched",status="{status}"}} '
+    return sum(float(found[len(line) :]) for found in text.splitlines() if found.startswith(line))
+
+
+def test_answers_before_any_app_are_counted_in_the_metrics(gateway: str) -> None:
+    """The 431 and the 400 are written by the server, never reaching the app: counted all
+    the same, under ``route="unmatched"``."""
+    before = refused(gateway, 431), refused(gateway, 400)
+    with connect(gateway) as sock:
+        sock.sendall(b"GET /health HTTP/1.1\r\nX-Big: " + b"a" * (4 * MAX_HEADER_BYTES))
+        assert read_until_closed(sock).startswith(b"HTTP/1.1 431 ")
+    with connect(gateway) as sock:
+        sock.sendall(b"GARBAGE\r\n\r\n")
+        assert read_until_closed(sock).startswith(b"HTTP/1.1 400 ")
+    assert (refused(gateway, 431), refused(gateway, 400)) == (before[0] + 1, before[1] + 1)
+
+
 def test_a_client_still_sending_its_header_block_reads_the_431_not_a_reset(
     gateway: str,
 ) -> None:

@@ -3,7 +3,8 @@ serves.
 
 Every metric lives in this object's own registry (none in the client's global one).
 Labels are bounded by the configuration, never by what a client sends: ``route`` is the
-path template (``unmatched`` for a path no route serves), ``backend`` a configured
+path template (``unmatched`` for a path no route serves, and for a request refused before
+routing: :meth:`PrometheusMetrics.request_refused`), ``backend`` a configured
 backend, ``tool`` a tool kind; ``model`` is the requested name of a run that produced
 tokens, ``tenant`` the caller's tenant. A catch-all upstream serves any name a client
 sends (one that accepts any, as llama.cpp's server does, answers them all), so the first
@@ -72,7 +73,8 @@ STORAGE_BUCKETS: Final = (
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0
 )  # fmt: skip
 UNMATCHED: Final = "unmatched"
-"""The ``route`` of a request no route serves (a 404 for an unknown path)."""
+"""The ``route`` of a request no route serves (a 404 for an unknown path), or answered
+before any route was looked up (the header guard's 431, uvicorn's 400)."""
 MAX_MODELS: Final = 256
 """Distinct ``model`` label values of names the configuration does not route; names past
 them count as :data:`OTHER_MODEL`."""
@@ -207,6 +209,12 @@ class PrometheusMetrics:
             self._per_request[(route, status)] = children
         children[0].value += 1
         children[1].observe(seconds)
+
+    def request_refused(self, status: int) -> None:
+        """A request answered before any app ran (a 431 for its header block, a 400 for
+        one that could not be parsed): counted under :data:`UNMATCHED`, not timed (its
+        arrival is not known)."""
+        self._requests.labels(UNMATCHED, str(status)).value += 1
 
     def websocket_opened(self) -> None:
         self._websockets.inc()

@@ -69,6 +69,10 @@ class Observability:
     def request_ended(self, route: str, status: int, seconds: float) -> None:
         self.metrics.request_ended(route, status, seconds)
 
+    def request_refused(self, status: int) -> None:
+        """The header guard's refusals (:class:`~stateway.header_guard.RefusedRequests`)."""
+        self.metrics.request_refused(status)
+
     def websocket_opened(self) -> None:
         self.metrics.websocket_opened()
 
