@@ -108,12 +108,18 @@ def test_the_names_a_row_gives_a_module_are_in_it(row: str) -> None:
 _MAY_IMPORT = {
     "core": ("stateway.core",),
     "backends": ("stateway.backends", "stateway.core", "stateway.redaction"),
-    "mcp_client": ("stateway.mcp_client", "stateway.core.tools.ports", "stateway.redaction"),
+    "mcp_client": (
+        "stateway.mcp_client",
+        "stateway.core.tools.ports",
+        "stateway.redaction",
+        "stateway.mcp_session_logs",
+    ),
 }
 """What of stateway each package's modules may import (a module, or a package and all it
 holds): the core nothing outside itself; an adapter the core, and no other adapter: the
 backends and the MCP client, which both send credentials, share :mod:`stateway.redaction`,
-and the MCP client reaches the core only through its port."""
+and the MCP client reaches the core only through its port (the MCP surface and client
+share :mod:`stateway.mcp_session_logs`)."""
 
 
 def _stateway_imports(path: Path) -> set[str]:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import logging
+import re
+
 import orjson
 import pytest
 
@@ -223,3 +226,16 @@ async def test_a_call_answered_404_every_time_is_an_http_error_after_new_session
         await pool.call_tool(server, "refuse", {"status": 404})
     assert failure.value.error == ToolError.http(404, "MCP server 'test' answered HTTP 404")
     assert mcp_server.stats.initializations == 3  # MAX_ATTEMPTS sessions
+
+
+async def test_the_session_id_a_server_gives_is_masked_in_the_log(
+    mcp_server: RunningMcpServer, pool: PooledMcpClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The SDK's client logs the ``mcp-session-id`` it receives (``info``): masked."""
+    caplog.set_level(logging.INFO)
+    assert await pool.call_tool(server_for(mcp_server), "add", {"a": 2, "b": 3}) == "5"
+
+    received = [r.getMessage() for r in caplog.records if r.name == "mcp.client.streamable_http"]
+    assert received
+    assert all(re.fullmatch(r"Received session ID: \*\*\*#[0-9a-f]{8}", m) for m in received)
+    assert not re.search(r"[0-9a-f]{32}", caplog.text)

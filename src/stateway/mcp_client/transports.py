@@ -23,6 +23,7 @@ from mcp.client.sse import sse_client
 from mcp.client.streamable_http import MCP_SESSION_ID, streamable_http_client
 
 from stateway.core.tools.ports import McpServer, McpTransport
+from stateway.mcp_session_logs import mask_session_ids
 
 STREAM_READ_TIMEOUT = 300.0
 """Seconds a response stream may stay silent (a long tool call answers on it)."""
@@ -115,6 +116,7 @@ def event_limit(max_output_bytes: int) -> int:
 async def _streamable_http(
     server: McpServer, trace: HttpTrace, connect_timeout: float, max_event_bytes: int
 ) -> AsyncIterator[TransportStreams]:
+    mask_session_ids()  # the SDK's client logs the session id a server gives it
     timeout = httpx2.Timeout(connect_timeout, read=STREAM_READ_TIMEOUT)
     async with (
         _http_client(dict(server.headers), timeout, trace) as client,

@@ -9,7 +9,7 @@ import logging
 import httpx2
 import pytest
 
-from stateway.surfaces.mcp.session_logs import SessionIdMask, masked
+from stateway.mcp_session_logs import SessionIdMask, masked
 from tests.surfaces.mcp.test_server import ACCEPT, ACME, answering, initialize, serving
 from tests.surfaces.mcp.test_sessions import OTHER, ending
 

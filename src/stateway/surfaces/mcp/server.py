@@ -72,6 +72,7 @@ from starlette.types import Receive, Scope, Send
 from stateway.core.errors import GatewayError, InvalidRequest
 from stateway.core.gateway import Gateway
 from stateway.core.principal import Principal
+from stateway.mcp_session_logs import mask_session_ids
 from stateway.surfaces.auth.authenticator import principal_of
 from stateway.surfaces.http.hosts import cross_site
 from stateway.surfaces.http.transport import error_response
@@ -81,7 +82,6 @@ from stateway.surfaces.mcp.cutoff import serve_until_revoked
 from stateway.surfaces.mcp.limits import MAX_SESSIONS, McpLimits
 from stateway.surfaces.mcp.listening import ListenBus, listened
 from stateway.surfaces.mcp.schema import tool_schemas
-from stateway.surfaces.mcp.session_logs import mask_session_ids
 from stateway.surfaces.mcp.sessions import TenantSessionManager, TenantSessionsFull
 from stateway.surfaces.mcp.tool_calls import ToolCalls
 from stateway.surfaces.mcp.updates import ResponseUpdates

@@ -1,14 +1,18 @@
 """Keeping MCP session ids out of the ``mcp`` SDK's log records.
 
 A session's id (``mcp-session-id``) is a bearer-like handle: whoever holds it and the
-credential that opened the session acts in it. The SDK's Streamable HTTP transport and
-session manager name it in records they write at ``info`` and above (a session opened,
-ended, idle, crashed; a request naming an unknown one; a request with another credential
-naming one, at ``warning``), and libraries log at ``info`` here
-(:mod:`stateway.telemetry.logs`). :class:`SessionIdMask`, on those two loggers, keeps
-each record's message and replaces the id with :func:`masked`: a digest's prefix, the
-same for one id each time, so a session's records still read as one, revealing nothing of
-the id (nor of a made-up one a client sent, which may be anything).
+credential that opened the session acts in it. The SDK names it in records it writes at
+``info`` and above, and libraries log at ``info`` here (:mod:`stateway.telemetry.logs`):
+its Streamable HTTP server (the gateway's ``/mcp``) when a session opens, ends, idles or
+crashes, when a request names an unknown one, and, at ``warning``, when a request with
+another credential names one; its Streamable HTTP client (the gateway calling an MCP
+server) when a server gives it one. :class:`SessionIdMask`, on those loggers, keeps each
+record's message and replaces the id with :func:`masked`: a digest's prefix, the same for
+one id each time, so a session's records still read as one, revealing nothing of the id
+(nor of a made-up one a client sent, which may be anything).
+
+It imports nothing of the gateway's but :mod:`stateway.redaction`, so that both the MCP
+surface and the MCP client install it (:func:`mask_session_ids`).
 """
 
 from __future__ import annotations
@@ -20,7 +24,11 @@ from typing import Final
 
 from stateway.redaction import MASK
 
-LOGGERS: Final = ("mcp.server.streamable_http_manager", "mcp.server.streamable_http")
+LOGGERS: Final = (
+    "mcp.server.streamable_http_manager",
+    "mcp.server.streamable_http",
+    "mcp.client.streamable_http",
+)
 """The SDK's loggers whose records name a session."""
 _NAMING: Final = tuple(
     re.compile(pattern, re.DOTALL)
@@ -30,6 +38,7 @@ _NAMING: Final = tuple(
         r"(Rejected request with unknown or expired session ID: )(.*)()\Z",
         r"(Created new transport with session ID: )(.*)()\Z",
         r"(Terminating session: )(.*)()\Z",
+        r"(Received session ID: )(.*)()\Z",
         r"(Session )(.*)( idle timeout| crashed)\Z",
     )
 )
