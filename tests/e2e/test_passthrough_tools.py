@@ -31,6 +31,12 @@ CHAT_UPSTREAMS = pytest.mark.parametrize(
     indirect=True,
 )
 """The gateways of the suite's matrix over a Chat upstream, for what only one has."""
+RESPONSES_UPSTREAMS = pytest.mark.parametrize(
+    "gateway",
+    ["sqlite-responses", pytest.param("postgres-responses", marks=pytest.mark.postgres)],
+    indirect=True,
+)
+"""The gateways of the suite's matrix over a Responses upstream, for what only one gives."""
 
 
 @pytest.fixture
@@ -86,13 +92,12 @@ def test_an_unknown_tool_type_is_carried_to_a_responses_upstream_only(
     assert stored.output[0].type == "image_generation_call"
 
 
-def test_a_responses_upstreams_annotations_reach_the_client(client: OpenAI, api: str) -> None:
+@RESPONSES_UPSTREAMS
+def test_a_responses_upstreams_annotations_reach_the_client(client: OpenAI) -> None:
     """A Responses upstream's annotations (its hosted tools' citations: a file search's
     ``file_citation``, a container file's) are kept on the answer's text, streamed as the
     Open Responses stream has them (one ``response.output_text.annotation.added`` each,
-    before the text is done) and stored; a Chat upstream gives none."""
-    if api == "chat":
-        pytest.skip("a Chat upstream has no annotations")
+    before the text is done) and stored (a Chat upstream gives none)."""
     filed = {"type": "file_citation", "file_id": "file_1", "filename": "notes.txt", "index": 0}
     cite = {"type": "url_citation", "url": "https://a.test", "title": "A", "start_index": 4}
     cite["end_index"] = 8
