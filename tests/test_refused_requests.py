@@ -9,12 +9,19 @@ import asyncio
 import re
 
 import uvicorn
-from starlette.types import Receive, Scope, Send
 from uvicorn.server import ServerState
 
 from stateway.header_guard import HeaderGuardedProtocol, HeaderLimits, guarded_http
 from stateway.telemetry.metrics import PrometheusMetrics
-from tests.test_header_guard import CHUNKED, REQUEST, TIMEOUT, TRAILER, App, Transport
+from tests.test_header_guard import (
+    CHUNKED,
+    REQUEST,
+    TIMEOUT,
+    TRAILER,
+    App,
+    Leaving,
+    Transport,
+)
 
 BIG = b"GET / HTTP/1.1\r\nX-Big: " + b"a" * 4096
 
@@ -96,14 +103,6 @@ async def test_trailers_refused_while_the_app_runs_are_left_to_it() -> None:
         protocol.data_received(TRAILER)
     assert b"".join(transport.writes).startswith(b"HTTP/1.1 431 ")
     assert counted(metrics) == {}
-
-
-class Leaving(App):
-    transport: Transport
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await super().__call__(scope, receive, send)
-        self.transport.close()
 
 
 async def test_a_refusal_never_written_is_not_counted() -> None:
