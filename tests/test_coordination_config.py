@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import pytest
@@ -37,6 +38,35 @@ async def test_in_process_outcomes_are_bounded_by_the_files_bytes(tmp_path: Path
         await results.complete(key, Outcome("f", b"x" * 60))
     assert await results.claim(keys[0], "f") is None  # dropped for the second's bytes
     assert await results.claim(keys[1], "f") == Outcome("f", b"x" * 60)
+
+
+@pytest.mark.redis
+async def test_redis_outcomes_are_bounded_per_tenant_by_the_files_numbers(
+    tmp_path: Path, redis_url: str
+) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text(
+        f'[coordination]\nredis_url = "{redis_url}"\nkey_prefix = "test:{uuid.uuid4().hex}:"\n'
+        "max_results = 2\nmax_result_bytes = 100\n"
+    )
+    results, signals = build_coordination(load_config(Overrides(config=str(path)), {}).coordination)
+    assert signals is not None
+    try:
+        keys = [CommandKey("t", "p", str(n)) for n in range(4)]
+        for key in keys[:3]:
+            assert await results.claim(key, "f") is None
+            await results.complete(key, Outcome("f", b"x"))
+        assert await results.claim(keys[0], "f") is None  # past max_results: runs again
+        await results.complete(keys[0], Outcome("f", b"x" * 60))
+        assert await results.claim(keys[3], "f") is None
+        await results.complete(keys[3], Outcome("f", b"y" * 60))
+
+        assert await results.claim(keys[3], "f") == Outcome("f", b"y" * 60)
+        assert await results.claim(keys[0], "f") is None  # past max_result_bytes
+        await results.release(keys[0])
+    finally:
+        await results.aclose()
+        await signals.aclose()
 
 
 async def test_redis_is_named_by_the_file_or_the_environment(tmp_path: Path) -> None:

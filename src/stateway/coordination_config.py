@@ -32,13 +32,14 @@ class CoordinationConfig(Section):
     after it (a keyed request's 503; rate limits let requests through) rather than
     holding it. Subscriptions wait on, pinging a quiet connection every 5 s."""
     max_results: int = Field(default=10_000, ge=1)
-    """In process: command outcomes remembered (beyond, the least recently used of the
-    tenant holding the most is dropped first)."""
+    """Command outcomes remembered: in process, in all (beyond, the least recently used
+    of the tenant holding the most is dropped first); in Redis, per tenant (beyond, the
+    tenant's oldest is dropped first)."""
     max_result_bytes: int = Field(default=256 * 1024 * 1024, ge=1)
-    """In process: bytes of answers the remembered outcomes hold in all (beyond, the least
-    recently used of the tenant holding the most bytes is dropped first, as past
-    ``max_results``; the newest is kept whatever its size).
-    In Redis, outcomes are Redis's memory to bound (``maxmemory``)."""
+    """Bytes of answers the remembered outcomes hold: in process, in all (beyond, the
+    least recently used of the tenant holding the most bytes is dropped first, as past
+    ``max_results``); in Redis, per tenant (beyond, the tenant's oldest is dropped first).
+    The newest is kept whatever its size."""
     result_ttl: float = Field(default=24 * 3600.0, gt=0)
     """Seconds a command's outcome is remembered (retries within it get the same answer)."""
     claim_ttl: float = Field(default=30.0, gt=0)

@@ -33,6 +33,8 @@ def build_coordination(config: CoordinationConfig) -> tuple[CommandResults, Canc
         config.key_prefix,
         claim_ttl=config.claim_ttl,
         result_ttl=config.result_ttl,
+        max_results=config.max_results,
+        max_bytes=config.max_result_bytes,
     )
     return results, RedisCancelSignals(_redis(config, config.redis_url), config.key_prefix)
 

@@ -9,10 +9,21 @@ Command outcomes: one key per command, ``{prefix}cmd:{sha256(tenant, principal, 
 - an outcome: ``d`` + ``{"f": fingerprint, "r": response id}`` + a newline + the answer's
   bytes, kept ``result_ttl`` seconds.
 
+Each tenant's outcomes are bounded, as in process (``max_results``, ``max_bytes`` of
+answers), but per tenant: past either, the tenant's oldest outcomes are deleted, never
+another tenant's, so one tenant's flood of keyed requests neither fills Redis nor has its
+eviction policy push out other tenants' outcomes (or the gateway's other keys). The
+tenant's record of them, at ``{prefix}outcomes:{sha256(tenant)}``: a sorted set of the
+commands' digests in the order they were settled, and ``{prefix}outcome-bytes:{...}``, a
+hash of each answer's bytes (``b``: their sum; ``n``: the last order given). Both expire
+``result_ttl`` after the tenant's last outcome, with every outcome they name. An outcome
+expired is counted until it is the oldest, so the first ones trimmed are those gone
+already (the claim of a command running again under its key is left alone).
+
 A waiter reads the key every few milliseconds (backing off to ``MAX_POLL``) until the
 claim becomes an outcome, or disappears (the attempt failed: the waiter claims it).
 Claiming and completing are one round trip each (``SET NX GET``, a script that replaces
-the caller's own claim only).
+the caller's own claim only, and trims the tenant's outcomes).
 
 Cancel signals: a publish on ``{prefix}cancel``; every process subscribes and cancels the
 run if it is its own.
@@ -36,6 +47,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 
+from stateway.coordination.memory import DEFAULT_MAX_RESULT_BYTES, DEFAULT_MAX_RESULTS
 from stateway.coordination.subscription import listen
 from stateway.core.coordination import CancelHandler, CommandKey, Outcome
 from stateway.core.errors import IdempotencyKeyReused, StorageError
@@ -62,12 +74,41 @@ _RESUBSCRIBE_DELAY: Final = 1.0
 _PENDING: Final = b"p"
 _DONE: Final = b"d"
 
-# KEYS[1] the command; ARGV[1] the caller's claim; ARGV[2] the outcome ('' to release);
-# ARGV[3] the outcome's lifetime in ms. Only the caller's own claim is replaced.
+# KEYS[1] the command; KEYS[2], KEYS[3] its tenant's outcomes in order and their bytes;
+# ARGV[1] the caller's claim; ARGV[2] the outcome ('' to release); ARGV[3] the outcome's
+# lifetime in ms; ARGV[4] the command's digest; ARGV[5] its answer's bytes; ARGV[6],
+# ARGV[7] the tenant's bounds (outcomes, bytes); ARGV[8] the prefix of command keys. Only
+# the caller's own claim is replaced; past a bound the tenant's oldest outcomes are
+# deleted (an outcome only: a claim under the same key runs its command again), never
+# the newest.
 _SETTLE: Final = """
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 if ARGV[2] == '' then redis.call('DEL', KEYS[1]) return 1 end
 redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+local order, sizes, mine, size = KEYS[2], KEYS[3], ARGV[4], tonumber(ARGV[5])
+local was = tonumber(redis.call('HGET', sizes, mine) or '0')
+local n = redis.call('HINCRBY', sizes, 'n', 1)
+redis.call('ZADD', order, n, mine)
+redis.call('HSET', sizes, mine, size)
+local bytes = redis.call('HINCRBY', sizes, 'b', size - was)
+local count = redis.call('ZCARD', order)
+while count > 1 and (count > tonumber(ARGV[6]) or bytes > tonumber(ARGV[7])) do
+  local oldest = redis.call('ZRANGE', order, 0, 1)
+  local gone = oldest[1] == mine and oldest[2] or oldest[1]
+  local freed = tonumber(redis.call('HGET', sizes, gone) or '0')
+  bytes = redis.call('HINCRBY', sizes, 'b', 0 - freed)  -- not -freed: Redis refuses '-0'
+  redis.call('ZREM', order, gone)
+  redis.call('HDEL', sizes, gone)
+  count = count - 1
+  local name = ARGV[8] .. gone
+  if redis.call('GETRANGE', name, 0, 0) == 'd' then redis.call('DEL', name) end
+end
+if count == 1 and bytes ~= size then
+  redis.call('DEL', sizes)
+  redis.call('HSET', sizes, 'n', n, 'b', size, mine, size)
+end
+redis.call('PEXPIRE', order, ARGV[3])
+redis.call('PEXPIRE', sizes, ARGV[3])
 return 1
 """
 _RENEW: Final = """
@@ -101,6 +142,11 @@ def connect(url: str, *, timeout: float = TIMEOUT) -> Redis:
 
 
 class RedisCommandResults:
+    """Outcomes in Redis, at most ``max_results`` per tenant whose answers hold
+    ``max_bytes`` (beyond, the tenant's oldest are deleted; its newest is kept whatever
+    its size), each kept ``result_ttl`` seconds; claims expiring ``claim_ttl`` seconds
+    after their holder last renewed them."""
+
     shared = True
 
     def __init__(
@@ -110,9 +156,14 @@ class RedisCommandResults:
         *,
         claim_ttl: float = DEFAULT_CLAIM_TTL,
         result_ttl: float = DEFAULT_RESULT_TTL,
+        max_results: int = DEFAULT_MAX_RESULTS,
+        max_bytes: int = DEFAULT_MAX_RESULT_BYTES,
     ) -> None:
         self._redis = client
         self._prefix = prefix
+        self._cmd = prefix + "cmd:"
+        """The prefix of the commands' keys."""
+        self._bounds = (max_results, max_bytes)
         self._claim_ms = max(1, int(claim_ttl * 1000))
         self._result_ms = max(1, int(result_ttl * 1000))
         self._settle = client.register_script(_SETTLE)
@@ -121,7 +172,7 @@ class RedisCommandResults:
         """Claims of this process: their value, and the task renewing their expiry."""
 
     def _key(self, key: CommandKey) -> str:
-        return self._prefix + "cmd:" + hashlib.sha256(str(key).encode()).hexdigest()
+        return self._cmd + _digest(str(key))
 
     async def ping(self) -> None:
         """Within ``PING_TIMEOUT``: a Redis that does not answer at all is reported as
@@ -156,10 +207,10 @@ class RedisCommandResults:
             pause = min(MAX_POLL, pause * 1.5)
 
     async def complete(self, key: CommandKey, outcome: Outcome) -> None:
-        await self._end(key, _encode(outcome))
+        await self._end(key, _encode(outcome), len(outcome.body))
 
     async def release(self, key: CommandKey) -> None:
-        await self._end(key, b"")
+        await self._end(key, b"", 0)
 
     async def aclose(self) -> None:
         for _, renewing in self._held.values():
@@ -167,19 +218,29 @@ class RedisCommandResults:
         self._held.clear()
         await self._redis.aclose()
 
-    async def _end(self, key: CommandKey, value: bytes) -> None:
+    async def _end(self, key: CommandKey, value: bytes, size: int) -> None:
+        """Replace this process's claim of ``key`` by ``value``, an answer of ``size``
+        bytes (``b""``: release it)."""
         held = self._held.pop(key, None)
         if held is None:
             return
         mine, renewing = held
         renewing.cancel()
-        settle = self._settle(keys=[self._key(key)], args=[mine, value, self._result_ms])
+        settle = self._settle(
+            keys=[self._key(key), *self._outcomes(key.tenant_id)],
+            args=[mine, value, self._result_ms, _digest(str(key)), size, *self._bounds, self._cmd],
+        )
         try:
             settled = await settle
         except RedisError as exc:  # logged by the caller, which knows what is lost
             raise _unavailable(exc) from None
         if not settled:
             log.warning("the claim of a command expired before it ended; its outcome is lost")
+
+    def _outcomes(self, tenant: str) -> tuple[str, str]:
+        """The keys of the tenant's outcomes in order, and of their bytes."""
+        digest = _digest(tenant)
+        return self._prefix + "outcomes:" + digest, self._prefix + "outcome-bytes:" + digest
 
     async def _keep(self, name: str, mine: bytes) -> None:
         """Renew the claim's expiry every third of it while the command runs."""
@@ -255,6 +316,10 @@ def _deliver(message: dict[str, Any], handler: CancelHandler) -> None:
 def _encode(outcome: Outcome) -> bytes:
     header = orjson.dumps({"f": outcome.fingerprint, "r": outcome.response_id})
     return _DONE + header + b"\n" + outcome.body
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _decode(value: bytes) -> Outcome:
