@@ -45,3 +45,19 @@ def test_a_turn_cut_off_mid_item_is_retried_with_nothing_of_it(
     assert "failed to parse function arguments" not in run.stderr
     first, retry = run.bodies()
     assert retry["input"] == first["input"]
+
+
+def test_a_quota_used_up_mid_turn_stops_codex_with_its_quota_message(
+    codex_binary: Path, gateway: OfflineGateway, tmp_path: Path
+) -> None:
+    """The model server ends the stream, output already sent, with hosted OpenAI's
+    ``insufficient_quota``: the gateway's ``response.failed`` passes that code on (not
+    folded into ``invalid_prompt``), so Codex stops the turn as it does for hosted, with its
+    quota message, and does not resend it."""
+    prompt = "Say it [[words:20]] [[fail:3]] [[code:insufficient_quota]]"
+    run = run_codex(codex_binary, gateway, prompt, "fake-model", tmp_path, stream_retries=1)
+
+    assert run.returncode != 0, run.describe()
+    assert run.events[-1]["type"] == "turn.failed", run.describe()
+    assert "Quota exceeded" in run.events[-1]["error"]["message"], run.describe()
+    assert len(run.bodies()) == 1

@@ -157,6 +157,25 @@ def test_fail_ends_a_stream_with_an_error_event_after_its_payloads(url: str) -> 
     assert post(url, "[[words:3]] [[fail:0]]")[2].startswith(b'{"id"')  # unstreamed: answered
 
 
+@pytest.mark.parametrize(
+    ("path", "field"), [("/chat/completions", "messages"), ("/responses", "input")]
+)
+def test_code_names_the_code_of_the_failing_streams_error(url: str, path: str, field: str) -> None:
+    """``[[code:CODE]]``: [[fail]]'s error event carries it, as hosted OpenAI ends a stream
+    with ``insufficient_quota``."""
+    text = "[[words:3]] [[fail:1]] [[code:insufficient_quota]]"
+    content: object = [{"role": "user", "content": text}] if field == "messages" else text
+    request = urllib.request.Request(
+        url + path,
+        data=orjson.dumps({"model": "m", "stream": True, field: content}),
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {KEY}"},
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        last = response.read().split(b"\n\n")[-2].split(b"data: ", 1)[1]
+    error = orjson.loads(last)
+    assert error.get("error", error)["code"] == "insufficient_quota"
+
+
 def test_unanswered_is_a_stream_of_done_alone(url: str) -> None:
     assert post(url, "hi [[unanswered]]", stream=True)[2] == b"data: [DONE]\n\n"
     assert parse_script("[[unanswered]] [[fail:1]] [[only:x]]").for_model("y") == Script(only="x")

@@ -74,6 +74,7 @@ from stateway.backends.context_refusals import (
 from stateway.core.errors import (
     CONTEXT_LENGTH_EXCEEDED,
     IMAGE_INPUT_UNSUPPORTED,
+    INSUFFICIENT_QUOTA,
     PROMPT_TOO_LONG,
     GatewayError,
     RequestTooLarge,
@@ -86,8 +87,6 @@ from stateway.core.errors import (
 )
 from stateway.core.routing.attempts import waits_past_retries
 
-INSUFFICIENT_QUOTA = "insufficient_quota"
-"""Hosted OpenAI's code of a 429 that is a quota used up (billing), not a rate."""
 OVERLOADED = 529
 """Anthropic's status for an API that is temporarily overloaded."""
 REQUEST_TOO_LARGE = 413

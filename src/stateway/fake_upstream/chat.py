@@ -73,9 +73,9 @@ class ChatRequest:
     def context_error(self, window: int) -> UpstreamError:
         return context_too_long(self.conversation.prompt_tokens, window, "vllm")
 
-    def error_frame(self, message: str, sequence: int) -> bytes:
+    def error_frame(self, message: str, sequence: int, code: str | None = None) -> bytes:
         """A mid-stream error, as vLLM sends one: a data line holding only ``error``."""
-        error = {"message": message, "type": "server_error", "param": None, "code": None}
+        error = {"message": message, "type": "server_error", "param": None, "code": code}
         return b"data: " + orjson.dumps({"error": error}) + b"\n\n"
 
 

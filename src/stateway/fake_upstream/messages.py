@@ -101,8 +101,8 @@ class MessagesRequest:
     def context_error(self, window: int) -> UpstreamError:
         return context_too_long(self.conversation.prompt_tokens, window, "anthropic")
 
-    def error_frame(self, message: str, sequence: int) -> bytes:
-        """A mid-stream ``error`` event, as Anthropic sends one."""
+    def error_frame(self, message: str, sequence: int, code: str | None = None) -> bytes:
+        """A mid-stream ``error`` event, as Anthropic sends one (with no code)."""
         error = {"type": "error", "error": {"type": "api_error", "message": message}}
         return b"event: error\ndata: " + orjson.dumps(error) + b"\n\n"
 

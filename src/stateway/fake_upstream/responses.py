@@ -61,9 +61,9 @@ class ResponsesRequest:
     def context_error(self, window: int) -> UpstreamError:
         return context_too_long(self.conversation.prompt_tokens, window, "openai")
 
-    def error_frame(self, message: str, sequence: int) -> bytes:
+    def error_frame(self, message: str, sequence: int, code: str | None = None) -> bytes:
         """A mid-stream ``error`` event (numbered after the ``sequence`` events sent)."""
-        error = {"type": "error", "sequence_number": sequence, "code": "server_error"}
+        error = {"type": "error", "sequence_number": sequence, "code": code or "server_error"}
         data = orjson.dumps({**error, "message": message, "param": None})
         return b"event: error\ndata: " + data + b"\n\n"
 

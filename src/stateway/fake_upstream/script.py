@@ -53,6 +53,9 @@ Grammar (names are lower case, no spaces inside the brackets)::
                           holding only ``error``, as vLLM and llama-server send one; with
                           [[llamacpp]], an ``error: {...}`` line then ``data: [DONE]``, as
                           llama-server's builds of 2025); unstreamed answers ignore it
+    [[code:CODE]]         the ``code`` of [[fail]]'s error event, on the Responses and Chat
+                          wires (hosted OpenAI's ``insufficient_quota``, ...; else
+                          Responses' ``server_error``, Chat's none)
     [[unanswered]]        on the Chat wire, a streamed answer is ``data: [DONE]`` alone (as
                           vLLM ends one whose error came before the first token); the other
                           wires and unstreamed answers ignore it
@@ -182,6 +185,7 @@ class Script:
     fail: int | None = None
     truncate: int | None = None
     finish: str | None = None
+    code: str | None = None
     slow_ms: int | None = None
     words: int | None = None
     silence_ms: int | None = None
@@ -271,6 +275,8 @@ def _apply(text: str, start: int, script: Script) -> int:
         script.stop = arg
     elif name == "finish" and arg:
         script.finish = arg
+    elif name == "code" and arg:
+        script.code = arg
     elif name == "only" and arg:
         script.only = arg
     elif name == "leak" and arg in LEAKS:

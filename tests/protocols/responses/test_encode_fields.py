@@ -27,6 +27,10 @@ def state(**fields: Any) -> ResponseState:
     ("error", "wire_code"),
     [
         ({"code": "rate_limit_exceeded", "message": "slow", "status": 429}, "rate_limit_exceeded"),
+        # an upstream's own code for a rate: retried by Codex as a rate, not an invalid prompt
+        ({"code": "too_many_requests", "message": "slow", "status": 429}, "rate_limit_exceeded"),
+        # a quota used up: hosted's code, on which Codex stops with its quota message
+        ({"code": "insufficient_quota", "message": "paid", "status": 429}, "insufficient_quota"),
         (
             {"code": "context_length_exceeded", "message": "long", "status": 400},
             "context_length_exceeded",

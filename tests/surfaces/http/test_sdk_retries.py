@@ -258,3 +258,30 @@ def test_a_failure_after_output_is_final_once_a_gateway_call_that_may_write_ran(
     state.fail(UpstreamError("cut", code="upstream_stream_cut"))
     error = failure_after_output(state)
     assert (error.status, error.code, error.retryable) == (502, "upstream_stream_cut", retryable)
+
+
+@pytest.mark.parametrize(
+    ("refusal", "code"),
+    [
+        (upstream(429, "insufficient_quota"), "insufficient_quota"),
+        (upstream(429, "too_many_requests"), "rate_limit_exceeded"),
+        (upstream(400), "invalid_prompt"),
+    ],
+)
+async def test_a_refusal_after_output_ends_the_stream_with_the_code_clients_act_on(
+    refusal: GatewayError, code: str
+) -> None:
+    """Once output has streamed, an upstream's refusal ends the stream in
+    ``response.failed``, its code one Codex classifies as hosted's: a quota used up
+    (``insufficient_quota``: it stops with its quota message) or a rate
+    (``rate_limit_exceeded``: it retries), never ``invalid_prompt``, on which it gives the
+    turn up as a request to fix."""
+    backend = ScriptedBackend([TextDelta("part"), refusal])
+    async with openai_client(test_idempotency.build(backend), Sent()) as sdk:
+        events = [
+            event async for event in await sdk.responses.create(model="m", input="hi", stream=True)
+        ]
+    last = events[-1]
+    assert last.type == "response.failed"
+    assert last.response.error is not None
+    assert last.response.error.code == code

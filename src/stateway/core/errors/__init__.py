@@ -143,6 +143,7 @@ from stateway.core.errors.unavailable import (
 )
 from stateway.core.errors.upstream import (
     IMAGE_INPUT_UNSUPPORTED,
+    INSUFFICIENT_QUOTA,
     PROMPT_TOO_LONG,
     UpstreamContextTooLong,
     UpstreamError,
@@ -157,6 +158,7 @@ from stateway.core.errors.upstream import (
 __all__ = [
     "CONTEXT_LENGTH_EXCEEDED",
     "IMAGE_INPUT_UNSUPPORTED",
+    "INSUFFICIENT_QUOTA",
     "MAX_RETRY_WAIT",
     "PROMPT_TOO_LONG",
     "THREAD_ALREADY_CONTINUED",

@@ -14,6 +14,8 @@ from stateway.core.errors.request import CONTEXT_LENGTH_EXCEEDED
 IMAGE_INPUT_UNSUPPORTED: Final = "image_input_unsupported"
 """The code of an upstream's refusal of an image its model cannot take (a text-only model:
 vLLM's ``... is not a multimodal model``)."""
+INSUFFICIENT_QUOTA: Final = "insufficient_quota"
+"""Hosted OpenAI's code of a 429 that is a quota used up (billing), not a rate."""
 PROMPT_TOO_LONG: Final = "prompt is too long"
 """Anthropic's words for a context too long (its error has no code): what an Anthropic
 upstream's refusal starts with, and what Claude Code looks for."""
@@ -101,6 +103,6 @@ def rate_limit_type(code: str | None, message: str) -> str:
     """The OpenAI error type of an upstream's rate limit with ``code`` and ``message``, as
     hosted types its own: by what ran out (``tokens`` when its words say tokens, else
     ``requests``; a quota is its own type)."""
-    if code == "insufficient_quota":
+    if code == INSUFFICIENT_QUOTA:
         return code
     return "tokens" if _TOKENS_RAN_OUT.search(message) else "requests"

@@ -8,9 +8,10 @@ Every field of the spec's Response is present, with numbers where the spec wants
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from stateway.core.compaction.service import Compacted
+from stateway.core.errors import INSUFFICIENT_QUOTA
 from stateway.core.ports import ItemPage
 from stateway.core.response import ResponseState
 from stateway.core.results import TokenCount
@@ -133,6 +134,7 @@ _PASSED_CODES = frozenset(
         "server_error",
         "rate_limit_exceeded",
         "context_length_exceeded",
+        INSUFFICIENT_QUOTA,
         # the gateway's own, which clients and operators act on (see docs/compatibility.md)
         "server_restarted",
         "server_shutting_down",
@@ -141,13 +143,20 @@ _PASSED_CODES = frozenset(
         "overloaded",
     }
 )
+_TOO_MANY_REQUESTS: Final = 429
 
 
 def _wire_error(error: dict[str, Any]) -> dict[str, Any]:
     """The spec's ``ResponseError``: its code set is closed, so gateway codes are folded into
-    it (``context_length_exceeded``, which clients act on, passes through)."""
+    it by status: a 429 is ``rate_limit_exceeded``, another 4xx ``invalid_prompt``, the
+    rest ``server_error``. The codes clients act on pass through as hosted sends them:
+    Codex ends a turn on ``context_length_exceeded`` (to compact) and ``insufficient_quota``
+    (with its quota message), gives one up on ``invalid_prompt`` and retries the rest."""
     code = error.get("code")
     if code not in _PASSED_CODES:
         status = error.get("status") or 500
-        code = "invalid_prompt" if 400 <= status < 500 else "server_error"
+        if status == _TOO_MANY_REQUESTS:
+            code = "rate_limit_exceeded"
+        else:
+            code = "invalid_prompt" if 400 <= status < 500 else "server_error"
     return {"code": code, "message": error.get("message", "")}
