@@ -106,6 +106,28 @@ def test_streamed_event_sequence(client: OpenAI) -> None:
     assert final.usage.output_tokens_details.reasoning_tokens == 2
 
 
+def test_a_hidden_reasoning_summary_has_a_part_per_paragraph(client: OpenAI) -> None:
+    """As OpenAI's reasoning models summarize: each paragraph its own ``summary_text``
+    part, streamed under its ``summary_index``."""
+    source = "hi [[hidden]] [[reason:**Plan**\n\nfirst look\n\nthen answer]]"
+    parts = ["**Plan**", "first look", "then answer"]
+    summarized = {"reasoning": {"summary": "auto"}}
+    [reasoning, _] = _create(client, source, **summarized).output
+    assert [part.text for part in reasoning.summary] == parts
+    assert reasoning.content is None or reasoning.content == []
+    events = _events(client, source, **summarized)
+    texts: dict[int, str] = {}
+    for event in events:
+        if event.type == "response.reasoning_summary_text.delta":
+            texts[event.summary_index] = texts.get(event.summary_index, "") + event.delta
+    assert texts == dict(enumerate(parts))
+    done = [e for e in events if e.type == "response.reasoning_summary_part.done"]
+    assert [(e.summary_index, e.part.text) for e in done] == list(enumerate(parts))
+    final = _final(events).output[0]
+    assert isinstance(final, ResponseReasoningItem)
+    assert [part.text for part in final.summary] == parts
+
+
 def test_echo_transcript(client: OpenAI) -> None:
     items: list[Any] = [
         {"role": "system", "content": "Be brief."},

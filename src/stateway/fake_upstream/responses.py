@@ -35,7 +35,17 @@ from stateway.fake_upstream.errors import (
     require_str,
 )
 from stateway.fake_upstream.messages import signature_of, signed_thinking
-from stateway.fake_upstream.plan import Plan, argument_chunks, new_id, word_logprob
+from stateway.fake_upstream.plan import (
+    Plan,
+    argument_chunks,
+    new_id,
+    word_chunks,
+    word_logprob,
+)
+
+PARAGRAPH_BREAK = "\n\n"
+"""Between the parts of a hidden reasoning's summary: one part per paragraph of its text,
+as OpenAI's summaries come in parts."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,7 +168,10 @@ def _output_items(request: ResponsesRequest, plan: Plan) -> list[dict[str, Any]]
         content = [{"type": "reasoning_text", "text": plan.reasoning_text}]
         item = _reasoning_item(new_id("rs_"), [] if plan.hidden else content, "completed")
         if plan.hidden and (request.raw.get("reasoning") or {}).get("summary"):
-            item["summary"] = [{"type": "summary_text", "text": plan.reasoning_text}]
+            item["summary"] = [
+                {"type": "summary_text", "text": paragraph}
+                for paragraph in plan.reasoning_text.split(PARAGRAPH_BREAK)
+            ]
         if request.sealed:
             item["encrypted_content"] = signature_of(plan.reasoning_text, omitted=True)
         items.append(item)
@@ -275,17 +288,15 @@ def _refusal_events(
     yield event("response.content_part.done", {**at, "part": part})
 
 
-def _hidden_reasoning_events(
-    event: Any, item: dict[str, Any], index: int, chunks: list[str]
-) -> Iterator[Frame]:
+def _hidden_reasoning_events(event: Any, item: dict[str, Any], index: int) -> Iterator[Frame]:
     """A hidden reasoning item's events but its ``output_item.done``: its summary, if it
-    has one, as OpenAI streams it."""
+    has one, as OpenAI streams it: part by part, each under its ``summary_index``."""
     empty = {**item, "status": "in_progress", "summary": [], "encrypted_content": None}
     yield event("response.output_item.added", {"output_index": index, "item": empty})
     for part_index, part in enumerate(item["summary"]):
         at = {"item_id": item["id"], "output_index": index, "summary_index": part_index}
         yield event("response.reasoning_summary_part.added", {**at, "part": {**part, "text": ""}})
-        for word in chunks:
+        for word in word_chunks(part["text"]):
             yield event("response.reasoning_summary_text.delta", {**at, "delta": word}, PAYLOAD)
         yield event("response.reasoning_summary_text.done", {**at, "text": part["text"]})
         yield event("response.reasoning_summary_part.done", {**at, "part": part})
@@ -313,7 +324,7 @@ def response_frames(request: ResponsesRequest, plan: Plan) -> Iterator[Frame]:
         elif item["type"] == "message" and item["content"][0]["type"] == "refusal":
             yield from _refusal_events(event, item, index, plan.refusal)
         elif item["type"] == "reasoning" and plan.hidden:
-            yield from _hidden_reasoning_events(event, item, index, plan.reasoning)
+            yield from _hidden_reasoning_events(event, item, index)
         elif item["type"] == "function_call":
             added = _call_item(item["id"], item["call_id"], item["name"], "", "in_progress")
             yield event("response.output_item.added", {"output_index": index, "item": added})

@@ -25,7 +25,8 @@ Grammar (names are lower case, no spaces inside the brackets)::
                           model wrote (the other wires ignore it)
     [[hidden]]            on the Responses wire, hide the reasoning as OpenAI's reasoning
                           models do: no ``content``; its text as the ``summary`` only when
-                          ``reasoning.summary`` is set; ``encrypted_content`` when included
+                          ``reasoning.summary`` is set, a part per paragraph (split at
+                          blank lines); ``encrypted_content`` when included
     [[refuse:TEXT]]       decline with TEXT instead of answering: Chat's ``refusal``, a
                           Responses ``refusal`` part, Anthropic's ``stop_reason: "refusal"``
                           (with its ``stop_details``)
