@@ -51,6 +51,28 @@ def test_a_custom_call_comes_out_whole_with_its_input_events() -> None:
     assert events[2] == ev.CustomInputDone(0, item["id"], "ls -la")
 
 
+def test_a_custom_call_given_whole_streams_its_input_and_goes_back() -> None:
+    """From an upstream that speaks Responses natively, whole: announced with no input
+    yet, its input streamed as a call written here streams it, then done as it came; a
+    client call, so a round that also called a gateway tool ends with it."""
+    output: list[Item] = []
+    events: list[ev.Event] = []
+    catalog = Catalog([{"type": "custom", "name": "exec"}])
+    assembler = OutputAssembler(output, events.append, set(), catalog)
+    call = {"id": "ctc_1", "type": "custom_tool_call", "call_id": "c", "name": "exec"}
+    call["input"] = "ls -la"
+    assembler.item(call)
+    assembler.finish()
+    assert output == [call]
+    assert assembler.tool_calls == [call]
+    assert events == [
+        ev.ItemAdded(0, {**call, "input": ""}),
+        ev.CustomInputDelta(0, "ctc_1", "ls -la"),
+        ev.CustomInputDone(0, "ctc_1", "ls -la"),
+        ev.ItemDone(0, call),
+    ]
+
+
 def test_a_call_gets_ids_of_its_own_shape() -> None:
     """A call without an upstream id, or with one already used, gets a ``call_`` id; its
     item's id is an ``fc_`` one; a call opened without a name has an empty one."""

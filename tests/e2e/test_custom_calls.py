@@ -7,12 +7,16 @@ function calls.)"""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import orjson
 import pytest
 from anthropic import Anthropic
 from openai import OpenAI
+
+from tests.core.tools.wire import EVENTS
+from tests.e2e.test_passthrough_tools import RESPONSES_UPSTREAMS
 
 MODEL = "fake-model"
 APPLY_PATCH: dict[str, Any] = {
@@ -146,5 +150,84 @@ def test_a_chat_client_streaming_gets_the_custom_call(client: OpenAI) -> None:
     assert fragments[0]["custom"]["name"] == "apply_patch"
     assert {f["index"] for f in fragments} == {0}
     assert not any(f.get("function") for f in fragments)
+    assert "".join(f["custom"]["input"] or "" for f in fragments) == PATCH
+    assert chunks[-1].choices[0].finish_reason == "tool_calls"
+
+
+WHOLE_CALL: dict[str, Any] = {
+    "type": "custom_tool_call",
+    "call_id": "call_whole",
+    "name": "apply_patch",
+    "input": PATCH,
+    "status": "completed",
+}
+"""A custom tool's call as a Responses upstream may give it: whole, in its
+``response.output_item.done`` alone, no input events before it."""
+WHOLE = "[[item:" + orjson.dumps(WHOLE_CALL).decode() + "]]"
+
+
+@RESPONSES_UPSTREAMS
+def test_a_custom_call_given_whole_streams_its_input(client: OpenAI) -> None:
+    """Streamed as hosted streams a custom call (and as the gateway streams the calls it
+    writes): added with no input yet, the input's delta and done events, then done; each
+    event read strictly as the SDK's type."""
+    with client.responses.with_streaming_response.create(
+        model=MODEL,
+        input=WHOLE,
+        tools=[APPLY_PATCH],  # type: ignore[list-item]
+        stream=True,
+    ) as raw:
+        events = [json.loads(line[6:]) for line in raw.iter_lines() if line.startswith("data: ")]
+    for event in events:
+        EVENTS.validate_python(event, strict=True)
+    mine = [e for e in events if e.get("output_index") == 0]
+    kinds = [e["type"] for e in mine]
+    assert kinds[0] == "response.output_item.added"
+    assert kinds[-1] == "response.output_item.done"
+    assert set(kinds[1:-2]) == {"response.custom_tool_call_input.delta"}
+    assert kinds[-2] == "response.custom_tool_call_input.done"
+    added, done = mine[0]["item"], mine[-1]["item"]
+    assert (added["type"], added["input"]) == ("custom_tool_call", "")
+    item_id = done["id"]
+    assert added["id"] == item_id
+    assert all(e["item_id"] == item_id for e in mine[1:-1])
+    assert "".join(e["delta"] for e in mine[1:-2]) == PATCH
+    assert mine[-2]["input"] == PATCH
+    assert (done["name"], done["input"], done["call_id"]) == ("apply_patch", PATCH, "call_whole")
+
+
+@RESPONSES_UPSTREAMS
+def test_the_sdks_stream_reads_a_custom_call_given_whole(client: OpenAI) -> None:
+    with client.responses.stream(
+        model=MODEL,
+        input=WHOLE,
+        tools=[APPLY_PATCH],  # type: ignore[list-item]
+    ) as stream:
+        events = list(stream)
+        final = stream.get_final_response()
+    done = next(e for e in events if e.type == "response.custom_tool_call_input.done")
+    assert done.input == PATCH  # type: ignore[union-attr]
+    [call] = final.output
+    assert call.type == "custom_tool_call"
+    assert (call.name, call.input) == ("apply_patch", PATCH)
+
+
+@RESPONSES_UPSTREAMS
+def test_a_chat_client_streaming_gets_a_custom_call_given_whole(client: OpenAI) -> None:
+    chunks = list(
+        client.chat.completions.create(
+            model=MODEL,
+            messages=[{"role": "user", "content": WHOLE}],
+            tools=[CHAT_APPLY_PATCH],  # type: ignore[list-item]
+            stream=True,
+        )
+    )
+    fragments = [
+        fragment.model_dump()
+        for chunk in chunks
+        if chunk.choices
+        for fragment in chunk.choices[0].delta.tool_calls or ()
+    ]
+    assert fragments[0]["custom"]["name"] == "apply_patch"
     assert "".join(f["custom"]["input"] or "" for f in fragments) == PATCH
     assert chunks[-1].choices[0].finish_reason == "tool_calls"

@@ -35,7 +35,6 @@ from stateway.core.inference import ToolCallDelta
 from stateway.core.item_parts import close_message, close_text, finish_reasoning, open_text
 from stateway.core.items import MESSAGE, REASONING, Item, announced
 from stateway.core.open_item import OpenItem, new_call, text_part
-from stateway.core.tools import client_hosted
 from stateway.core.tools.catalog import Catalog
 from stateway.core.tools.invocations import PendingCall
 from stateway.core.tools.session import ToolSession
@@ -211,9 +210,11 @@ class OutputAssembler:
                 self._calls.arguments(current.index, current.item, delta.arguments)
 
     def item(self, item: Item) -> None:
-        """A whole output item passed through as it came (its ``id`` given if missing);
-        a shell or apply_patch call among them goes back to the client like any client call,
-        but one of a tool not offered, which is answered unseen (:meth:`CallItems.refuses`)."""
+        """A whole output item passed through as it came (its ``id`` given if missing),
+        added and done at once; a custom tool's call streams its input between the two,
+        as one written here does. A custom, shell or apply_patch call among them goes
+        back to the client like any client call (:meth:`CallItems.given`), but one of a
+        tool not offered, which is answered unseen (:meth:`CallItems.refuses`)."""
         self._release("completed")
         self._close("completed")
         if self._calls.refuses(len(self._output), item):
@@ -225,9 +226,11 @@ class OutputAssembler:
         seal = item.get("encrypted_content")
         if item.get("type") == REASONING and isinstance(seal, str) and seal:  # redacted
             item["encrypted_content"] = self._wrapped(seal, None)
-        self._add(item)
-        if item.get("type") in client_hosted.ANSWERS:
-            self.tool_calls.append(item)
+        index = len(self._output)
+        self._output.append(item)
+        self._emit(ev.ItemAdded(index, announced(item)))
+        self._calls.given(index, item)
+        self._emit(ev.ItemDone(index, dict(item)))
 
     def _add(self, item: Item) -> None:
         """``item``, whole: added (announced ``in_progress``) and done at once."""

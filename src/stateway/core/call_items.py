@@ -177,6 +177,22 @@ class CallItems:
         further, self._further = self._further, []
         return further
 
+    def given(self, index: int, item: Item) -> None:
+        """A whole call ``item`` an upstream gave at output ``index`` (added, not yet
+        done), the client's (:meth:`refuses` said so): a custom tool's input streamed as
+        its events, as hosted streams it and as :meth:`close` streams a call written
+        here; a call the client runs goes back to it."""
+        kind = item.get("type")
+        if kind == CUSTOM_TOOL_CALL:
+            raw = item.get("input")
+            raw = raw if isinstance(raw, str) else ""
+            if raw:
+                self._emit(ev.CustomInputDelta(index, item["id"], raw))
+            self._emit(ev.CustomInputDone(index, item["id"], raw))
+            self.tool_calls.append(item)
+        elif kind in client_hosted.ANSWERS:
+            self.tool_calls.append(item)
+
     def arguments(self, index: int, item: Item, delta: str) -> None:
         """A fragment of the arguments of the call at output ``index``, as its item's
         event (a custom call's input comes whole, when it closes)."""

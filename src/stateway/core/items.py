@@ -78,10 +78,13 @@ def announced(item: Item) -> Item:
     """A copy of ``item`` as its ``output_item.added`` shows it: ``in_progress`` when it
     has a ``status``, as every item is announced (hosted, the Open Responses spec), even
     one given whole and done at once, which its ``output_item.done`` then shows as it
-    came."""
+    came; a custom tool's call with no ``input`` yet, which its input's events then
+    stream (:meth:`~stateway.core.call_items.CallItems.given`)."""
     added = dict(item)
     if "status" in added:
         added["status"] = "in_progress"
+    if added.get("type") == CUSTOM_TOOL_CALL:
+        added["input"] = ""
     return added
 
 
