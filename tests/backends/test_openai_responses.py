@@ -17,6 +17,7 @@ from stateway.core.inference import (
     ReasoningDelta,
     ReasoningSignature,
     RefusalDelta,
+    SummaryBreak,
     TextDelta,
     ToolCallDelta,
     UsageReport,
@@ -214,9 +215,15 @@ def test_a_reasoning_summary_is_the_reasoning_when_no_reasoning_text_streams() -
     assert deltas == [
         ReasoningDelta("**Plan**"),
         ReasoningDelta(" first"),
-        ReasoningDelta("\n\n"),
+        SummaryBreak("\n\n"),
         ReasoningDelta("then"),
     ]
+    parts = [{"type": "summary_text", "text": t} for t in ("**Plan** first", "then")]
+    whole = {**reasoning, "summary": parts}
+    given, _ = feed([added(0, reasoning), done(0, whole)])
+    unstreamed = list(from_upstream_response({"status": "completed", "output": [whole]}))
+    expected = [ReasoningDelta("**Plan** first"), SummaryBreak("\n\n"), ReasoningDelta("then")]
+    assert given == unstreamed[:3] == expected  # a part each, whole as streamed
     text_too, _ = feed(
         [
             {"type": "response.reasoning_text.delta", "output_index": 0, "delta": "think"},

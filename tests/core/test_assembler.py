@@ -454,3 +454,53 @@ def test_citations_are_kept_on_the_text_part_they_cite() -> None:
     fresh.citation(cited)
     fresh.finish()
     assert output[0]["content"][0]["citations"] == [cited]
+
+
+def test_a_summarys_parts_stay_apart_and_its_text_breaks_between_them() -> None:
+    """A Responses upstream's summary of several parts: each streamed as hosted streams
+    it (added, text, text done, done, under its ``summary_index``) and kept apart on the
+    item; its text, for the clients shown one, a paragraph apart."""
+    output: list[Item] = []
+    events: list[ev.Event] = []
+    summary = ReasoningOutput(summary=True)
+    assembler = OutputAssembler(output, events.append, set(), reasoning=summary)
+    assembler.summary_break("\n\n")  # nothing to break yet
+    assembler.reasoning("**Plan**")
+    assembler.summary_break("\n\n")
+    assembler.reasoning("look")
+    assembler.reasoning(" first")
+    assembler.finish()
+    [item] = output
+    rs = item["id"]
+    assert item["summary"] == [
+        {"type": "summary_text", "text": "**Plan**"},
+        {"type": "summary_text", "text": "look first"},
+    ]
+    assert item["content"] == [{"type": "reasoning_text", "text": "**Plan**\n\nlook first"}]
+    summaries = [e for e in events if type(e).__name__.startswith("Summary")]
+    assert summaries == [
+        ev.SummaryPartAdded(0, 0, rs),
+        ev.SummaryTextDelta(0, 0, rs, "**Plan**"),
+        ev.SummaryTextDone(0, 0, rs, "**Plan**"),
+        ev.SummaryPartDone(0, 0, rs, "**Plan**"),
+        ev.SummaryPartAdded(0, 1, rs),
+        ev.SummaryTextDelta(0, 1, rs, "look"),
+        ev.SummaryTextDelta(0, 1, rs, " first"),
+        ev.SummaryTextDone(0, 1, rs, "look first"),
+        ev.SummaryPartDone(0, 1, rs, "look first"),
+    ]
+    text = [e.delta for e in events if isinstance(e, ev.ReasoningDelta)]
+    assert text == ["**Plan**", "\n\n", "look", " first"]
+
+
+def test_a_summarys_break_unasked_for_breaks_the_text_only() -> None:
+    output: list[Item] = []
+    events: list[ev.Event] = []
+    assembler = OutputAssembler(output, events.append, set())
+    assembler.reasoning("a")
+    assembler.summary_break("\n\n")
+    assembler.reasoning("b")
+    assembler.finish()
+    assert output[0]["summary"] == []
+    assert output[0]["content"] == [{"type": "reasoning_text", "text": "a\n\nb"}]
+    assert not [e for e in events if type(e).__name__.startswith("Summary")]

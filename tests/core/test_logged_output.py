@@ -28,6 +28,8 @@ TOKEN = {"token": "A", "logprob": -0.5, "bytes": [65], "top_logprobs": []}
 SCRIPT: list[Step] = [
     lambda a: a.reasoning("Let me "),
     lambda a: a.reasoning("think."),
+    lambda a: a.summary_break("\n\n"),
+    lambda a: a.reasoning("Then answer."),
     lambda a: a.text("Hel", [TOKEN]),
     lambda a: a.text("lo"),
     lambda a: a.refusal("I can't"),
@@ -41,7 +43,8 @@ SCRIPT: list[Step] = [
     lambda a: a.message("final_answer"),
     lambda a: a.text("Done"),
 ]
-"""A round's deltas, as its upstream sends them: reasoning, text with tokens, a refusal
+"""A round's deltas, as its upstream sends them: reasoning (a summary of two parts), text
+with tokens, a refusal
 after the text, another message, a call, text, another call, a message with a phase."""
 
 

@@ -4,7 +4,8 @@ same deltas, using the upstream ``output_index`` of a function call as its tool 
 each message begun (:class:`MessageStart`, with its ``phase``), its text (then its
 annotations, their text indices moved to where their part stands in the message's one text:
 :class:`Annotation`) and its refusal;
-reasoning from its text, else from its summary; an item that streamed no deltas from its
+reasoning from its text, else from its summary (a :class:`SummaryBreak` before each part
+after the first); an item that streamed no deltas from its
 ``response.output_item.done``. llama-server's own ``/v1/responses`` numbers nothing: there
 an item's place is the order it was added in, and an event's item the one its ``item_id``
 names; an event that neither numbers nor names an item it needs is malformed. An error
@@ -29,6 +30,7 @@ from stateway.core.inference import (
     ReasoningDelta,
     ReasoningSignature,
     RefusalDelta,
+    SummaryBreak,
     TextDelta,
     ToolCallDelta,
     UsageReport,
@@ -40,8 +42,8 @@ from stateway.core.usage import Usage
 _TERMINAL = frozenset({"response.completed", "response.incomplete"})
 _MODELLED_OUTPUT = frozenset({"message", "reasoning", "function_call"})
 """Output item types turned into deltas; any other comes back whole."""
-_SUMMARY_BREAK = "\n\n"
-"""Between a reasoning summary's parts, read as the reasoning's text."""
+_SUMMARY_BREAK = SummaryBreak("\n\n")
+"""Between a reasoning summary's parts: a paragraph apart in the reasoning's text."""
 
 
 class Reported(Exception):
@@ -175,13 +177,14 @@ class StreamState:
 
     def _summary(self, event: dict[str, Any], delta: str) -> Iterator[Delta]:
         """A reasoning item's summary is its text when it streams no reasoning text (as
-        OpenAI's reasoning models stream it); its parts a paragraph apart."""
+        OpenAI's reasoning models stream it); each part after the first begins with a
+        :class:`SummaryBreak`."""
         index = self._index(event, 0)
         if index in self.streamed and index not in self.summaries:
             return  # it streams its reasoning text: the summary would repeat it
         part = event.get("summary_index", 0)
         if index in self.summaries and part != self.part:
-            yield ReasoningDelta(_SUMMARY_BREAK)
+            yield _SUMMARY_BREAK
         self.summaries.add(index)
         self.streamed.add(index)
         self.part = part
@@ -240,10 +243,15 @@ def _whole(
     """A whole reasoning item or message as deltas (a message after its
     :class:`MessageStart`, unless ``started``): its text, then its refusal."""
     if item.get("type") == "reasoning":
-        summary = _SUMMARY_BREAK.join(_texts(item.get("summary")))
-        reasoning = "".join(_texts(item.get("content"))) or summary
+        reasoning = "".join(_texts(item.get("content")))
         if reasoning:
             yield ReasoningDelta(reasoning)
+        else:  # its summary, each part after the first past a break, as it would stream
+            for at, part in enumerate(_texts(item.get("summary"))):
+                if at:
+                    yield _SUMMARY_BREAK
+                if part:
+                    yield ReasoningDelta(part)
         yield from _seal(item, maker)
         return
     if not started:

@@ -32,7 +32,13 @@ from stateway.core.compaction.reasoning_output import ReasoningOutput
 from stateway.core.errors import UpstreamError
 from stateway.core.ids import new_id
 from stateway.core.inference import ToolCallDelta
-from stateway.core.item_parts import close_message, close_text, finish_reasoning, open_text
+from stateway.core.item_parts import (
+    break_summary,
+    close_message,
+    close_text,
+    finish_reasoning,
+    open_text,
+)
 from stateway.core.items import MESSAGE, REASONING, Item, announced
 from stateway.core.open_item import OpenItem, new_call, text_part
 from stateway.core.tools.catalog import Catalog
@@ -166,7 +172,16 @@ class OutputAssembler:
         current.chunks.append(delta)
         self._emit(ev.ReasoningDelta(current.index, 0, current.item["id"], delta))
         if self._reasoning is not None and self._reasoning.summary:
-            self._emit(ev.SummaryTextDelta(current.index, 0, current.item["id"], delta))
+            part = len(current.breaks) if current.breaks else 0
+            self._emit(ev.SummaryTextDelta(current.index, part, current.item["id"], delta))
+
+    def summary_break(self, text: str) -> None:
+        """The reasoning's summary goes on in another part, ``text`` between the two in
+        the reasoning's text (:func:`break_summary`); nothing while no reasoning is being
+        written."""
+        current = self._open
+        if current is not None and current.item["type"] == REASONING:
+            break_summary(self._emit, self._reasoning, current, text)
 
     def reasoning_signature(self, signature: str) -> None:
         """Seal the reasoning just streamed (opened empty if none was: thinking sent
@@ -369,7 +384,7 @@ class OutputAssembler:
                 item["content"] = [part]
                 item["status"] = status
                 if self._reasoning is not None:
-                    finish_reasoning(self._emit, self._reasoning, current.index, item, text)
+                    finish_reasoning(self._emit, self._reasoning, current, text)
             case _:  # a call
                 if not self._calls.close(current.index, item, current.entry, status, text):
                     return  # its item is done once it has run (or, cut short, abandoned)

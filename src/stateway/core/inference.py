@@ -120,6 +120,16 @@ class ReasoningDelta:
 
 
 @immutable
+class SummaryBreak:
+    """The reasoning's summary goes on in another part (a Responses upstream's next
+    ``summary_index``): the reasoning's one text gets ``text`` between the two, and its
+    item's summary, when one is asked for, keeps each part apart, as the upstream gave
+    them."""
+
+    text: str
+
+
+@immutable
 class ReasoningSignature:
     """The opaque seal an upstream put on the reasoning just streamed (an Anthropic thinking
     block's ``signature``): kept as the reasoning item's ``encrypted_content``, which ends
@@ -185,6 +195,7 @@ Delta = (
     | Citation
     | Annotation
     | ReasoningDelta
+    | SummaryBreak
     | ReasoningSignature
     | ToolCallDelta
     | UsageReport

@@ -4,8 +4,10 @@
 A message's ``output_text`` part is done with the annotations its text cites of the
 round's web searches, the tokens (``logprobs``) and the citations its upstream gave; a
 refusal part after it. A message the upstream began and left empty still gets an empty
-text part. A reasoning item's summary, when one is asked for, is its text; its seal, when
-its upstream gave none, the gateway's own over that text.
+text part. A reasoning item's summary, when one is asked for, is its text, in the parts
+its upstream summarized it in (a Responses upstream's ``summary_index``: each a part of
+its own, a break between them in the text); its seal, when its upstream gave none, the
+gateway's own over that text.
 """
 
 from __future__ import annotations
@@ -71,14 +73,47 @@ def close_text(emit: Emit, current: OpenItem, text: str, tools: ToolSession | No
     return part
 
 
-def finish_reasoning(
-    emit: Emit, reasoning: ReasoningOutput, index: int, item: Item, text: str
+def break_summary(
+    emit: Emit, reasoning: ReasoningOutput | None, current: OpenItem, text: str
 ) -> None:
-    """A closed reasoning item's summary (when asked for) and seal (unless its upstream
+    """The reasoning ``current``'s summary goes on in another part: its text gets ``text``
+    between the two (a chunk of its own); with a summary asked for, the part so far is
+    done and the next one added."""
+    item_id = current.item["id"]
+    breaks = current.breaks
+    if breaks is None:
+        breaks = current.breaks = []
+    summary = reasoning is not None and reasoning.summary
+    if summary:
+        part, done = len(breaks), "".join(current.chunks[breaks[-1] + 1 if breaks else 0 :])
+        emit(ev.SummaryTextDone(current.index, part, item_id, done))
+        emit(ev.SummaryPartDone(current.index, part, item_id, done))
+    breaks.append(len(current.chunks))
+    current.chunks.append(text)
+    emit(ev.ReasoningDelta(current.index, 0, item_id, text))
+    if summary:
+        emit(ev.SummaryPartAdded(current.index, len(breaks), item_id))
+
+
+def finish_reasoning(emit: Emit, reasoning: ReasoningOutput, current: OpenItem, text: str) -> None:
+    """A closed reasoning item's summary (when asked for: its last part done, each part
+    as its own ``summary_text``) and seal over its whole ``text`` (unless its upstream
     sealed it)."""
+    item = current.item
     if reasoning.summary:
-        emit(ev.SummaryTextDone(index, 0, item["id"], text))
-        emit(ev.SummaryPartDone(index, 0, item["id"], text))
-        item["summary"] = [{"type": "summary_text", "text": text}]
+        parts = summary_parts(current)
+        emit(ev.SummaryTextDone(current.index, len(parts) - 1, item["id"], parts[-1]))
+        emit(ev.SummaryPartDone(current.index, len(parts) - 1, item["id"], parts[-1]))
+        item["summary"] = [{"type": "summary_text", "text": part} for part in parts]
     if reasoning.seal is not None and not item.get("encrypted_content"):
         item["encrypted_content"] = reasoning.seal(text)  # an upstream's own seal stays
+
+
+def summary_parts(current: OpenItem) -> list[str]:
+    """The texts of a reasoning item's summary parts: its text, split at its breaks."""
+    chunks, start, parts = current.chunks, 0, []
+    for at in current.breaks or ():
+        parts.append("".join(chunks[start:at]))
+        start = at + 1
+    parts.append("".join(chunks[start:]))
+    return parts

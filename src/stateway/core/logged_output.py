@@ -113,8 +113,12 @@ class _Replay:
             case ev.McpArgumentsDone(arguments=arguments):  # closed: its call would run next
                 writing.item["arguments"] = arguments
                 self.writing = None
-            case ev.SummaryPartAdded():
+            case ev.SummaryPartAdded(summary_index=part):
                 self.summary = True
+                if part:  # after the break its text was just given
+                    if writing.breaks is None:
+                        writing.breaks = []
+                    writing.breaks.append(len(writing.chunks) - 1)
 
     def _put(self, index: int, item: Item) -> bool:
         """``item`` at ``index`` of the output (the next one, or one there already);

@@ -13,6 +13,7 @@ class OpenItem:
 
     __slots__ = (
         "annotations",
+        "breaks",
         "chunks",
         "citations",
         "entry",
@@ -54,6 +55,9 @@ class OpenItem:
         """A message's refusal so far, once it has a ``refusal`` part."""
         self.text_done: Item | None = None
         """A message's ``output_text`` part, done when a refusal followed it."""
+        self.breaks: list[int] | None = None
+        """A reasoning item's, once its summary has more than one part: where each break
+        between two parts is in ``chunks`` (a chunk of its own)."""
         self.withheld = False
         """A call of a tool the stages withheld: not in the output, never announced
         (:mod:`stateway.core.tools.withheld`); ``index`` is where it was made."""

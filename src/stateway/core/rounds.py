@@ -54,6 +54,7 @@ from stateway.core.inference import (
     ReasoningDelta,
     ReasoningSignature,
     RefusalDelta,
+    SummaryBreak,
     TextDelta,
     ToolCallDelta,
     UsageReport,
@@ -214,6 +215,8 @@ async def _infer(
                             assembler.reasoning(text)
                         case ReasoningSignature(signature=signature):
                             assembler.reasoning_signature(signature)
+                        case SummaryBreak(text=text):
+                            assembler.summary_break(text)
                         case ToolCallDelta():
                             if single is None or single.admits(delta):
                                 assembler.tool_call(delta)
@@ -294,9 +297,10 @@ async def _output_begins(
 
 def _empty(delta: object) -> bool:
     """Whether ``delta`` adds nothing to the output (an empty piece of text or reasoning,
-    without tokens): before any output, it starts none."""
+    without tokens; a summary's break before anything it would break): before any output,
+    it starts none."""
     match delta:
-        case TextDelta(text="", logprobs=None) | ReasoningDelta(text=""):
+        case TextDelta(text="", logprobs=None) | ReasoningDelta(text="") | SummaryBreak():
             return True
     return False
 

@@ -1,7 +1,8 @@
 """How the reasoning items of a response are finished, from its request settings.
 
 - ``reasoning.summary`` set (``auto``, ``concise``, ``detailed``): the reasoning text is
-  also the item's ``summary`` (one ``summary_text`` part), streamed with the
+  also the item's ``summary`` (one ``summary_text`` part, or each part a Responses upstream
+  summarized it in: :func:`stateway.core.item_parts.break_summary`), streamed with the
   ``response.reasoning_summary_*`` events alongside the reasoning text's own: clients that
   show only summaries (Codex) show the model's reasoning.
 - ``include: ["reasoning.encrypted_content"]``: the text is sealed as the item's
