@@ -1,3 +1,5 @@
+import pytest
+
 from stateway.core import events as ev
 from stateway.core.assembler import OutputAssembler
 from stateway.core.compaction.reasoning_output import ReasoningOutput
@@ -71,6 +73,36 @@ def test_a_custom_call_given_whole_streams_its_input_and_goes_back() -> None:
         ev.CustomInputDone(0, "ctc_1", "ls -la"),
         ev.ItemDone(0, call),
     ]
+
+
+def test_a_computer_call_given_whole_goes_back_to_the_client() -> None:
+    """The client runs a computer use call (an upstream's ``computer_call``), so a round
+    that also called a gateway tool ends with it, not with the model asked again."""
+    output: list[Item] = []
+    assembler = OutputAssembler(output, [].append, set(), Catalog([]))
+    call = {"id": "cu_1", "type": "computer_call", "call_id": "c", "actions": []}
+    assembler.item(call)
+    assembler.finish()
+    assert output == [call]
+    assert assembler.tool_calls == [call]
+
+
+@pytest.mark.parametrize(
+    "item",
+    [
+        {"id": "ig_1", "type": "image_generation_call", "status": "completed", "result": "x"},
+        {"id": "ts_1", "type": "tool_search_call", "call_id": "c", "execution": "server"},
+    ],
+)
+def test_a_call_the_upstream_ran_itself_stays_its_own(item: Item) -> None:
+    """No ``call_id`` (an image generation), or run there (a server tool search): a
+    result, not a call for the client."""
+    output: list[Item] = []
+    assembler = OutputAssembler(output, [].append, set(), Catalog([]))
+    assembler.item(dict(item))
+    assembler.finish()
+    assert output == [item]
+    assert assembler.tool_calls == []
 
 
 def test_a_call_gets_ids_of_its_own_shape() -> None:

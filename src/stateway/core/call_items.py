@@ -45,7 +45,7 @@ from stateway.core.tools.catalog import Catalog, Entry
 from stateway.core.tools.custom_tools import custom_input
 from stateway.core.tools.invocations import PendingCall
 from stateway.core.tools.session import ToolSession
-from stateway.core.tools.withheld import withheld_call
+from stateway.core.tools.withheld import client_call, withheld_call
 
 Emit = Callable[[ev.Event], None]
 
@@ -181,7 +181,8 @@ class CallItems:
         """A whole call ``item`` an upstream gave at output ``index`` (added, not yet
         done), the client's (:meth:`refuses` said so): a custom tool's input streamed as
         its events, as hosted streams it and as :meth:`close` streams a call written
-        here; a call the client runs goes back to it."""
+        here; any call the client runs (:func:`client_call`: a shell, apply_patch or
+        computer use call, ...) goes back to it."""
         kind = item.get("type")
         if kind == CUSTOM_TOOL_CALL:
             raw = item.get("input")
@@ -190,7 +191,7 @@ class CallItems:
                 self._emit(ev.CustomInputDelta(index, item["id"], raw))
             self._emit(ev.CustomInputDone(index, item["id"], raw))
             self.tool_calls.append(item)
-        elif kind in client_hosted.ANSWERS:
+        elif client_call(item):
             self.tool_calls.append(item)
 
     def arguments(self, index: int, item: Item, delta: str) -> None:

@@ -152,10 +152,9 @@ class WithheldCalls:
         if kind == MCP_APPROVAL_REQUEST:  # never the client's: the gateway sends no mcp tool
             name = model_name(str(item.get("name") or ""), str(item.get("server_label") or ""))
             return _function_call(str(item.get("id") or ""), name, item.get("arguments") or "")
-        if not isinstance(kind, str) or not kind.endswith(_CALL) or not call_id:
+        if not client_call(item):
             return None  # no call, or the upstream's own, run there (an image generation)
-        if item.get("execution") == "server" or not isinstance(call_id, str):
-            return None  # a search the upstream ran
+        kind, call_id = str(kind), str(call_id)  # both strings, as client_call found them
         if kind in _NAMED:
             name = model_name(str(item.get("name") or ""), item.get("namespace") or None)
             entry = catalog.entry(name)
@@ -197,6 +196,17 @@ class WithheldCalls:
             out += (call, answer)
             taken = position
         return out + output[taken:]
+
+
+def client_call(item: Item) -> bool:
+    """Whether a whole item an upstream gave is a call the client would run and answer:
+    a ``..._call`` with a ``call_id``, not one the upstream ran itself (an image
+    generation has no ``call_id``; a ``tool_search_call`` whose ``execution`` is
+    ``server`` was run there)."""
+    kind, call_id = item.get("type"), item.get("call_id")
+    if not isinstance(kind, str) or not kind.endswith(_CALL):
+        return False
+    return isinstance(call_id, str) and bool(call_id) and item.get("execution") != "server"
 
 
 def withheld_call(call_id: str, name: str) -> Item:
