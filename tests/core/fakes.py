@@ -127,12 +127,12 @@ class MemoryStore:
             self.on_save(record)
         if self.save_gate is not None:
             await self.save_gate.wait()
-        if self.fail_save or (self.fail_final and record.status != "in_progress"):
+        if self.fail_save or (self.fail_final and record.status not in UNFINISHED):
             raise StorageError("Storage failed while saving a response.")
         self.records[(record.tenant_id, record.id)] = record
 
     async def finish(self, record: ResponseRecord) -> bool:
-        if self.fail_final:
+        if self.fail_final and record.status not in UNFINISHED:  # a queued run's start goes
             raise StorageError("Storage failed while saving a response.")
         if self.on_save is not None:
             self.on_save(record)

@@ -95,7 +95,8 @@ async def test_a_background_run_is_stored_first_and_logs_every_event() -> None:
     run = await create(gateway, background=True)
     await ended(run)
 
-    assert saved[0] == ("in_progress", True)
+    # queued as created, in progress once started, then its end (as hosted)
+    assert saved == [("queued", True), ("in_progress", True), ("completed", True)]
     assert run.state.status == "completed"
     logged = store.events[ME.tenant_id, run.id]
     assert [orjson.loads(p)["sequence_number"] for p in logged] == list(range(len(run.events)))
@@ -152,8 +153,10 @@ async def test_live_watchers_and_a_later_replay_see_the_same_log() -> None:
 
     assert await first == replayed
     assert await middle == resumed == replayed[4:]
-    assert types(replayed)[0] == "response.created"
-    assert orjson.loads(replayed[0])["response"]["status"] == "in_progress"
+    announced = ["response.created", "response.queued", "response.in_progress"]
+    assert types(replayed)[:3] == announced
+    statuses = [orjson.loads(p)["response"]["status"] for p in replayed[:3]]
+    assert statuses == ["queued", "queued", "in_progress"]
     assert [orjson.loads(p)["sequence_number"] for p in replayed] == list(range(len(replayed)))
     last = await payloads(await gateway.execute(ME, WatchResponse(run.id, len(replayed) - 1)))
     assert last == []

@@ -122,6 +122,7 @@ async def test_the_wire_is_what_a_live_stream_sends_byte_for_byte() -> None:
     run, journal = await started(store, interval=3600)
     logged: list[ev.Event] = [
         ev.ResponseCreated(run.state),
+        ev.ResponseQueued(run.state),
         ev.ResponseInProgress(run.state),
         ev.ItemAdded(0, {"id": "msg_1", "type": "message", "content": []}),
         delta(1),
@@ -132,7 +133,8 @@ async def test_the_wire_is_what_a_live_stream_sends_byte_for_byte() -> None:
     run.state.status = "completed"  # a snapshot stays as first announced
     framed = [encode_sse_payload(p) for p in journal.encoded(0, len(logged))]
     assert framed == [encode_sse(seq, event) for seq, event in enumerate(logged)]
-    assert orjson.loads(journal.wire[0])["response"]["status"] == "in_progress"
+    statuses = [orjson.loads(p)["response"]["status"] for p in journal.wire[:3]]
+    assert statuses == ["queued", "queued", "in_progress"]  # as announced, in turn
     assert orjson.loads(journal.wire[0])["response"]["background"] is True
     await journal.stop()
 

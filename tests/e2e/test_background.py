@@ -40,7 +40,7 @@ async def test_resuming_from_any_position_replays_what_a_live_watcher_saw(
     async_client: AsyncOpenAI,
 ) -> None:
     created = await async_client.responses.create(model=MODEL, input=SLOW, background=True)
-    assert (created.status, created.background, created.output) == ("in_progress", True, [])
+    assert (created.status, created.background, created.output) == ("queued", True, [])
     live: list[Event] = []
     started = asyncio.Event()
 
@@ -57,8 +57,12 @@ async def test_resuming_from_any_position_replays_what_a_live_watcher_saw(
     await following
     assert live[-1]["type"] == "response.completed"
     assert [e["sequence_number"] for e in live] == list(range(len(live)))
-    assert live[0]["type"] == "response.created"
-    assert live[0]["response"]["status"] == "in_progress"
+    announced = [(e["type"], e["response"]["status"]) for e in live[:3]]
+    assert announced == [
+        ("response.created", "queued"),
+        ("response.queued", "queued"),
+        ("response.in_progress", "in_progress"),
+    ]
     assert live[0]["response"]["background"] is True
 
     for n, seen in zip(positions, await asyncio.gather(*running), strict=True):

@@ -8,7 +8,9 @@ as :mod:`stateway.backends.transport_failures` tells it, an error status as
 One call (:meth:`UpstreamClient.post`) runs in this order:
 
 1. wait for a connection slot (:mod:`stateway.backends.admission`: the gateway's own queue,
-   bounded by ``pool_timeout`` and ``[server] max_queued_requests``);
+   bounded by ``pool_timeout`` and ``[server] max_queued_requests``), then tell the call's
+   :class:`~stateway.core.deadline.FirstOutput` it is seated (a queued background run
+   starts working);
 2. send on a pooled keep-alive connection. If that connection was *reused* and failed
    before any response arrived (the upstream closed it while it sat idle), send once more
    on a fresh connection: nothing was answered, so repeating is safe, and the other pooled
@@ -325,6 +327,9 @@ class UpstreamCall:
         slots = client._slots
         await slots.acquire()
         try:
+            waiting = self._first_output
+            if waiting is not None and waiting.seated is not None:
+                waiting.seated()  # past the waiting room: a queued run starts working
             with client._failures():
                 response = await client._send(self._url, data, self._headers)
                 if response.status >= 300:

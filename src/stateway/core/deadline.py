@@ -12,6 +12,7 @@ and met in another (an upstream call's wait for its first output).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from types import TracebackType
 
 
@@ -80,10 +81,14 @@ class FirstOutput:
     :class:`~stateway.core.inference.InferenceRequest`; a request without one (a
     compaction's summary, a token count) is not bounded so."""
 
-    __slots__ = ("_deadline",)
+    __slots__ = ("_deadline", "seated")
 
-    def __init__(self) -> None:
+    def __init__(self, seated: Callable[[], None] | None = None) -> None:
         self._deadline: Deadline | None = None
+        self.seated = seated
+        """Called by the upstream client once the call took its connection slot (past
+        the gateway's waiting room): a queued background run starts working then
+        (:class:`~stateway.core.run_row.Queue`)."""
 
     def within(self, seconds: float) -> Deadline:
         """The deadline ``seconds`` from now, met by :meth:`came`."""

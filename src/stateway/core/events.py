@@ -21,6 +21,15 @@ class ResponseCreated:
 
 
 @immutable
+class ResponseQueued:
+    """A background response announced waiting to start, right after its
+    ``response.created``; ``response.in_progress`` follows once its run starts working
+    (:mod:`stateway.core.run_row`)."""
+
+    response: ResponseState
+
+
+@immutable
 class ResponseInProgress:
     response: ResponseState
 
@@ -246,6 +255,7 @@ class ResponseFinished:
 
 Event = (
     ResponseCreated
+    | ResponseQueued
     | ResponseInProgress
     | ItemAdded
     | PartAdded

@@ -93,6 +93,7 @@ class ResponseState:
             store=command.store,
             settings=command.settings,
             conversation_id=command.conversation_id,
+            status="queued" if command.background else "in_progress",
             background=command.background,
             thread_system=None if command.thread is None else command.thread.system or [],
         )

@@ -174,7 +174,9 @@ async def _infer(
     held: list[MessageStart | ToolCallDelta] = []
     """Openings before any output (a message begun, a call named before its first
     argument): shown with the first output, if any comes."""
-    waiting = request.first_output = FirstOutput()
+    queue = run.queue  # a background run still queued starts once the call is seated
+    seated = None if queue is None or queue.started else queue.start
+    waiting = request.first_output = FirstOutput(seated)
     try:
         with telemetry.attempt(backend, request) as span:
             # the upstream's id and model asked for, noted by the backend (per attempt)
@@ -241,6 +243,7 @@ async def _infer(
                     await _output_begins(run, row, plan, waiting, held, assembler, single)
             finally:
                 await deltas.aclose()
+                waiting.seated = None  # whoever keeps the request keeps no run by it
             if span.recording:
                 told = None if reported is unreported else reported
                 span.answered(reason, told, request.answered)
@@ -287,6 +290,8 @@ async def _output_begins(
     if not run.events:  # the run's first output: durable first, then announced
         await durable(row)
         announce(run)
+    if run.queue is not None:  # working, if no seat told it (a backend without slots)
+        run.queue.start()
     for opening in held:
         if isinstance(opening, MessageStart):
             assembler.message(opening.phase)

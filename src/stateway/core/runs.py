@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from stateway.core.compaction.between_rounds import Threshold
     from stateway.core.compaction.truncation import Fitted
     from stateway.core.journal import RunJournal
+    from stateway.core.run_row import Queue
     from stateway.core.window_room import WindowRoom
 
 
@@ -79,6 +80,7 @@ class Run:
         "interrupted",
         "journal",
         "progress",
+        "queue",
         "state",
         "steered",
         "stored_input",
@@ -154,6 +156,9 @@ class Run:
         """Set when input was queued to steer the run (WebSocket ``response.steer``): it
         ends ``incomplete`` (``steered``) at its next safe boundary, before another round
         of its gateway tool loop, and a successor takes the input."""
+        self.queue: Queue | None = None
+        """A background run's wait to start, set by the loop: ``queued`` until it starts
+        working (:class:`~stateway.core.run_row.Queue`)."""
         self.journal: RunJournal | None = None
         """A background run's wire log: its events encoded once and persisted in batches."""
         self.before_end: Callable[[], Awaitable[object]] | None = None
@@ -213,6 +218,7 @@ class Run:
     def close(self) -> None:
         """Mark the log complete; called once the terminal event is in it (or the run died)."""
         self.progress = None  # its round's assembler refers back to the run
+        self.queue = None  # as does its wait to start
         self._done.set()
         self._wake()
 

@@ -13,16 +13,19 @@ from typing import Any, Final
 from stateway.core.compaction.service import Compacted
 from stateway.core.errors import INSUFFICIENT_QUOTA
 from stateway.core.ports import ItemPage
-from stateway.core.response import ResponseState
+from stateway.core.response import UNFINISHED, ResponseState
 from stateway.core.results import TokenCount
 from stateway.core.usage import Usage
 from stateway.protocols.service_tier import served_tier
 
 
-def encode_response(state: ResponseState, *, snapshot: bool = False) -> dict[str, Any]:
-    """The Response object. ``snapshot`` renders it as first announced: in progress, empty."""
+def encode_response(
+    state: ResponseState, *, snapshot: bool = False, queued: bool = False
+) -> dict[str, Any]:
+    """The Response object. ``snapshot`` renders it as first announced: in progress (or,
+    ``queued``, waiting to start: a background response's create), empty."""
     s = state.settings
-    status = "in_progress" if snapshot else state.status
+    status = ("queued" if queued else "in_progress") if snapshot else state.status
     incomplete = None
     if not snapshot and state.status == "incomplete":
         incomplete = {"reason": state.incomplete_reason}
@@ -48,7 +51,7 @@ def encode_response(state: ResponseState, *, snapshot: bool = False) -> dict[str
         "reasoning": {"effort": s.reasoning_effort, "summary": s.reasoning_summary},
         "safety_identifier": s.safety_identifier,
         "service_tier": _service_tier(
-            s.service_tier, settled=not snapshot and status != "in_progress"
+            s.service_tier, settled=not snapshot and status not in UNFINISHED
         ),
         "store": state.store,
         "temperature": 1.0 if s.temperature is None else s.temperature,

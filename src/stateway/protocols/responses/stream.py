@@ -37,9 +37,11 @@ def encode_event(seq: int, event: ev.Event) -> dict[str, Any]:
         case ev.TextDelta():
             return _text_delta(seq, event)
         case ev.ResponseCreated():
-            return _response_event("response.created", seq, event.response, snapshot=True)
+            # a background response is created queued (hosted: then ``response.queued``)
+            queued = event.response.background
+            return _response_event("response.created", seq, event.response, queued=queued)
         case ev.ResponseInProgress():
-            return _response_event("response.in_progress", seq, event.response, snapshot=True)
+            return _response_event("response.in_progress", seq, event.response)
         case ev.ItemAdded():
             return _item_event("response.output_item.added", seq, event.output_index, event.item)
         case ev.PartAdded():
@@ -152,6 +154,8 @@ def encode_event(seq: int, event: ev.Event) -> dict[str, Any]:
             }
         case ev.Notice():
             return {"type": event.type, "sequence_number": seq, **event.fields}
+        case ev.ResponseQueued():
+            return _response_event("response.queued", seq, event.response, queued=True)
 
 
 def _text_delta(seq: int, event: ev.TextDelta) -> dict[str, Any]:
@@ -187,14 +191,15 @@ def encode_sse_batch(first: int, events: Sequence[ev.Event]) -> bytes:
     :func:`encode_sse`'s of each. A run's announcement, ``response.created`` then
     ``response.in_progress`` of the same state (emitted together: ``core/run_row.py``),
     renders and serializes its snapshot once (an ``orjson.Fragment`` in both payloads):
-    encoded in one go, nothing runs between them to change it."""
+    encoded in one go, nothing runs between them to change it. (A background run's
+    announcement, queued, is its journal's: :func:`encode_event_json`, event by event.)"""
     if len(events) == 1:
         return encode_sse(first, events[0])
     frames: list[bytes] = []
     announced: tuple[ResponseState, orjson.Fragment] | None = None
     for seq, event in enumerate(events, first):
         match event:
-            case ev.ResponseCreated() | ev.ResponseInProgress():
+            case ev.ResponseCreated() | ev.ResponseInProgress() if not event.response.background:
                 state = event.response
                 if announced is None or announced[0] is not state:
                     snapshot = orjson.dumps(encode_response(state, snapshot=True))
@@ -278,8 +283,10 @@ def _summary_event(kind: str, seq: int, event: Any, **fields: Any) -> dict[str, 
     }
 
 
-def _response_event(kind: str, seq: int, state: ResponseState, *, snapshot: bool) -> dict[str, Any]:
-    return _response_payload(kind, seq, encode_response(state, snapshot=snapshot))
+def _response_event(
+    kind: str, seq: int, state: ResponseState, *, snapshot: bool = True, queued: bool = False
+) -> dict[str, Any]:
+    return _response_payload(kind, seq, encode_response(state, snapshot=snapshot, queued=queued))
 
 
 def _response_payload(kind: str, seq: int, response: object) -> dict[str, Any]:

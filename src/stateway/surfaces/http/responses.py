@@ -179,7 +179,7 @@ class ResponsesRoutes:
         if stream:
             return self._watching(LiveWatch(run, journal), scope, opening)
         await _accepted(run)
-        return JSONResponse(encode_response(run.state, snapshot=True))
+        return JSONResponse(encode_response(run.state, snapshot=True, queued=True))
 
     async def compact(self, request: Request) -> Response:
         """``POST /v1/responses/compact``."""

@@ -95,7 +95,7 @@ async def create_response(
     run = await gateway.execute(principal, command)
     if command.background:
         await _announced(run)
-        return encode_response(run.state, snapshot=True)
+        return encode_response(run.state, snapshot=True, queued=True)
     try:
         await run.wait()
     except asyncio.CancelledError:
