@@ -42,6 +42,9 @@ class ScriptedBackend:
     """... and so are custom tools."""
     places: int | None = None
     """Calls it takes before a call is refused at once (None: any number)."""
+    seat: asyncio.Event | None = None
+    """A call waits for it before it is seated (its connection slot taken, as the upstream
+    client tells the call's ``first_output``); None: seated at once."""
 
     def full(self, pending: int = 0) -> bool:
         return self.places is not None and pending >= self.places
@@ -65,6 +68,11 @@ class ScriptedBackend:
         self.requests.append(request)
         self.started.set()
         try:
+            if self.seat is not None:
+                await self.seat.wait()
+            waiting = request.first_output
+            if waiting is not None and waiting.seated is not None:
+                waiting.seated()
             for step in self.script:
                 if isinstance(step, GatewayError):
                     raise step

@@ -650,3 +650,76 @@ async def test_a_watch_past_the_stored_log_of_an_end_stored_late_gets_that_end()
     assert orjson.loads(watched[0])["sequence_number"] == stored
     at_end = WatchResponse(run.id, starting_after=stored)
     assert await payloads(await gateway.execute(ME, at_end)) == watched
+
+
+def statuses(run: Run) -> list[tuple[str, str]]:
+    """The lifecycle events logged so far, each with the status its payload shows."""
+    assert run.journal is not None
+    logged = run.journal.encoded(0, len(run.events))
+    shown = [orjson.loads(p) for p in logged]
+    return [(p["type"], p["response"]["status"]) for p in shown if "response" in p]
+
+
+QUEUED = [("response.created", "queued"), ("response.queued", "queued")]
+
+
+async def test_a_background_run_is_queued_until_its_first_call_is_seated() -> None:
+    backend = ScriptedBackend(script("a"), gate=asyncio.Event())
+    backend.seat = asyncio.Event()
+    saved: list[str] = []
+    store = MemoryStore(on_save=lambda r: saved.append(r.status))
+    gateway = gateway_for(backend, store)
+    run = await create(gateway, background=True)
+    await backend.started.wait()
+    await run.announced()
+
+    assert statuses(run) == QUEUED
+    assert (await gateway.execute(ME, GetResponse(run.id))).status == "queued"
+    assert saved == ["queued"]
+
+    backend.seat.set()
+    await until_output(run)
+    assert statuses(run) == [*QUEUED, ("response.in_progress", "in_progress")]
+    assert (await gateway.execute(ME, GetResponse(run.id))).status == "in_progress"
+    backend.gate.set()
+    await ended(run)
+    assert saved == ["queued", "in_progress", "completed"]
+    assert store.records[ME.tenant_id, run.id].status == "completed"
+
+
+async def test_a_queued_run_is_cancelled_without_ever_starting() -> None:
+    backend = ScriptedBackend(script("a"))
+    backend.seat = asyncio.Event()
+    saved: list[str] = []
+    store = MemoryStore(on_save=lambda r: saved.append(r.status))
+    gateway = gateway_for(backend, store)
+    run = await create(gateway, background=True)
+    await backend.started.wait()
+    await run.announced()
+
+    cancelled = await gateway.execute(ME, CancelResponse(run.id))
+
+    assert (cancelled.status, cancelled.output) == ("cancelled", [])
+    assert statuses(run) == [*QUEUED, ("response.failed", "cancelled")]
+    assert saved == ["queued", "cancelled"]
+    replayed = await payloads(await gateway.execute(ME, WatchResponse(run.id)))
+    assert replayed == (run.journal.wire if run.journal is not None else None)
+
+
+async def test_the_row_is_marked_in_progress_once_written_and_before_its_end() -> None:
+    """Seated while its queued row is still being written: the update waits for that row,
+    and the end waits for the update, so the three writes land in order."""
+    backend = ScriptedBackend(script("a", "b"))
+    saved: list[str] = []
+    store = MemoryStore(on_save=lambda r: saved.append(r.status), save_gate=asyncio.Event())
+    gateway = gateway_for(backend, store)
+    run = await create(gateway, background=True)
+    await backend.started.wait()
+    assert run.state.status == "in_progress"  # started: announced so once stored
+
+    assert store.save_gate is not None
+    store.save_gate.set()
+    await ended(run)
+
+    assert saved == ["queued", "in_progress", "completed"]
+    assert statuses(run)[:3] == [*QUEUED, ("response.in_progress", "in_progress")]

@@ -13,6 +13,7 @@ import pytest
 from stateway.core import events as ev
 from stateway.core.commands import CreateResponse
 from stateway.core.errors import ServerRestarted, StorageError
+from stateway.core.inference import TextDelta
 from stateway.core.leases import LeaseKeeper
 from stateway.core.ownership import fail_owned
 from stateway.core.ports import EventBatch, ResponseRecord
@@ -20,8 +21,9 @@ from stateway.core.principal import Principal
 from stateway.protocols.responses.encode import encode_response
 from stateway.protocols.responses.event_log import decode_event_json
 from stateway.protocols.responses.stream import encode_event_json
-from tests.core.fakes import MemoryStore
+from tests.core.fakes import MemoryStore, ScriptedBackend
 from tests.core.sharing_fakes import MemoryFanout, MemoryOwnerLeases
+from tests.core.test_background import gateway_for as background_gateway
 from tests.core.test_loop import user
 from tests.core.test_ownership import in_progress
 from tests.core.test_run_endings import generating, started
@@ -449,3 +451,42 @@ async def test_a_process_whose_registration_was_refused_registers_at_a_later_bea
     assert leases.counts["host-b 2 2"] > 0  # registered, then renewed
     assert "lease had lapsed" not in caplog.text
     await judge.aclose()
+
+
+async def test_a_queued_run_whose_row_another_process_failed_ends_as_stored() -> None:
+    """Still waiting for a connection slot when its process's lease lapsed: it ends as the
+    judge stored it, as a run in progress does, and never marks its row in progress."""
+    backend, store = ScriptedBackend([TextDelta("partial")]), MemoryStore()
+    backend.seat = asyncio.Event()
+    gateway = background_gateway(backend, store)
+    run = await gateway.execute(
+        Principal(), CreateResponse(model="m", input=[user("hi")], background=True)
+    )
+    await backend.started.wait()
+    await run.announced()
+    [record] = [r for r in store.records.values() if r.id == run.id]
+    assert (record.status, record.owner is not None) == ("queued", True)
+    assert record.owner is not None
+    await fail_owned(store, record, encode_event_json, decode_event_json)  # judged elsewhere
+    here = LeaseKeeper(
+        store,
+        MemoryOwnerLeases(),
+        record.owner,
+        encode_event_json,
+        decode_event_json,
+        TIMEOUT,
+        runs=gateway.runs,
+    )
+    await here.beat()  # finds its row gone
+
+    async with asyncio.timeout(5):
+        await run.wait()
+    assert isinstance(run.error, ServerRestarted)
+    assert [type(e) for e in run.events] == [
+        ev.ResponseCreated,
+        ev.ResponseQueued,
+        ev.ResponseFinished,
+    ]
+    kept = await store.get(record.tenant_id, run.id)
+    assert kept is not None
+    assert (kept.status, kept.body["error"]["code"]) == ("failed", "server_restarted")

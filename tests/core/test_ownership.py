@@ -78,8 +78,11 @@ async def test_only_a_dead_owner_of_this_host_loses_its_responses() -> None:
 
 
 async def test_a_queued_response_of_a_dead_process_is_failed_too() -> None:
+    """Died before its run started (waiting for a connection slot): failed as one that
+    died in progress, its log (``response.created``, ``response.queued``) ended."""
     store = MemoryStore()
     await store.save(in_progress("queued", DEAD, status="queued", background=True))
+    await store.append_events("t", "queued", EventBatch(0, [b"{}", b"{}"]))
 
     assert (
         await fail_abandoned(store, ProcessIdentity.current(), encode_event_json, decode_event_json)
@@ -87,6 +90,10 @@ async def test_a_queued_response_of_a_dead_process_is_failed_too() -> None:
     )
 
     assert store.records["t", "queued"].status == "failed"
+    (terminal,) = store.events["t", "queued"][2:]
+    payload = orjson.loads(terminal)
+    assert (payload["type"], payload["sequence_number"]) == ("response.failed", 2)
+    assert payload["response"]["error"]["code"] == "server_restarted"
 
 
 async def test_a_background_log_gets_the_terminal_event_it_never_had() -> None:
