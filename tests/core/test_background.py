@@ -723,3 +723,27 @@ async def test_the_row_is_marked_in_progress_once_written_and_before_its_end() -
 
     assert saved == ["queued", "in_progress", "completed"]
     assert statuses(run)[:3] == [*QUEUED, ("response.in_progress", "in_progress")]
+
+
+async def test_a_queued_run_being_cancelled_reads_queued_until_its_end_is_stored() -> None:
+    held, reached = asyncio.Event(), asyncio.Event()
+
+    class HeldEnd(MemoryStore):
+        async def finish(self, record: ResponseRecord) -> bool:
+            reached.set()
+            await held.wait()
+            return await super().finish(record)
+
+    backend = ScriptedBackend(script("a"))
+    backend.seat = asyncio.Event()
+    store = HeldEnd()
+    gateway = gateway_for(backend, store)
+    run = await create(gateway, background=True)
+    await backend.started.wait()
+    await run.announced()
+    cancelling = asyncio.create_task(gateway.execute(ME, CancelResponse(run.id)))
+    await reached.wait()
+
+    assert (await gateway.execute(ME, GetResponse(run.id))).status == "queued"
+    held.set()
+    assert (await cancelling).status == "cancelled"

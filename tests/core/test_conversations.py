@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from stateway.core import events as ev
 from stateway.core.commands import (
     CountTokens,
     CreateResponse,
@@ -624,6 +625,22 @@ async def test_a_background_turn_goes_on_when_its_caller_leaves_while_it_is_writ
     assert (record.status, record.body["background"]) == ("completed", True)
     assert texts(await world.items(conversation.id)) == ["later", "answer"]
     assert world.backend.requests[0].native_tools == [image]  # the tools it was admitted with
+
+
+async def test_a_background_turn_is_announced_queued_then_in_progress_once() -> None:
+    """A turn's row is written before its run starts (it takes the conversation), so the
+    run is announced as it begins: queued, as any background run, until it starts."""
+    world = World(encoder=encode_event_json)
+    conversation = await world.conversation()
+    run = await world.turn(conversation.id, "later", background=True)
+    await run.wait()
+    assert [type(e) for e in run.events][:4] == [
+        ev.ResponseCreated,
+        ev.ResponseQueued,
+        ev.ResponseInProgress,
+        ev.ItemAdded,
+    ]
+    assert world.store.records[ME.tenant_id, run.id].status == "completed"
 
 
 async def test_a_background_turn_whose_caller_leaves_still_compacts_first() -> None:

@@ -139,9 +139,9 @@ async def test_a_run_ended_by_the_shutdown_before_it_began_is_stored_before_it_i
     await ended(run)
 
     assert backend.requests == []
-    assert [type(e) for e in run.events] == [
+    assert [type(e) for e in run.events] == [  # ended before it started: from queued
         ev.ResponseCreated,
-        ev.ResponseInProgress,
+        ev.ResponseQueued,
         ev.ResponseFinished,
     ]
     told = orjson.loads(await first_watch)  # watched as soon as its id was known

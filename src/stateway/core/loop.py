@@ -118,6 +118,9 @@ class Loop:
     ) -> None:
         state = run.state
         row: Row | None = None
+        queue = None
+        if state.status == "queued":  # a background run: in progress once it starts working
+            queue = run.queue = Queue(run, self._store, self._owner)
         if run.has_row:  # written before the run was started (a conversation turn)
             row = asyncio.get_running_loop().create_future()
             row.set_result(None)
@@ -129,9 +132,8 @@ class Loop:
             run.has_row = True
         else:  # no id leaves before the end: the response is written once, at the end
             announce(run)
-        queue = None
-        if state.status == "queued":  # a background run: in progress once it starts working
-            queue = run.queue = Queue(run, row, self._store, self._owner)
+        if queue is not None:
+            queue.row = row  # its update waits for it
         run.began = True
         usage = Usage()
         # every call of the chain, shown to the model or not (cut short, truncated away,

@@ -145,7 +145,8 @@ class ResponseStore(Protocol):
         ``turn``, the turn's items are appended to the conversation it holds (unless
         deleted) and the conversation is let go, in the same transaction. Return False,
         having written nothing, when the response is finished already (another process
-        failed it: its lease was judged lapsed) or unknown."""
+        failed it: its lease was judged lapsed) or unknown. (A queued background
+        response's start is such an update too: to ``in_progress``, nothing added.)"""
         ...
 
     async def in_progress(self) -> list[ResponseRecord]:

@@ -71,11 +71,12 @@ class Queue:
     else with its announcement) and its row updated, once written, while the run goes on
     (:attr:`stored`: its final save waits for it, so the two land in order)."""
 
-    __slots__ = ("_owner", "_row", "_run", "_store", "started", "stored")
+    __slots__ = ("_owner", "_run", "_store", "row", "started", "stored")
 
-    def __init__(self, run: Run, row: Row | None, store: ResponseStore, owner: str) -> None:
+    def __init__(self, run: Run, store: ResponseStore, owner: str) -> None:
         self._run = run
-        self._row = row
+        self.row: Row | None = None
+        """Its row's write (set by the loop, once it began; None: no row to update)."""
         self._store = store
         self._owner = owner
         self.started = False
@@ -92,13 +93,13 @@ class Queue:
         run.state.status = "in_progress"
         if run.events:  # announced already: else its announcement says it
             run.emit(ev.ResponseInProgress(run.state))
-        if self._row is not None:  # as it is now: the run may end before the write
+        if self.row is not None:  # as it is now: the run may end before the write
             record = started_record(run.state, [], self._owner)
             self.stored = asyncio.ensure_future(self._store_started(record))
 
     async def _store_started(self, record: ResponseRecord) -> None:
         try:
-            await durable(self._row)
+            await durable(self.row)
             await self._store.finish(record)  # an update of its unfinished row
         except StorageError as exc:  # the row stays queued until the run's end is stored
             log.warning("marking response %s in progress failed: %s", self._run.id, exc)

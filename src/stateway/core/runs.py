@@ -178,18 +178,20 @@ class Run:
 
     def snapshot(self) -> ResponseState:
         """The response as a reader sees it while it runs: its output so far, the text of
-        the item being written included, and in progress until its terminal event (an end
-        not yet stored is not its answer: the save may fail, and the run end failed)."""
+        the item being written included, and in progress (or still queued) until its
+        terminal event (an end not yet stored is not its answer: the save may fail, and
+        the run end failed)."""
         state = self.state
         if self.closed:
             return state
         output = state.output if self.progress is None else self.progress()
         if state.status in UNFINISHED:
             return state if self.progress is None else replace(state, output=output)
+        queued = self.queue is not None and not self.queue.started  # ending from queued
         return replace(
             state,
             output=output,
-            status="in_progress",
+            status="queued" if queued else "in_progress",
             error=None,
             incomplete_reason=None,
             completed_at=None,
