@@ -48,7 +48,7 @@ async def test_a_background_request_is_answered_once_stored_as_first_announced()
 
     assert reply.status == 200
     body = reply.json()
-    assert (body["status"], body["background"], body["output"]) == ("in_progress", True, [])
+    assert (body["status"], body["background"], body["output"]) == ("queued", True, [])
     gate.set()
     await settled(gateway)
     done = (await call(app, "GET", f"/v1/responses/{body['id']}")).json()
