@@ -88,7 +88,7 @@ class FirstOutput:
         self.seated = seated
         """Called by the upstream client once the call took its connection slot (past
         the gateway's waiting room): a queued background run starts working then
-        (:class:`~stateway.core.run_row.Queue`)."""
+        (:class:`~stateway.core.run_row.QueuedStart`)."""
 
     def within(self, seconds: float) -> Deadline:
         """The deadline ``seconds`` from now, met by :meth:`came`."""

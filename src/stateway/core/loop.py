@@ -46,7 +46,7 @@ from stateway.core.response import STEERED_REASON, started_record
 from stateway.core.rounds import one_round
 from stateway.core.routing import Plan
 from stateway.core.run_endings import answered, counted, detached, end_cancelled, finish, shown
-from stateway.core.run_row import Queue, Row, announce, announce_once_durable, durable
+from stateway.core.run_row import QueuedStart, Row, announce, announce_once_durable, durable
 from stateway.core.runs import CancelReason, Run
 from stateway.core.settling import Settler
 from stateway.core.stages.context import StageContext
@@ -118,9 +118,9 @@ class Loop:
     ) -> None:
         state = run.state
         row: Row | None = None
-        queue = None
+        queued = None
         if state.status == "queued":  # a background run: in progress once it starts working
-            queue = run.queue = Queue(run, self._store, self._owner)
+            queued = run.queued = QueuedStart(run, self._store, self._owner)
         if run.has_row:  # written before the run was started (a conversation turn)
             row = asyncio.get_running_loop().create_future()
             row.set_result(None)
@@ -132,8 +132,8 @@ class Loop:
             run.has_row = True
         else:  # no id leaves before the end: the response is written once, at the end
             announce(run)
-        if queue is not None:
-            queue.row = row  # its update waits for it
+        if queued is not None:
+            queued.row = row  # its update waits for it
         run.began = True
         usage = Usage()
         # every call of the chain, shown to the model or not (cut short, truncated away,
@@ -159,15 +159,15 @@ class Loop:
             if tools.needed(run.input_items):  # its items come first: announce the response
                 await durable(row)
                 announce(run)
-                if queue is not None:
-                    queue.start()
+                if queued is not None:
+                    queued.start()
                 await tools.prepare(context)
                 await tools.resume_approvals(context, run.input_items, settings.max_tool_calls)
             if compaction is not None:  # compacted first: a trigger, or past the threshold
                 await durable(row)
                 announce(run)
-                if queue is not None:
-                    queue.start()
+                if queued is not None:
+                    queued.start()
                 context = await compaction.run(run, plan.first, usage)
                 state.usage = usage
             choice = round_choice(toolset, tools.catalog, settings.tool_choice)
@@ -182,8 +182,8 @@ class Loop:
                 if not run.generate:  # a prewarm: the context is checked, nothing is asked
                     await durable(row)
                     announce(run)
-                    if queue is not None:
-                        queue.start()
+                    if queued is not None:
+                        queued.start()
                     state.status = "completed"
                     break
                 round_settings: GenerationSettings | None = settings
@@ -248,8 +248,8 @@ class Loop:
                     reason = await one_round(
                         run, row, plan, request, assembler, usage, self._telemetry, fit
                     )
-                    if queue is not None:  # an answer without output, from a backend
-                        queue.start()  # without slots: it worked all the same
+                    if queued is not None:  # an answer without output, from a backend
+                        queued.start()  # without slots: it worked all the same
                     if before is not None:
                         state.iterations.append(Iteration("message", usage.since(before)))
                     incomplete = _INCOMPLETE_REASONS.get(reason)

@@ -174,8 +174,8 @@ async def _infer(
     held: list[MessageStart | ToolCallDelta] = []
     """Openings before any output (a message begun, a call named before its first
     argument): shown with the first output, if any comes."""
-    queue = run.queue  # a background run still queued starts once the call is seated
-    seated = None if queue is None or queue.started else queue.start
+    queued = run.queued  # a background run still queued starts once the call is seated
+    seated = None if queued is None or queued.started else queued.start
     waiting = request.first_output = FirstOutput(seated)
     try:
         with telemetry.attempt(backend, request) as span:
@@ -290,8 +290,8 @@ async def _output_begins(
     if not run.events:  # the run's first output: durable first, then announced
         await durable(row)
         announce(run)
-    if run.queue is not None:  # working, if no seat told it (a backend without slots)
-        run.queue.start()
+    if run.queued is not None:  # working, if no seat told it (a backend without slots)
+        run.queued.start()
     for opening in held:
         if isinstance(opening, MessageStart):
             assembler.message(opening.phase)

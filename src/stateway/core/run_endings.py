@@ -58,8 +58,8 @@ async def finish(run: Run, row: Row | None, store: ResponseStore, settler: Settl
             else:
                 await durable(row)
                 announce(run)
-                if run.queue is not None:  # its update to in_progress lands first
-                    await run.queue.settled()
+                if run.queued is not None:  # its update to in_progress lands first
+                    await run.queued.settled()
                 record = final_record(state)
                 record.turn = turn_end(state, run.input_items)
                 if not await store.finish(await _with_log(run, record)):

@@ -7,7 +7,7 @@ comes first, each of them waiting for the row.
 
 A background run goes through ``queued`` first, as hosted: its row is written queued, it
 is announced ``response.created`` (queued) then ``response.queued``, and it turns
-``in_progress`` once it starts working (:class:`Queue`): ``response.in_progress``, and its
+``in_progress`` once it starts working (:class:`QueuedStart`): ``response.in_progress``, and its
 row updated. One that ends before it started ends from ``queued``.
 """
 
@@ -43,13 +43,13 @@ def written(row: Row | None) -> bool:
 def announce(run: Run) -> None:
     """Emit ``response.created`` and ``response.in_progress``, once; a background run's
     ``response.queued`` between them, and its ``response.in_progress`` only once it started
-    (:meth:`Queue.start`)."""
+    (:meth:`QueuedStart.start`)."""
     if not run.events:
         run.emit(ev.ResponseCreated(run.state))
-        queue = run.queue
-        if queue is not None:
+        queued = run.queued
+        if queued is not None:
             run.emit(ev.ResponseQueued(run.state))
-            if not queue.started:
+            if not queued.started:
                 return
         run.emit(ev.ResponseInProgress(run.state))
 
@@ -61,7 +61,7 @@ def announce_once_durable(run: Run, row: Row) -> None:
         announce(run)
 
 
-class Queue:
+class QueuedStart:
     """A background run's wait to start. It is ``queued`` from its create until it starts
     working: its first upstream call takes a connection slot (past the backend's waiting
     room, :mod:`stateway.backends.admission`, told by the attempt's

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from stateway.core.compaction.between_rounds import Threshold
     from stateway.core.compaction.truncation import Fitted
     from stateway.core.journal import RunJournal
-    from stateway.core.run_row import Queue
+    from stateway.core.run_row import QueuedStart
     from stateway.core.window_room import WindowRoom
 
 
@@ -80,7 +80,7 @@ class Run:
         "interrupted",
         "journal",
         "progress",
-        "queue",
+        "queued",
         "state",
         "steered",
         "stored_input",
@@ -156,9 +156,9 @@ class Run:
         """Set when input was queued to steer the run (WebSocket ``response.steer``): it
         ends ``incomplete`` (``steered``) at its next safe boundary, before another round
         of its gateway tool loop, and a successor takes the input."""
-        self.queue: Queue | None = None
+        self.queued: QueuedStart | None = None
         """A background run's wait to start, set by the loop: ``queued`` until it starts
-        working (:class:`~stateway.core.run_row.Queue`)."""
+        working (:class:`~stateway.core.run_row.QueuedStart`)."""
         self.journal: RunJournal | None = None
         """A background run's wire log: its events encoded once and persisted in batches."""
         self.before_end: Callable[[], Awaitable[object]] | None = None
@@ -187,7 +187,7 @@ class Run:
         output = state.output if self.progress is None else self.progress()
         if state.status in UNFINISHED:
             return state if self.progress is None else replace(state, output=output)
-        queued = self.queue is not None and not self.queue.started  # ending from queued
+        queued = self.queued is not None and not self.queued.started  # ending from queued
         return replace(
             state,
             output=output,
@@ -220,7 +220,7 @@ class Run:
     def close(self) -> None:
         """Mark the log complete; called once the terminal event is in it (or the run died)."""
         self.progress = None  # its round's assembler refers back to the run
-        self.queue = None  # as does its wait to start
+        self.queued = None  # as does its wait to start
         self._done.set()
         self._wake()
 
