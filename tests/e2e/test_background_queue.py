@@ -92,15 +92,23 @@ async def test_a_background_response_waiting_for_a_slot_is_queued_until_it_gets_
     client: AsyncOpenAI, one_slot: RunningGateway
 ) -> None:
     async with slot_taken(client):
-        created = await client.responses.create(model=MODEL, input="[[words:5]]", background=True)
+        created = await client.responses.create(
+            model=MODEL, input="[[slow:200]] [[words:5]]", background=True
+        )
         assert (created.status, created.background, created.output) == ("queued", True, [])
         stream = await client.responses.retrieve(created.id, stream=True)
-        early = checked([await anext(aiter(stream)) for _ in range(2)])
+        events = aiter(stream)
+        early = checked([await anext(events) for _ in range(2)])
         assert announced(early) == ANNOUNCED[:2]
         assert (await client.responses.retrieve(created.id)).status == "queued"
         assert one_slot.stored(created.id)["status"] == "queued"
-    rest = checked([event async for event in stream])
-    live = early + rest
+    started = checked([await anext(events)])  # once the slot is free
+    assert announced(started) == ANNOUNCED[2:]
+    first = checked([await anext(events)])  # 200 ms after its call was seated
+    assert (await client.responses.retrieve(created.id)).status == "in_progress"
+    assert one_slot.stored(created.id)["status"] == "in_progress"  # its row, updated
+    rest = checked([event async for event in events])
+    live = early + started + first + rest
     assert announced(live)[:3] == ANNOUNCED
     assert live[-1]["type"] == "response.completed"
     assert [e["sequence_number"] for e in live] == list(range(len(live)))
