@@ -20,6 +20,7 @@ import openai
 import pytest
 from openai import AsyncOpenAI, OpenAI
 
+from stateway.core.response import UNFINISHED
 from tests.e2e.test_background import dump, watch
 from tests.e2e.test_durability import gateway, wait_until_gone
 
@@ -275,7 +276,7 @@ async def test_an_end_left_unstored_at_shutdown_is_failed_by_a_sibling_after_the
         accept_ends(path)
         other = sdk(sibling.url)
         deadline = time.monotonic() + 30  # the lease is 1 s: failed well within this
-        while (stored := await other.responses.retrieve(created.id)).status == "in_progress":
+        while (stored := await other.responses.retrieve(created.id)).status in UNFINISHED:
             assert time.monotonic() < deadline, "the response stayed in progress"
             await asyncio.sleep(0.1)
         assert stored.status == "failed"

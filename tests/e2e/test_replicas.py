@@ -24,6 +24,7 @@ import pytest
 from openai import AsyncOpenAI
 from redis.asyncio import Redis
 
+from stateway.core.response import UNFINISHED
 from stateway.launch import Launched
 from tests.e2e.test_background import dump, upstream_saw_leave, watch
 from tests.e2e.test_background_durability import cut_message, partial_text
@@ -182,7 +183,7 @@ async def test_a_run_of_a_killed_replica_is_failed_by_the_other_after_its_lease(
     wait_until_gone(short_leases.a.pid)
 
     deadline = time.monotonic() + 30  # the lease is 1 s: failed well within this
-    while (stored := await b.responses.retrieve(created.id)).status == "in_progress":
+    while (stored := await b.responses.retrieve(created.id)).status in UNFINISHED:
         assert time.monotonic() < deadline, "the dead replica's run stayed in progress"
         await asyncio.sleep(0.1)
     assert stored.status == "failed"
