@@ -1,6 +1,7 @@
 """Start-up recovery: only responses of a dead process of this host are marked failed."""
 
 import os
+from dataclasses import replace
 
 import orjson
 
@@ -77,6 +78,35 @@ async def test_only_a_dead_owner_of_this_host_loses_its_responses() -> None:
     assert store.records["t", "dead"].input_items  # the input stays
 
 
+async def test_a_sibling_in_another_pid_namespace_of_this_host_keeps_its_responses() -> None:
+    """Containers on the host's network (``docker run --network host``, Kubernetes'
+    ``hostNetwork``) share its hostname but not its pids: an owner of another PID namespace
+    is judged by its lease, never by a pid this process cannot see (here, no process at
+    all, or another one). An owner named without a namespace (a row of an older version)
+    is judged by its pid as before."""
+    me = ProcessIdentity.current()
+    assert me.pid_namespace, "read from /proc/self/ns/pid"
+    other = replace(me, pid_namespace="1")
+    store = MemoryStore()
+    for record in [
+        in_progress("gone here", replace(DEAD, pid_namespace="1")),
+        in_progress("reused here", replace(other, started="1")),
+        in_progress("legacy", DEAD),
+        in_progress("dead", replace(DEAD, pid_namespace=me.pid_namespace)),
+    ]:
+        await store.save(record)
+
+    assert await fail_abandoned(store, me, encode_event_json, decode_event_json) == 2
+
+    status = {key[1]: r.status for key, r in store.records.items()}
+    assert status == {
+        "gone here": "in_progress",
+        "reused here": "in_progress",
+        "legacy": "failed",
+        "dead": "failed",
+    }
+
+
 async def test_a_queued_response_of_a_dead_process_is_failed_too() -> None:
     """Died before its run started (waiting for a connection slot): failed as one that
     died in progress, its log (``response.created``, ``response.queued``) ended."""
@@ -133,6 +163,8 @@ async def test_a_background_log_gets_the_terminal_event_it_never_had() -> None:
 def test_identities_round_trip_through_their_stored_form() -> None:
     me = ProcessIdentity.current()
     assert ProcessIdentity.parse(str(me)) == me
+    legacy = ProcessIdentity(me.host, me.pid, me.started)  # stored by an older version
+    assert ProcessIdentity.parse(f"{me.host} {me.pid} {me.started}") == legacy
     assert me.is_alive()
     assert ProcessIdentity.parse("garbage") is None
 

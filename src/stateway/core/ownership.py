@@ -1,11 +1,17 @@
 """Run ownership: which process runs an ``in_progress`` response, and start-up recovery.
 
-Every in-progress row names its owner as ``HOST PID START``: START is the process's start
-time (clock ticks since boot, from ``/proc`` on Linux), so that a pid reused by another
-process is not mistaken for the owner. At start-up, before serving, :func:`fail_abandoned`
+Every in-progress row names its owner as ``HOST/PIDNS PID START``: START is the process's
+start time (clock ticks since boot, from ``/proc`` on Linux), so that a pid reused by
+another process is not mistaken for the owner, and PIDNS its PID namespace (the inode of
+``/proc/self/ns/pid``), in which alone its pid means anything: containers sharing the
+host's network (``docker run --network host``, Kubernetes' ``hostNetwork``) share its
+hostname, each with pids of its own. At start-up, before serving, :func:`fail_abandoned`
 marks ``failed`` (code ``server_restarted``, no ``completed_at``) every response left
-unfinished (``queued`` or ``in_progress``) by a process of this host that is gone, with
-the output its event log shows, if it has one (:mod:`stateway.core.logged_output`).
+unfinished (``queued`` or ``in_progress``) by a process of this host and PID namespace that
+is gone, with the output its event log shows, if it has one
+(:mod:`stateway.core.logged_output`). An owner named without a namespace (``HOST PID
+START``, as older versions wrote it, or where ``/proc`` cannot tell) is judged by its pid
+on a host of its name, as it was.
 
 Responses of a process that is still alive (a sibling serving the same database) are never
 touched here, nor are those of another host: those are judged by their owner's lease
@@ -58,20 +64,32 @@ class ProcessIdentity:
     pid: int
     started: str
     """The process's start time as the OS reports it; empty where it cannot be read."""
+    pid_namespace: str = ""
+    """The inode of the process's PID namespace; empty where it cannot be read (and in
+    identities stored by older versions)."""
 
     @classmethod
     def current(cls) -> ProcessIdentity:
         pid = os.getpid()
-        return cls(socket.gethostname(), pid, _start_time(pid) or "")
+        return cls(socket.gethostname(), pid, _start_time(pid) or "", _pid_namespace())
 
     @classmethod
     def parse(cls, text: str) -> ProcessIdentity | None:
-        host, _, rest = text.partition(" ")
+        place, _, rest = text.partition(" ")
+        host, _, namespace = place.partition("/")
         pid, _, started = rest.partition(" ")
-        return cls(host, int(pid), started) if host and pid.isdigit() else None
+        return cls(host, int(pid), started, namespace) if host and pid.isdigit() else None
 
     def __str__(self) -> str:
-        return f"{self.host} {self.pid} {self.started}"
+        place = f"{self.host}/{self.pid_namespace}" if self.pid_namespace else self.host
+        return f"{place} {self.pid} {self.started}"
+
+    def sees_pids_of(self, other: ProcessIdentity) -> bool:
+        """Whether ``other``'s pid names a process here: same host, same PID namespace
+        (or ``other`` names none, as older versions did not)."""
+        if other.host != self.host:
+            return False
+        return not other.pid_namespace or other.pid_namespace == self.pid_namespace
 
     def is_alive(self) -> bool:
         """Whether this process (of this host) still runs: same pid, same start time."""
@@ -84,6 +102,17 @@ class ProcessIdentity:
         except PermissionError:  # someone else's process: alive
             return True
         return True
+
+
+def _pid_namespace() -> str:
+    """The inode of this process's PID namespace (``/proc/self/ns/pid`` links to
+    ``pid:[INODE]``); empty without ``/proc``."""
+    try:
+        link = os.readlink(_PROC / "self" / "ns" / "pid")
+    except OSError:
+        return ""
+    inode = link.partition("[")[2].rstrip("]")
+    return inode if inode.isdigit() else ""
 
 
 def _start_time(pid: int) -> str | None:
@@ -101,7 +130,8 @@ def _start_time(pid: int) -> str | None:
 async def fail_abandoned(
     store: ResponseStore, me: ProcessIdentity, encode: EventEncoder, decode: EventDecoder
 ) -> int:
-    """Mark ``failed`` every response left unfinished by a dead process of this host;
+    """Mark ``failed`` every response left unfinished by a dead process of this host (and
+    PID namespace);
     return how many. All are written together (one shared transaction per batch). The
     event log of a background response, or of a journaled stream (a keyed or WebSocket
     create), gives the response the output it logged (read by ``decode``) and gets the
@@ -120,8 +150,8 @@ async def fail_abandoned(
 
 def _abandoned(record: ResponseRecord, me: ProcessIdentity) -> bool:
     owner = ProcessIdentity.parse(record.owner) if record.owner else None
-    if owner is None or owner.host != me.host:
-        return False  # unknown owner, or another host's: not ours to judge
+    if owner is None or not me.sees_pids_of(owner):
+        return False  # unknown owner, or another host's (or PID namespace's): not ours
     return owner != me and not owner.is_alive()
 
 
