@@ -3,8 +3,9 @@ background run on A followed live from B (from the start and from the middle, th
 events) and cancelled from B; a resume past what A has logged refused by both; A killed
 mid-run and its run failed by B once A's lease expired, keeping the text A had logged; a
 chain continued alternately on A and B; one rate limit shared by both, answered in each
-frontend's shape, and one limit of concurrent requests. The real ``stateway serve``
-processes and the official SDKs."""
+frontend's shape, and one limit of concurrent requests; a WebSocket resume on B of a run
+A's socket streams told how it ends. The real ``stateway serve`` processes and the
+official SDKs."""
 
 from __future__ import annotations
 
@@ -442,3 +443,28 @@ async def test_b_stopping_ends_its_waits_on_a_in_their_error_shapes(
     ended = await a.responses.cancel(created.id)  # A heard B's signal, or hears this one
     assert ended.status == "cancelled"
     assert "Traceback" not in (tmp_path / "gateway.log").read_text()
+
+
+async def test_a_socket_resume_on_b_of_a_run_streamed_on_a_socket_of_a_is_told_how_it_ends(
+    pair: Replicas,
+) -> None:
+    """A WebSocket create's log is stored only when its socket stops streaming it: while
+    A's socket streams it to its end, B has no log to follow. A resume sent to B meanwhile
+    (the client reconnected through the balancer while A still holds its old socket) is
+    told so by an error frame once the run ends, instead of waiting on a silent socket."""
+    a, b = sdk(pair.a.url), sdk(pair.b.url)
+    async with a.responses.connect() as on_a:
+        await on_a.response.create(model=MODEL, input="[[slow:50]] [[words:40]]")
+        created = await on_a.recv()
+        assert created.type == "response.created"
+        async with b.responses.connect() as on_b:
+            await on_b.send(
+                {"type": "response.resume", "response_id": created.response.id, "starting_after": 0}
+            )
+            while (await on_a.recv()).type != "response.completed":
+                pass
+            told = await asyncio.wait_for(on_b.recv(), 15)
+    assert told.type == "error"
+    assert told.status == 400
+    assert (told.error.code, told.error.param) == ("unsupported_parameter", "stream")
+    assert f"GET /v1/responses/{created.response.id}" in told.error.message

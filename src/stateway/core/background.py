@@ -274,7 +274,7 @@ async def watch(
         if run.state.store and await store.get(principal.tenant_id, response_id) is None:
             raise ResponseNotFound(response_id)  # deleted while it runs
         if run.journal is None or not (run.state.background or command.replay):
-            raise _not_streamable(response_id, command.replay)
+            raise not_streamable(response_id, command.replay)
         if after >= len(run.events):
             raise beyond_log(after, len(run.events) - 1)
         if command.refuse_at_end and run.closed and after == len(run.events) - 1:
@@ -286,7 +286,7 @@ async def watch(
         raise ResponseNotFound(response_id)
     if not (log.background or command.replay) or (log.last < 0 and log.status not in UNFINISHED):
         # a response that ended with no log was never journaled
-        raise _not_streamable(response_id, command.replay)
+        raise not_streamable(response_id, command.replay)
     key = (principal.tenant_id, response_id)
     if unsaved is not None and ended is not None and log.status in UNFINISHED:
         return StoredWatch(store, key, _to_end(log, unsaved, ended.encode, after), after)
@@ -361,11 +361,13 @@ def _not_cancellable() -> InvalidRequest:
     )
 
 
-def _not_streamable(response_id: str, replay: bool) -> InvalidRequest:
+def not_streamable(response_id: str, replay: bool) -> InvalidRequest:
     """A watch of a response without an event log refused: over HTTP (``GET ?stream=true``)
     only a background response has one; a ``replay`` (a WebSocket ``response.resume``, a
     command id's retry) also finds the log of a command id's stream or of one a closed
-    WebSocket was streaming."""
+    WebSocket was streaming. A resume that followed another process's run whose log was
+    never stored (its socket there streamed it to its end) is told so at the run's end
+    (:mod:`stateway.surfaces.websocket.lane_requests`)."""
     if replay:
         message = (
             f"Response '{response_id}' has no event log to resume: only a background "

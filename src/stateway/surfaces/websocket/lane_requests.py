@@ -8,7 +8,11 @@ retry, or when the connection closes before all of it went out, for a resume:
 :mod:`.kept_logs`): the same JSON as the SSE stream's ``data:`` lines, from
 ``response.created`` at sequence number 0. A frame whose ``previous_response_id`` names
 a response this connection keeps (a checkpoint) runs on those items, stored or not. A
-``response.resume`` streams a run's log from a sequence number (``WatchResponse``). A
+``response.resume`` streams a run's log from a sequence number (``WatchResponse``); one
+whose watch ends without the terminal event (another process's run, followed through a
+log its socket there never stored, as it streamed the run to its end) gets the error frame
+of a response with no log to resume, as a socket has no end of stream to tell it that
+nothing follows. A
 create's response is its lane's steering target; steered, it may be followed on its lane
 by a successor, which starts as a request frame would: the credential checked again. A
 request's failure is its error frame on the lane (and a revoked or expired credential's
@@ -23,6 +27,7 @@ from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
+from stateway.core.background import not_streamable
 from stateway.core.errors import GatewayError, InternalError
 from stateway.core.principal import Principal
 from stateway.core.response import continuable
@@ -106,7 +111,9 @@ class LaneRequests:
             if isinstance(frame, ResumeFrame):
                 self._steering.begin(lane, None)
                 gateway = self._surface.gateway
-                await self._stream(lane, await gateway.execute(request.principal, frame.watch))
+                watch = frame.watch
+                if not await self._stream(lane, await gateway.execute(request.principal, watch)):
+                    raise not_streamable(watch.response_id, replay=True)  # it ended unseen
                 return
             successor = await self._create(lane, frame, request)
             while successor is not None:  # steered: the next response, on this lane
@@ -181,19 +188,24 @@ class LaneRequests:
             self._checkpoints.evict(continued.response_id, lane)
         return self._steering.finished(target, draining=self._surface.draining)
 
-    async def _stream(self, lane: LaneKey, watch: Watch) -> None:
+    async def _stream(self, lane: LaneKey, watch: Watch) -> bool:
+        """Stream ``watch`` on ``lane``; whether it ended as it should: with its terminal
+        event put, or the connection closed meanwhile."""
         outbox = self._outbox
         streaming = self.watches[lane] = Streaming(watch, isinstance(watch, LiveWatch))
+        ended = False
         try:
             batches = cast(AsyncGenerator[tuple[list[bytes], bool], None], watch.batches())
             async with aclosing(batches):
-                async for payloads, _ in batches:
+                async for payloads, last in batches:
                     streaming.held = sum(map(len, payloads))
                     for payload in payloads:
                         await outbox.room()
                         if outbox.closed:
-                            return
+                            return True
                         outbox.put(with_stream_id(payload, lane))
                         streaming.held -= len(payload)
+                    ended = ended or (last and bool(payloads))
         finally:
             del self.watches[lane]
+        return ended or outbox.closed
