@@ -1,7 +1,9 @@
 """Start-up recovery: only responses of a dead process of this host are marked failed."""
 
 import os
+import uuid
 from dataclasses import replace
+from pathlib import Path
 
 import orjson
 
@@ -158,6 +160,17 @@ async def test_a_background_log_gets_the_terminal_event_it_never_had() -> None:
     assert ("t", "deleted") not in store.events
     assert ("t", "foreground") not in store.events
     assert store.records["t", "deleted"].status == "failed"
+
+
+def test_a_pid_namespace_is_told_apart_from_another_machines() -> None:
+    """The initial PID namespace has the same inode on every Linux machine: two hosts of
+    one name (``localhost``) would share it. The boot id tells them apart."""
+    boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    inode = os.readlink("/proc/self/ns/pid").partition("[")[2].rstrip("]")
+    me = ProcessIdentity.current()
+    assert me.pid_namespace == f"{boot}:{inode}"
+    assert not me.sees_pids_of(replace(me, pid_namespace=f"{uuid.uuid4()}:{inode}"))
+    assert me.sees_pids_of(replace(me, pid=1))
 
 
 def test_identities_round_trip_through_their_stored_form() -> None:

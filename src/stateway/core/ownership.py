@@ -2,8 +2,9 @@
 
 Every in-progress row names its owner as ``HOST/PIDNS PID START``: START is the process's
 start time (clock ticks since boot, from ``/proc`` on Linux), so that a pid reused by
-another process is not mistaken for the owner, and PIDNS its PID namespace (the inode of
-``/proc/self/ns/pid``), in which alone its pid means anything: containers sharing the
+another process is not mistaken for the owner, and PIDNS its PID namespace (the machine's
+boot id and the inode of ``/proc/self/ns/pid``), in which alone its pid means anything:
+containers sharing the
 host's network (``docker run --network host``, Kubernetes' ``hostNetwork``) share its
 hostname, each with pids of its own. At start-up, before serving, :func:`fail_abandoned`
 marks ``failed`` (code ``server_restarted``, no ``completed_at``) every response left
@@ -65,8 +66,8 @@ class ProcessIdentity:
     started: str
     """The process's start time as the OS reports it; empty where it cannot be read."""
     pid_namespace: str = ""
-    """The inode of the process's PID namespace; empty where it cannot be read (and in
-    identities stored by older versions)."""
+    """The process's PID namespace (``BOOT:INODE``, see :func:`_pid_namespace`); empty
+    where it cannot be read (and in identities stored by older versions)."""
 
     @classmethod
     def current(cls) -> ProcessIdentity:
@@ -105,14 +106,17 @@ class ProcessIdentity:
 
 
 def _pid_namespace() -> str:
-    """The inode of this process's PID namespace (``/proc/self/ns/pid`` links to
-    ``pid:[INODE]``); empty without ``/proc``."""
+    """``BOOT:INODE``: this machine's boot id and the inode of this process's PID namespace
+    (``/proc/self/ns/pid`` links to ``pid:[INODE]``), the inode alone being the same for
+    the initial namespace of every Linux machine (two hosts of one name would share it);
+    empty without ``/proc``."""
     try:
         link = os.readlink(_PROC / "self" / "ns" / "pid")
+        boot = (_PROC / "sys" / "kernel" / "random" / "boot_id").read_text().strip()
     except OSError:
         return ""
     inode = link.partition("[")[2].rstrip("]")
-    return inode if inode.isdigit() else ""
+    return f"{boot}:{inode}" if inode.isdigit() and boot and " " not in boot else ""
 
 
 def _start_time(pid: int) -> str | None:
