@@ -13,7 +13,9 @@ import pytest
 
 from stateway.app import build_app, compile_generation, open_gateway
 from stateway.config import Overrides
+from stateway.core.commands import CreateResponse
 from stateway.core.errors import StorageReadOnly
+from stateway.core.principal import Principal
 from stateway.storage.sql import migrate
 from tests.storage.conftest import ReadOnly
 
@@ -64,3 +66,34 @@ async def test_a_read_only_postgres_with_its_key_starts_not_ready_then_recovers(
     assert "the database takes no writes: Storage failed while registering a run owner." in (
         caplog.text
     )
+
+
+async def test_a_run_stored_before_the_first_beat_registers_the_lease_first(
+    fresh_postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The database writable again, a stored run comes before any beat: this process's
+    lease is registered before the run's row naming it is stored, so that a survivor can
+    judge it should it die before its first beat."""
+    monkeypatch.setenv("STATEWAY_LEASE_TIMEOUT", "3600")  # no beat within the test
+    flags = Overrides(database=fresh_postgres_url, upstream="http://127.0.0.1:9/v1")
+    await migrate(fresh_postgres_url)
+    first = await open_gateway(compile_generation(flags), flags)  # stores the key
+    await first.store.aclose()
+
+    admin = await asyncpg.connect(fresh_postgres_url, timeout=5)
+    read_only = ReadOnly(admin)
+    await read_only.on()
+    parts = await open_gateway(compile_generation(flags), flags)
+    app = build_app(parts)
+    try:
+        async with app.router.lifespan_context(app):
+            await read_only.off()
+            command = CreateResponse(model="m", input=[], stream=True)
+            run = await parts.gateway.execute(Principal(), command)
+            await run.wait()  # its upstream refused: failed, once its row was stored
+            assert run.state.status == "failed"
+            assert await owners(fresh_postgres_url) == 1
+    finally:
+        await parts.store.aclose()
+        await read_only.off()
+        await admin.close()

@@ -94,7 +94,8 @@ class GatewayParts:
         process: :class:`~stateway.core.errors.StorageNotWritable`) does not stop the
         start: the gateway serves what needs no storing (``store: false``), its
         readiness fails naming why until a write lands, and its lease is registered by
-        the first beat the database takes (a dead process's responses left here are
+        the first beat the database takes, or before the first stored run's row naming
+        this process, whichever comes first (a dead process's responses left here are
         then failed by lease, as another host's are). An error line says so."""
         if self.recovered:
             return
@@ -200,6 +201,7 @@ def build_gateway(
             sealer,
             telemetry=telemetry,
             settler=settler,
+            lease=keeper,
         )
 
     results, signals = build_coordination(config.coordination)

@@ -35,7 +35,12 @@ would a dead process's. Removed, it would never be judged.
 
 A process that started on a database taking no writes (its registration refused:
 :meth:`LeaseKeeper.start_unregistered`) is registered by the first beat the database
-takes.
+takes, or before it stores a run's first unfinished row if that comes first (the loop
+awaits :meth:`LeaseKeeper.register` while ``registered`` is false): no stored row names
+an owner without a lease row, which no survivor would ever judge, so that its runs are
+failed should it die before its first beat. A run whose registration is refused fails as
+one whose row's write is refused does. Once registered, storing a run costs the test of
+that flag, no more.
 
 The start-up check of dead processes of the same host
 (:func:`~stateway.core.ownership.fail_abandoned`) stays: it ends those runs before
@@ -92,9 +97,14 @@ class LeaseKeeper:
         """Whether this process found its lease lapsed and has not yet checked its runs
         against the store (the check failed): it is made again at each beat until done."""
         self._task: asyncio.Task[None] | None = None
-        self._unregistered = False
-        """Whether this process's registration was refused as it started: the next beat
-        registers it (a row not found is not a lapse, then)."""
+        self.registered = True
+        """Whether this process's lease row is registered: always, but after
+        :meth:`start_unregistered` (its registration refused as it started) until the next
+        beat, or the next run to store its row, registers it (a row not found is not a
+        lapse, then). A row naming this process as its owner may be stored only while it
+        is (:meth:`register`)."""
+        self._registering = asyncio.Lock()
+        """One registration at a time: the runs storing their rows and the beat."""
 
     async def start(self) -> None:
         """Register this process (before it serves), then beat in the background."""
@@ -103,10 +113,22 @@ class LeaseKeeper:
 
     def start_unregistered(self) -> None:
         """Beat in the background, the first beat the database takes registering this
-        process: its registration was refused as it started (a database taking no
-        writes), and it serves meanwhile what needs no storing."""
-        self._unregistered = True
+        process (or a run storing its row first: :meth:`register`): its registration was
+        refused as it started (a database taking no writes), and it serves meanwhile what
+        needs no storing."""
+        self.registered = False
         self._task = asyncio.create_task(self._beat_forever())
+
+    async def register(self) -> None:
+        """Register this process's lease row, unless it is already: awaited before a run's
+        unfinished row naming this process is stored while it is not (the database took
+        no writes as it started), so that a survivor can judge it should it die before
+        its next beat. Raises :class:`~stateway.core.errors.StorageError` when the
+        database refuses it still (the run is refused, as its row's write would be)."""
+        async with self._registering:
+            if not self.registered:
+                await self._leases.register(self._me, self.timeout)
+                self.registered = True
 
     async def aclose(self) -> None:
         """Stop beating and remove this process's row: call once its runs have ended,
@@ -138,9 +160,8 @@ class LeaseKeeper:
         (whose runs were ended)."""
         began = self._clock()
         try:
-            if self._unregistered:
-                await self._leases.register(self._me, self.timeout)
-                self._unregistered = False
+            if not self.registered:
+                await self.register()
             elif not await self._leases.renew(self._me):
                 log.error(
                     "this process's lease had lapsed (another process judged it dead and "

@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+from collections.abc import Awaitable
 from dataclasses import replace
 from functools import partial
 
@@ -39,8 +40,9 @@ from stateway.core.compaction.view import unsealed_output
 from stateway.core.errors import GatewayError, InternalError
 from stateway.core.inference import PAUSED, InferenceRequest
 from stateway.core.items import CUSTOM_TOOL_CALL, FUNCTION_CALL, TOOL_SEARCH_CALL, Item
+from stateway.core.leases import LeaseKeeper
 from stateway.core.ownership import ProcessIdentity
-from stateway.core.ports import ConversationTurn, ResponseStore, Sealer
+from stateway.core.ports import ConversationTurn, ResponseRecord, ResponseStore, Sealer
 from stateway.core.reasoning import wrapped
 from stateway.core.response import STEERED_REASON, started_record
 from stateway.core.rounds import one_round
@@ -81,8 +83,12 @@ class Loop:
         sealer: Sealer | None = None,
         telemetry: Telemetry | None = None,
         settler: Settler | None = None,
+        lease: LeaseKeeper | None = None,
     ) -> None:
         self._store = store
+        self._lease = lease
+        """This process's lease, registered before a row naming it is stored (None: no
+        run is judged by its lease)."""
         self.settler = settler or Settler(store)
         """Stores, later, the failed end of a run whose final save failed (one for every
         generation's loop: the composition root gives them the same)."""
@@ -104,8 +110,21 @@ class Loop:
         assert state.conversation_id is not None
         record = started_record(state, run.stored_input, self._owner)
         record.turn = ConversationTurn(state.conversation_id, seen=seen)
-        await self._store.save(record)
+        await self._save_started(record)
         run.has_row = True
+
+    def _save_started(self, record: ResponseRecord) -> Awaitable[None]:
+        """The write of a run's unfinished row, which names this process its owner: once
+        this process's lease is registered, which it is but after a start on a database
+        taking no writes (:meth:`LeaseKeeper.register`). Registered, the write alone."""
+        lease = self._lease
+        if lease is None or lease.registered:
+            return self._store.save(record)
+        return self._registered_then_saved(lease, record)
+
+    async def _registered_then_saved(self, lease: LeaseKeeper, record: ResponseRecord) -> None:
+        await lease.register()
+        await self._store.save(record)
 
     async def execute(
         self,
@@ -127,7 +146,7 @@ class Loop:
             announce(run)
         elif state.store and stream:  # cancelled before it began too: announced once stored
             record = started_record(state, run.stored_input, self._owner)
-            row = asyncio.ensure_future(self._store.save(record))
+            row = asyncio.ensure_future(self._save_started(record))
             row.add_done_callback(partial(announce_once_durable, run))
             run.has_row = True
         else:  # no id leaves before the end: the response is written once, at the end
