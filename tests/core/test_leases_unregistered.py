@@ -130,7 +130,10 @@ async def test_a_run_whose_registration_is_refused_still_stores_no_row_naming_it
     run = await process.create(stream=True)
     await run.wait()
     assert seen == []
-    assert isinstance(run.error, StorageError)
+    assert isinstance(run.error, StorageError)  # told as a refused row's write is
+    assert run.error.message == "The response could not be stored."
+    assert run.state.error is not None
+    assert run.state.error["code"] == "storage_unavailable"
     assert not process.keeper.registered
     assert process.store.records == {}  # as when its row's write fails
     await process.keeper.aclose()
