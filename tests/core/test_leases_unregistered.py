@@ -37,8 +37,8 @@ LONG = 3600.0
 
 
 class Process:
-    """A gateway over ``store`` whose lease registration was refused as it started; the
-    database takes writes again when ``leases.fail`` is cleared."""
+    """A gateway whose lease registration was refused as it started; the database takes
+    writes again when ``leases.fail`` is cleared."""
 
     def __init__(self, gate: asyncio.Event | None = None) -> None:
         self.conversations = MemoryConversations()
@@ -51,8 +51,14 @@ class Process:
         router = Router([BackendEntry(self.backend, {}, catch_all=True)])
         owner = ProcessIdentity.parse(ME)
         loop = Loop(store, owner=owner, settler=Settler(store), lease=self.keeper)
-        runs = RunRegistry()
-        self.gateway = Gateway(store, router, loop, runs, conversations=self.conversations)
+        self.gateway = Gateway(
+            store,
+            router,
+            loop,
+            RunRegistry(),
+            conversations=self.conversations,
+            encoder=encode_event_json,
+        )
 
     async def start(self) -> None:
         self.leases.fail = True
@@ -106,6 +112,21 @@ async def test_a_run_stored_before_the_first_beat_is_judged_once_its_process_die
     assert (record.status, record.body["error"]["code"]) == ("failed", "server_restarted")
     gate.set()
     await run.wait()
+
+
+@pytest.mark.parametrize("fields", [{"stream": True}, {"background": True}])
+async def test_a_run_registers_its_process_before_its_row_is_stored(
+    fields: dict[str, object],
+) -> None:
+    process = Process()
+    await process.start()
+    process.leases.fail = False
+    seen = registered_when_stored(process)
+
+    run = await process.create(**fields)
+    await run.wait()
+    assert set(seen) == {True}  # a background run's: queued, then in progress
+    await process.keeper.aclose()
 
 
 async def test_a_conversation_turn_registers_its_process_before_it_takes_its_conversation() -> None:
