@@ -9,7 +9,7 @@ import logging
 import httpx2
 import pytest
 
-from stateway.mcp_session_logs import SessionIdMask, masked
+from stateway.mcp_session_logs import LOGGERS, SessionIdMask, mask_session_ids, masked
 from tests.surfaces.mcp.test_server import ACCEPT, ACME, answering, initialize, serving
 from tests.surfaces.mcp.test_sessions import OTHER, ending
 
@@ -63,3 +63,33 @@ def test_an_id_in_a_record_the_mask_does_not_know_is_masked_too() -> None:
     )
     assert SessionIdMask().filter(record)
     assert record.getMessage() == f"Session {masked(session)} resumed"
+
+
+def test_installing_the_mask_masks_each_sdk_logger_once_however_often_called(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Installed afresh (loggers as a new process has them): every one of the SDK's
+    loggers masks, and a second install does not mask the mask again."""
+    for name in LOGGERS:
+        monkeypatch.setattr(logging.getLogger(name), "filters", [])
+    mask_session_ids()
+    mask_session_ids()
+    session = "0123456789abcdef" * 2
+    caplog.set_level(logging.INFO)
+    for name in LOGGERS:
+        logging.getLogger(name).info("Terminating session: %s", session)
+    assert [(record.name, record.getMessage()) for record in caplog.records] == [
+        (name, f"Terminating session: {masked(session)}") for name in LOGGERS
+    ]
+
+
+def test_an_id_no_codec_can_encode_is_masked_without_raising() -> None:
+    """The mask runs inside the SDK's logging calls: whatever a record holds, it must not
+    raise there."""
+    session = "abc\udcff"  # a lone surrogate: no UTF-8
+    record = logging.LogRecord(
+        "mcp.server.streamable_http", logging.INFO, __file__, 1, "Terminating session: %s",
+        (session,), None,
+    )  # fmt: skip
+    assert SessionIdMask().filter(record)
+    assert record.getMessage() == f"Terminating session: {masked(session)}"
