@@ -4,6 +4,7 @@ real server (its scripts, atomic on the server), on an injected clock for its le
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -164,6 +165,9 @@ async def test_redis_slots_let_requests_through_while_redis_is_down(
             assert asked == 1, "not asked again until a probe is answered"
         warnings = [r for r in caplog.records if "letting requests through" in r.message]
         assert len(warnings) == 1, "one warning per outage"
+        told = warnings[0].getMessage()
+        assert told.startswith("concurrent requests: redis: "), "the limit and Redis's own words"
+        assert "127.0.0.1:1" in told
         assert slots.held == 0
     finally:
         await slots.aclose()
@@ -180,10 +184,11 @@ async def test_a_process_renews_its_slots_every_third_of_a_lease(process: Proces
 
 @pytest.mark.redis
 async def test_renewing_goes_on_after_a_renewal_fails_for_a_reason_not_redis(
-    process: Process, monkeypatch: pytest.MonkeyPatch
+    process: Process, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """One renewal raising what is no Redis error (a bug) must not stop the renewals
-    for good, which would let every held slot run out and the limit go unenforced."""
+    for good, which would let every held slot run out and the limit go unenforced; the
+    bug is logged, with its traceback."""
     holder, other = process(lease=0.3), process(lease=0.3)
     renew, failed = holder.renew, []
 
@@ -198,6 +203,10 @@ async def test_renewing_goes_on_after_a_renewal_fails_for_a_reason_not_redis(
     await asyncio.sleep(0.75)  # the time itself is what is tested: 2.5 leases
     assert failed
     assert await other.take("k", 1) is None
+    (logged,) = [r for r in caplog.records if r.exc_info is not None]
+    assert logged.getMessage() == "concurrent requests: renewing the slots' leases failed"
+    assert logged.exc_info[1] is not None
+    assert str(logged.exc_info[1]) == "a bug"
 
 
 @pytest.mark.redis
@@ -254,3 +263,42 @@ async def test_a_slot_whose_give_back_failed_is_free_to_its_process_once_redis_i
     await asyncio.wait(slots._removing)
     slots._redis.zrem = zrem  # type: ignore[method-assign]
     assert await slots.take("k", 1) is not None
+
+
+@pytest.mark.redis
+async def test_a_renewal_redis_fails_lets_requests_through_naming_the_cause(
+    process: Process, clock: Clock, caplog: pytest.LogCaptureFixture
+) -> None:
+    slots = process(clock=clock)
+    assert await slots.take("k", 1) is not None
+
+    async def failing(**kwargs: Any) -> Any:
+        raise RedisConnectionError("blinked")
+
+    slots._renew = failing  # type: ignore[assignment]
+    with caplog.at_level(logging.WARNING):
+        await slots.renew()
+    assert [r.getMessage() for r in caplog.records] == [
+        "concurrent requests: redis: blinked; letting requests through"
+    ]
+    slot = await slots.take("k", 1)
+    assert slot is not None
+    assert not slot.held, "let through, not asked, while Redis is away"
+
+
+@pytest.mark.redis
+async def test_a_principals_slots_are_one_sorted_set_at_the_documented_key(
+    redis_url: str, clock: Clock
+) -> None:
+    """Replicas share a principal's slots by its key alone, whichever version each runs."""
+    prefix = f"test:{uuid.uuid4().hex}:"
+    slots, reader = RedisRequestSlots(connect(redis_url), prefix, clock=clock), connect(redis_url)
+    try:
+        assert await slots.take("principal", 2) is not None
+        assert await slots.take("principal", 2) is not None
+        keys = await reader.keys(prefix + "*")
+        assert keys == [f"{prefix}slots:{hashlib.sha256(b'principal').hexdigest()}".encode()]
+        assert await reader.zcard(keys[0]) == 2
+    finally:
+        await slots.aclose()
+        await reader.aclose()

@@ -5,6 +5,7 @@ Redis one against the real server (its script, atomic on the server)."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import uuid
 from collections.abc import AsyncIterator
@@ -117,5 +118,23 @@ async def test_redis_buckets_let_requests_through_while_redis_is_down(
             assert asked == 1, "not asked again until a probe is answered"
         warnings = [r for r in caplog.records if "letting requests through" in r.message]
         assert len(warnings) == 1, "one warning per outage"
+        told = warnings[0].getMessage()
+        assert told.startswith("rate limits: redis: "), "the limit and Redis's own words"
+        assert "127.0.0.1:1" in told
     finally:
         await buckets.aclose()
+
+
+@pytest.mark.redis
+async def test_a_bucket_is_one_hash_at_the_documented_key(redis_url: str, clock: Clock) -> None:
+    """Replicas share a key's bucket by the key alone, whichever version each runs."""
+    prefix = f"test:{uuid.uuid4().hex}:"
+    buckets, reader = RedisTokenBuckets(connect(redis_url), prefix, clock=clock), connect(redis_url)
+    try:
+        assert await buckets.take("principal", 60, 1, 1) == 0.0
+        keys = await reader.keys(prefix + "*")
+        assert keys == [f"{prefix}rate:{hashlib.sha256(b'principal').hexdigest()}".encode()]
+        assert float(await reader.hget(keys[0], "level")) == 59.0
+    finally:
+        await buckets.aclose()
+        await reader.aclose()
