@@ -18,6 +18,7 @@ from starlette.types import Receive, Scope, Send
 from stateway.core.tools.ports import McpServer, McpTransport, ToolError, ToolFailure
 from stateway.mcp_client.failures import classify, masked
 from stateway.mcp_client.pool import PooledMcpClient
+from stateway.redaction import RUN
 from tests.support.mcp_server import (
     RunningMcpServer,
     hanging_server,
@@ -231,3 +232,10 @@ def test_only_header_values_long_enough_to_be_credentials_are_masked() -> None:
     shown = masked(ToolFailure(error), server).error
     assert shown.message == "version 2 is on, but *** was refused"
     assert shown.content == [{"type": "text", "text": shown.message}]
+
+
+def test_a_header_value_of_exactly_the_shortest_credential_length_is_masked() -> None:
+    key = "k" * RUN
+    server = McpServer("docs", "http://mcp.test/mcp", (("X-Key", key),))
+    error = ToolError.execution([], f"the key {key} was refused")
+    assert masked(ToolFailure(error), server).error.message == "the key *** was refused"

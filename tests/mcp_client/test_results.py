@@ -1,0 +1,49 @@
+"""A ``tools/call`` result as the model reads it, and as a failure when the tool reported an
+error (``isError``): in memory, the SDK's result types built here."""
+
+from __future__ import annotations
+
+import mcp_types as types
+import pytest
+
+from stateway.core.tools.ports import ToolError, ToolFailure
+from stateway.mcp_client.results import checked_text, result_text
+
+TALLY = {"count": 3}
+
+
+def result(
+    *texts: str, structured: dict[str, int] | None = None, error: bool = False
+) -> types.CallToolResult:
+    return types.CallToolResult(
+        content=[types.TextContent(text=text) for text in texts],
+        structured_content=structured,
+        is_error=error,
+    )
+
+
+def test_content_is_read_before_the_structured_copy_beside_it() -> None:
+    """Tools returning structured content send its text in ``content`` too (the MCP
+    specification asks it of them): the model reads the content."""
+    assert result_text(result("3 items", structured=TALLY)) == "3 items"
+    assert result_text(result(structured=TALLY)) == '{"count":3}'
+
+
+@pytest.mark.parametrize(
+    ("reported", "error"),
+    [
+        (
+            result("the disk is full", structured=TALLY, error=True),
+            ToolError.execution([{"type": "text", "text": "the disk is full"}], "the disk is full"),
+        ),
+        (result(structured=TALLY, error=True), ToolError.execution(TALLY, '{"count":3}')),
+        (result(error=True), ToolError.execution([], "the tool reported an error")),
+    ],
+    ids=["content", "structured-only", "nothing"],
+)
+def test_an_error_result_fails_with_its_content_or_else_its_structured_content(
+    reported: types.CallToolResult, error: ToolError
+) -> None:
+    with pytest.raises(ToolFailure) as failure:
+        checked_text(reported)
+    assert failure.value.error == error
