@@ -12,6 +12,7 @@ import pytest
 from aiohttp import ClientResponse
 
 from stateway.core.tools.ports import SearchHit, SearchQuery, ToolError, ToolFailure
+from stateway.search import build_search_provider
 from stateway.search.brave import BraveProvider, from_brave
 from stateway.search.tavily import TavilyProvider
 from stateway.search.transport import _read_capped
@@ -129,3 +130,18 @@ def test_brave_results_without_a_url_are_skipped() -> None:
         }
     }
     assert from_brave(answer) == [SearchHit("kept", "https://example.com/", "d")]
+
+
+async def test_the_key_is_read_from_the_process_environment_by_default(
+    fake: FakeSearch, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As the gateway builds its tools: no environment passed."""
+    for name, value in fake.environ("brave").items():
+        monkeypatch.setenv(name, value)
+    provider = build_search_provider(fake.config("brave"))
+    assert provider is not None
+    try:
+        await provider.search(SearchQuery("q"))
+    finally:
+        await provider.aclose()
+    assert fake.queries[-1].headers["X-Subscription-Token"] == fake.api_key
