@@ -131,7 +131,7 @@ def _serve(
 
     async def serve() -> None:
         from stateway.app import build_app, open_gateway
-        from stateway.app.upstream_check import check_upstreams
+        from stateway.app.upstream_check import check_generation
 
         await migrate(config.database_url)
         parts = await open_gateway(compiled, flags)
@@ -176,10 +176,10 @@ def _serve(
         _describe(config, sys.stdout, beyond_loopback=warning is not None)
         announcement = f"stateway {__version__} listening on {socket_url(sock)}"
         server = AnnouncingServer(uvicorn_config, announcement, drain=drain)
-        with parts.gateway.generations.lease() as generation:
-            backends = generation.router.backends
+        generations = parts.gateway.generations
         urls = {backend.name: backend.shown_url for backend in config.backends}
-        check = asyncio.create_task(check_upstreams(backends, urls))  # beside serving
+        # Beside serving, leasing its generation: a SIGHUP meanwhile leaves its pools open.
+        check = asyncio.create_task(check_generation(generations, generations.acquire(), urls))
         try:
             await server.serve(sockets=[sock])
         finally:

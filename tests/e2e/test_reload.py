@@ -25,6 +25,7 @@ from stateway.launch import GATEWAY_ANNOUNCEMENT, child_env
 from tests.e2e.configured import RunningGateway
 from tests.e2e.reloading import ADMIN_KEY, admin, await_status, marker, sdk, serving, sighup, status
 from tests.e2e.routing import fake_log, fake_requests
+from tests.support.mcp_server import hanging_server
 
 STREAM_PACE_MS = 80
 """``[[slow]]`` of the streams under load: 25 words take about two seconds upstream, so
@@ -109,6 +110,19 @@ def test_a_broken_file_keeps_the_last_good_generation(
         sighup(gateway, tmp_path, routes(second_upstream, "fixed-model"))
         fixed = await_status(gateway, lambda s: s["generation"] == 2)
         assert fixed["last_error"] is None
+
+
+def test_a_reload_while_the_start_up_check_waits_keeps_its_pools_open(tmp_path: Path) -> None:
+    """The start-up check of the upstreams (``GET /models``, beside serving) holds
+    generation 1 until it ends: a ``SIGHUP`` while it waits on a slow model server does not
+    close the pool it asks through, which would warn that the upstream failed."""
+    with hanging_server() as url:
+        text = routes(url.removesuffix("/mcp") + "/v1", "model")
+        with serving(tmp_path, text) as gateway:
+            sighup(gateway, tmp_path, text)
+            reloaded = await_status(gateway, lambda s: s["generation"] == 2)
+            assert reloaded["retiring"] == [1]  # the check still asks
+            assert "failed at start-up" not in gateway.log.read_text()
 
 
 def test_a_reloads_outcome_shows_in_the_metrics(tmp_path: Path, fake_upstream: str) -> None:

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 
 from stateway.core.backend import Backend
 from stateway.core.errors import GatewayError
+from stateway.core.generations import Generation, Generations
 
 log = logging.getLogger("stateway.upstreams")
 
@@ -24,6 +25,17 @@ NOT_FOUND_HINT = (
     "is the URL the API's base, with its version path? vLLM, SGLang, llama.cpp, Ollama and "
     "LM Studio serve theirs at http://HOST:PORT/v1"
 )
+
+
+async def check_generation(
+    generations: Generations, generation: Generation, urls: Mapping[str, str]
+) -> None:
+    """:func:`check_upstreams` over ``generation``'s backends, giving back its lease (taken
+    by the caller) once done: a reload meanwhile closes no pool the check asks through."""
+    try:
+        await check_upstreams(generation.router.backends, urls)
+    finally:
+        generations.release(generation)
 
 
 async def check_upstreams(backends: Sequence[Backend], urls: Mapping[str, str]) -> None:
