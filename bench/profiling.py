@@ -35,6 +35,7 @@ _PLUMBING_FILES = frozenset(
         "<frozen runpy>",
         "stateway/__main__.py",
         "stateway/cli.py",
+        "stateway/subcommands.py",
         "uvloop/__init__.py",
         "asyncio/runners.py",
         "threading.py",

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from stateway import __version__, cli
+from stateway import __version__, cli, subcommands
 from stateway.config import Overrides, load_config
 from stateway.fake_upstream.launch import start_fake_upstream
 from stateway.launch import child_env, launch, start_announced
@@ -299,8 +299,8 @@ def test_insecure_no_auth_serves_a_public_address_with_a_warning_about_auth(
         bound.append(host)
         raise OSError(errno.EADDRNOTAVAIL, "not bound in tests")
 
-    monkeypatch.setattr(cli, "bind_socket", bind)
-    monkeypatch.setattr(cli, "configure_logging", lambda form, level: None)  # keep caplog's
+    monkeypatch.setattr(subcommands, "bind_socket", bind)
+    monkeypatch.setattr(subcommands, "configure_logging", lambda form, level: None)  # keep caplog's
     database = f"sqlite:///{tmp_path}/x.db"
 
     with caplog.at_level(logging.WARNING, logger="stateway"):
@@ -381,8 +381,8 @@ def test_the_start_up_description_says_when_no_auth_serves_beyond_loopback() -> 
     config = load_config(Overrides(host="0.0.0.0"), {})
     exposed, bound = io.StringIO(), io.StringIO()
 
-    cli._describe(config, exposed, beyond_loopback=True)
-    cli._describe(config, bound)
+    subcommands._describe(config, exposed, beyond_loopback=True)
+    subcommands._describe(config, bound)
 
     assert "loopback only" not in exposed.getvalue()
     assert "any address: --insecure-no-auth" in exposed.getvalue()
@@ -395,7 +395,7 @@ def test_the_start_up_description_masks_an_upstream_urls_password() -> None:
     flags = Overrides(upstream="http://ops:s3cret-pass@127.0.0.1:9/v1")
     out = io.StringIO()
 
-    cli._describe(load_config(flags, {}), out)
+    subcommands._describe(load_config(flags, {}), out)
 
     assert "s3cret-pass" not in out.getvalue()
     assert "upstream default: http://ops:***@127.0.0.1:9/v1 (chat API; every model)" in (
@@ -545,7 +545,7 @@ def test_the_start_up_description_shows_redis_rate_limits_and_retention() -> Non
     }
     out = io.StringIO()
 
-    cli._describe(load_config(Overrides(), env), out)
+    subcommands._describe(load_config(Overrides(), env), out)
 
     lines = out.getvalue().splitlines()
     assert "s3cret-pass" not in out.getvalue()
@@ -560,7 +560,7 @@ def test_the_start_up_description_leaves_out_what_is_not_set() -> None:
     env = {"STATEWAY_TOKENS_PER_MINUTE": "500"}
     out = io.StringIO()
 
-    cli._describe(load_config(Overrides(), env), out)
+    subcommands._describe(load_config(Overrides(), env), out)
 
     assert "rate limits per principal: 500 tokens/min" in out.getvalue().splitlines()
     assert "redis" not in out.getvalue()
@@ -583,7 +583,7 @@ def test_the_start_up_description_masks_a_redis_password_however_given(
 ) -> None:
     out = io.StringIO()
 
-    cli._describe(load_config(Overrides(), {"STATEWAY_REDIS_URL": url}), out)
+    subcommands._describe(load_config(Overrides(), {"STATEWAY_REDIS_URL": url}), out)
 
     assert f"redis: {shown} (key prefix 'stateway:')" in out.getvalue().splitlines()
 

@@ -21,7 +21,7 @@ import pytest
 from openai import AsyncOpenAI
 
 from stateway.fake_upstream.launch import start_fake_upstream
-from stateway.launch import GATEWAY_ANNOUNCEMENT, child_env
+from stateway.launch import GATEWAY_ANNOUNCEMENT, child_env, launch
 from tests.e2e.configured import RunningGateway
 from tests.e2e.reloading import ADMIN_KEY, admin, await_status, marker, sdk, serving, sighup, status
 from tests.e2e.routing import fake_log, fake_requests
@@ -147,6 +147,38 @@ def config_metrics(gateway: RunningGateway) -> dict[str, int]:
         "successful": int(float(values["stateway_config_last_reload_successful"])),
         "restart": int(float(values["stateway_config_restart_required"])),
     }
+
+
+HANGUP_WHILE_IMPORTING = """
+import os, signal, sys
+
+class Hangup:  # a SIGHUP as the command imports its configuration's modules
+    def find_spec(self, name, path=None, target=None):
+        if name == "stateway.config":
+            sys.meta_path.remove(self)
+            os.kill(os.getpid(), signal.SIGHUP)
+
+sys.meta_path.insert(0, Hangup())
+from stateway.cli import main
+sys.exit(main())
+"""
+
+
+def test_a_sighup_while_the_command_is_still_importing_is_a_reload_once_serving(
+    tmp_path: Path, second_upstream: str
+) -> None:
+    """Importing what ``stateway serve`` runs takes a second or so on a busy host: a
+    ``SIGHUP`` in that time (README's ``pkill -HUP``) does not end the process either."""
+    config = tmp_path / "stateway.toml"
+    config.write_text(routes(second_upstream, "new-model"))
+    command = [
+        sys.executable, "-c", HANGUP_WHILE_IMPORTING, "serve", "--port", "0",
+        "--config", str(config), "--database", f"sqlite:///{tmp_path / 'gateway.db'}",
+    ]  # fmt: skip
+    env = {"STATEWAY_ADMIN_KEY": ADMIN_KEY}
+    with launch(command, GATEWAY_ANNOUNCEMENT, env=env, timeout=60) as launched:
+        gateway = RunningGateway(launched.url, launched.pid, tmp_path / "none.log", config)
+        assert await_status(gateway, lambda s: s["generation"] == 2)["last_error"] is None
 
 
 def test_a_sighup_while_starting_up_is_a_reload_once_serving(
