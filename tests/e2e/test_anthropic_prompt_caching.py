@@ -201,3 +201,32 @@ def test_a_messages_clients_marks_on_its_tools_reach_the_upstream(
             ("memory", HOUR),
         ]
         assert block_marks(body) == [("Tool loaded: f", AUTOMATIC)]
+
+
+def test_a_messages_clients_marks_are_kept_within_anthropics_rules(
+    fake_upstream: str, tmp_path: Path
+) -> None:
+    """A Messages client's own marks go on as they came, but within the rules Anthropic
+    refuses a request for breaking (as the gateway keeps a thread's, whose earlier turns'
+    marks add up): past four, the earliest message marks are dropped; a shorter mark
+    before an hour's lasts the hour too. The fake refuses what Anthropic refuses."""
+    with (
+        configured_gateway(tmp_path, {"url": fake_upstream, "api": "anthropic"}) as gateway,
+        Anthropic(base_url=gateway.url, api_key="k", max_retries=0) as claude,
+    ):
+        texts = ["rules k1", "a k1", "b k1", "c k1"]
+        marked: Any = [{"type": "text", "text": t, "cache_control": AUTOMATIC} for t in texts]
+        marked[-1]["cache_control"] = HOUR
+        claude.messages.create(
+            model=MODEL,
+            max_tokens=100,
+            system=[{"type": "text", "text": "system k1", "cache_control": AUTOMATIC}],
+            messages=[{"role": "user", "content": marked}],
+        )
+        body = sent(fake_upstream, "system k1")
+        assert block_marks(body) == [
+            ("system k1", HOUR),
+            ("a k1", HOUR),
+            ("b k1", HOUR),
+            ("c k1", HOUR),
+        ]
