@@ -301,6 +301,23 @@ def test_reasoning_goes_back_with_its_own_upstreams_seal_only() -> None:
     assert sent(SEALED_BY_RESPONSES + "gAAAA-blob", ours)["encrypted_content"] == "gAAAA-blob"
 
 
+def test_reasoning_that_carries_nothing_for_the_upstream_is_not_sent() -> None:
+    """Another upstream's seal with no text (a foreign ``redacted_thinking``, a blob of
+    another backend hidden as OpenAI hides its reasoning) would reach the upstream as a
+    bare reasoning item: nothing for the model, and an id hosted OpenAI looks up and
+    refuses with ``store: false`` (``Item with id 'rs_...' not found``)."""
+    bare = {"type": "reasoning", "summary": [], "content": []}
+    items: list[Item] = [
+        {"id": "msg_1", "type": "message", "role": "user", "content": "hi"},
+        {**bare, "id": "rs_1", "encrypted_content": REDACTED + "data"},
+        {**bare, "id": "rs_2", "encrypted_content": responses_maker("b") + "gAAAA"},
+        {**bare, "id": "rs_3", "encrypted_content": SEALED_BY_RESPONSES + "gAAAA"},
+    ]
+    request = InferenceRequest("m", None, items, GenerationSettings(), stream=True)
+    sent = to_upstream(request, responses_maker("a"))["input"]
+    assert [item["id"] for item in sent] == ["msg_1", "rs_3"]  # its own blob goes back
+
+
 def test_a_backends_blobs_carry_its_prefix() -> None:
     maker = responses_maker("openai")
     hidden = {"type": "reasoning", "summary": [], "content": [], "encrypted_content": "gAAAA"}

@@ -12,7 +12,7 @@ the ``shell`` and ``apply_patch`` tools and their items, are sent untouched.
 Reasoning's ``encrypted_content`` is always asked for (``include``). A reasoning item
 sealed by a Responses upstream is sent back as that upstream gave it (its summary and
 blob, without the text read from it); another upstream's seal (an Anthropic signature) is
-not sent.
+not sent, nor a reasoning item left with nothing but its id.
 """
 
 from __future__ import annotations
@@ -36,8 +36,9 @@ def to_upstream(request: InferenceRequest, maker: str = SEALED_BY_RESPONSES) -> 
     body: dict[str, Any] = {
         "model": request.model,
         "input": [
-            _item(item, maker)
+            sent
             for item in model_items(request.items, client_hosted.ITEM_TYPES, request.names)
+            if not _bare(sent := _item(item, maker))
         ],
         "store": False,
         "stream": request.stream,
@@ -119,6 +120,16 @@ def _reasoning(item: Item, maker: str) -> Item:
     if blob is None:
         return {k: v for k, v in item.items() if k != "encrypted_content"}
     return {**item, "content": [], "encrypted_content": blob}
+
+
+def _bare(item: Item) -> bool:
+    """Whether ``item`` is reasoning with nothing left for this upstream (another's seal
+    and no text: a foreign ``redacted_thinking``): not sent, a bare reasoning item being
+    an id hosted OpenAI looks up, and refuses with ``store: false``."""
+    if item.get("type") != "reasoning" or "encrypted_content" in item:
+        return False
+    parts = [*(item.get("summary") or ()), *(item.get("content") or ())]
+    return not any(isinstance(part, dict) and part.get("text") for part in parts)
 
 
 def _messages_only(part: Any) -> bool:
