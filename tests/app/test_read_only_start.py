@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import asyncpg
 import pytest
 
-from stateway.app import build_app, compile_generation, open_gateway
+from stateway.app import GatewayParts, build_app, compile_generation, open_gateway
 from stateway.config import Overrides
 from stateway.core.commands import CreateResponse
 from stateway.core.errors import StorageReadOnly
@@ -31,38 +33,46 @@ async def owners(database_url: str) -> int:
     return count
 
 
-async def test_a_read_only_postgres_with_its_key_starts_not_ready_then_recovers(
-    fresh_postgres_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
-) -> None:
-    monkeypatch.setenv("STATEWAY_LEASE_TIMEOUT", "0.3")
-    flags = Overrides(database=fresh_postgres_url, upstream="http://127.0.0.1:9/v1")
-    await migrate(fresh_postgres_url)
+@asynccontextmanager
+async def started_read_only(database_url: str) -> AsyncIterator[tuple[GatewayParts, ReadOnly]]:
+    """A gateway started on ``database_url`` made read-only, its key stored by an earlier
+    start, serving (its lifespan entered); the database is writable again on exit."""
+    flags = Overrides(database=database_url, upstream="http://127.0.0.1:9/v1")
+    await migrate(database_url)
     first = await open_gateway(compile_generation(flags), flags)  # stores the key
     await first.store.aclose()
 
-    admin = await asyncpg.connect(fresh_postgres_url, timeout=5)
+    admin = await asyncpg.connect(database_url, timeout=5)
     read_only = ReadOnly(admin)
     await read_only.on()
     parts = await open_gateway(compile_generation(flags), flags)
     app = build_app(parts)
     try:
-        with caplog.at_level(logging.ERROR):
-            async with app.router.lifespan_context(app):
-                with pytest.raises(StorageReadOnly):
-                    await parts.store.ping()
-                assert await owners(fresh_postgres_url) == 0
-
-                await read_only.off()
-                await parts.store.ping()  # a probe: ready again
-                for _ in range(200):  # the next beat registers this process's lease
-                    if await owners(fresh_postgres_url):
-                        break
-                    await asyncio.sleep(0.05)
-                assert await owners(fresh_postgres_url) == 1
+        async with app.router.lifespan_context(app):
+            yield parts, read_only
     finally:
         await parts.store.aclose()
         await read_only.off()
         await admin.close()
+
+
+async def test_a_read_only_postgres_with_its_key_starts_not_ready_then_recovers(
+    fresh_postgres_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv("STATEWAY_LEASE_TIMEOUT", "0.3")
+    with caplog.at_level(logging.ERROR):
+        async with started_read_only(fresh_postgres_url) as (parts, read_only):
+            with pytest.raises(StorageReadOnly):
+                await parts.store.ping()
+            assert await owners(fresh_postgres_url) == 0
+
+            await read_only.off()
+            await parts.store.ping()  # a probe: ready again
+            for _ in range(200):  # the next beat registers this process's lease
+                if await owners(fresh_postgres_url):
+                    break
+                await asyncio.sleep(0.05)
+            assert await owners(fresh_postgres_url) == 1
     assert "the database takes no writes: Storage failed while registering a run owner." in (
         caplog.text
     )
@@ -75,25 +85,10 @@ async def test_a_run_stored_before_the_first_beat_registers_the_lease_first(
     lease is registered before the run's row naming it is stored, so that a survivor can
     judge it should it die before its first beat."""
     monkeypatch.setenv("STATEWAY_LEASE_TIMEOUT", "3600")  # no beat within the test
-    flags = Overrides(database=fresh_postgres_url, upstream="http://127.0.0.1:9/v1")
-    await migrate(fresh_postgres_url)
-    first = await open_gateway(compile_generation(flags), flags)  # stores the key
-    await first.store.aclose()
-
-    admin = await asyncpg.connect(fresh_postgres_url, timeout=5)
-    read_only = ReadOnly(admin)
-    await read_only.on()
-    parts = await open_gateway(compile_generation(flags), flags)
-    app = build_app(parts)
-    try:
-        async with app.router.lifespan_context(app):
-            await read_only.off()
-            command = CreateResponse(model="m", input=[], stream=True)
-            run = await parts.gateway.execute(Principal(), command)
-            await run.wait()  # its upstream refused: failed, once its row was stored
-            assert run.state.status == "failed"
-            assert await owners(fresh_postgres_url) == 1
-    finally:
-        await parts.store.aclose()
+    async with started_read_only(fresh_postgres_url) as (parts, read_only):
         await read_only.off()
-        await admin.close()
+        command = CreateResponse(model="m", input=[], stream=True)
+        run = await parts.gateway.execute(Principal(), command)
+        await run.wait()  # its upstream refused: failed, once its row was stored
+        assert run.state.status == "failed"
+        assert await owners(fresh_postgres_url) == 1

@@ -663,8 +663,9 @@ def statuses(run: Run) -> list[tuple[str, str]]:
 QUEUED = [("response.created", "queued"), ("response.queued", "queued")]
 
 
-async def test_a_background_run_is_queued_until_its_first_call_is_seated() -> None:
-    backend = ScriptedBackend(script("a"), gate=asyncio.Event())
+async def queued(backend: ScriptedBackend) -> tuple[Gateway, Run, MemoryStore, list[str]]:
+    """A background run on ``backend``, held before its call is seated (announced), with
+    its store and the statuses saved there."""
     backend.seat = asyncio.Event()
     saved: list[str] = []
     store = MemoryStore(on_save=lambda r: saved.append(r.status))
@@ -672,6 +673,12 @@ async def test_a_background_run_is_queued_until_its_first_call_is_seated() -> No
     run = await create(gateway, background=True)
     await backend.started.wait()
     await run.announced()
+    return gateway, run, store, saved
+
+
+async def test_a_background_run_is_queued_until_its_first_call_is_seated() -> None:
+    backend = ScriptedBackend(script("a"), gate=asyncio.Event())
+    gateway, run, store, saved = await queued(backend)
 
     assert statuses(run) == QUEUED
     assert (await gateway.execute(ME, GetResponse(run.id))).status == "queued"
@@ -688,14 +695,7 @@ async def test_a_background_run_is_queued_until_its_first_call_is_seated() -> No
 
 
 async def test_a_queued_run_is_cancelled_without_ever_starting() -> None:
-    backend = ScriptedBackend(script("a"))
-    backend.seat = asyncio.Event()
-    saved: list[str] = []
-    store = MemoryStore(on_save=lambda r: saved.append(r.status))
-    gateway = gateway_for(backend, store)
-    run = await create(gateway, background=True)
-    await backend.started.wait()
-    await run.announced()
+    gateway, run, _, saved = await queued(ScriptedBackend(script("a")))
 
     cancelled = await gateway.execute(ME, CancelResponse(run.id))
 

@@ -131,11 +131,13 @@ def test_a_chat_client_declaring_a_custom_tool_gets_its_custom_call(client: Open
     assert "patched" in (answer.choices[0].message.content or "")
 
 
-def test_a_chat_client_streaming_gets_the_custom_call(client: OpenAI) -> None:
+def streamed_calls(client: OpenAI, content: str) -> tuple[list[dict[str, Any]], str | None]:
+    """The tool call fragments a Chat client streaming ``content`` is given, and its
+    finish reason."""
     chunks = list(
         client.chat.completions.create(
             model=MODEL,
-            messages=[{"role": "user", "content": DIRECTIVE}],
+            messages=[{"role": "user", "content": content}],
             tools=[CHAT_APPLY_PATCH],  # type: ignore[list-item]
             stream=True,
         )
@@ -146,12 +148,17 @@ def test_a_chat_client_streaming_gets_the_custom_call(client: OpenAI) -> None:
         if chunk.choices
         for fragment in chunk.choices[0].delta.tool_calls or ()
     ]
+    return fragments, chunks[-1].choices[0].finish_reason
+
+
+def test_a_chat_client_streaming_gets_the_custom_call(client: OpenAI) -> None:
+    fragments, finish_reason = streamed_calls(client, DIRECTIVE)
     assert fragments[0]["type"] == "custom"
     assert fragments[0]["custom"]["name"] == "apply_patch"
     assert {f["index"] for f in fragments} == {0}
     assert not any(f.get("function") for f in fragments)
     assert "".join(f["custom"]["input"] or "" for f in fragments) == PATCH
-    assert chunks[-1].choices[0].finish_reason == "tool_calls"
+    assert finish_reason == "tool_calls"
 
 
 WHOLE_CALL: dict[str, Any] = {
@@ -214,20 +221,7 @@ def test_the_sdks_stream_reads_a_custom_call_given_whole(client: OpenAI) -> None
 
 @RESPONSES_UPSTREAMS
 def test_a_chat_client_streaming_gets_a_custom_call_given_whole(client: OpenAI) -> None:
-    chunks = list(
-        client.chat.completions.create(
-            model=MODEL,
-            messages=[{"role": "user", "content": WHOLE}],
-            tools=[CHAT_APPLY_PATCH],  # type: ignore[list-item]
-            stream=True,
-        )
-    )
-    fragments = [
-        fragment.model_dump()
-        for chunk in chunks
-        if chunk.choices
-        for fragment in chunk.choices[0].delta.tool_calls or ()
-    ]
+    fragments, finish_reason = streamed_calls(client, WHOLE)
     assert fragments[0]["custom"]["name"] == "apply_patch"
     assert "".join(f["custom"]["input"] or "" for f in fragments) == PATCH
-    assert chunks[-1].choices[0].finish_reason == "tool_calls"
+    assert finish_reason == "tool_calls"
