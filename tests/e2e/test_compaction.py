@@ -321,7 +321,9 @@ def test_hidden_reasoning_continues_from_its_upstreams_seal(
         answer = client.responses.create(
             model=MODEL, input=[user("hi"), as_made, user("[[echo]]")], store=False
         )
-        assert "reasoning: \n" in answer.output_text  # no text, no seal
+        # no text, no seal: nothing left to send (a bare id hosted OpenAI would look up)
+        assert "reasoning:" not in answer.output_text
+        assert "user: hi\nuser: [[echo]]" in answer.output_text
         forged = {**as_input([reasoning])[0], "encrypted_content": "sw1.forged"}
         with pytest.raises(openai.BadRequestError) as refused:
             client.responses.create(model=MODEL, input=[user("hi"), forged, user("again")])
