@@ -44,10 +44,12 @@ def test_a_custom_call_is_the_declared_custom_tool_call(client: OpenAI) -> None:
     assert second.status == "completed"
 
 
-def test_a_streamed_custom_call_is_the_declared_custom_tool_call(client: OpenAI) -> None:
+def stream_reads_the_call(client: OpenAI, prompt: str) -> None:
+    """The SDK's ``responses.stream()`` reads the apply_patch call ``prompt`` makes: its
+    input's done event and the final response's one item."""
     with client.responses.stream(
         model=MODEL,
-        input=DIRECTIVE,
+        input=prompt,
         tools=[APPLY_PATCH],  # type: ignore[list-item]
     ) as stream:
         events = list(stream)
@@ -57,6 +59,10 @@ def test_a_streamed_custom_call_is_the_declared_custom_tool_call(client: OpenAI)
     [call] = final.output
     assert call.type == "custom_tool_call"
     assert (call.name, call.input) == ("apply_patch", PATCH)
+
+
+def test_a_streamed_custom_call_is_the_declared_custom_tool_call(client: OpenAI) -> None:
+    stream_reads_the_call(client, DIRECTIVE)
 
 
 INPUT_TOOL: dict[str, Any] = {
@@ -205,18 +211,7 @@ def test_a_custom_call_given_whole_streams_its_input(client: OpenAI) -> None:
 
 @RESPONSES_UPSTREAMS
 def test_the_sdks_stream_reads_a_custom_call_given_whole(client: OpenAI) -> None:
-    with client.responses.stream(
-        model=MODEL,
-        input=WHOLE,
-        tools=[APPLY_PATCH],  # type: ignore[list-item]
-    ) as stream:
-        events = list(stream)
-        final = stream.get_final_response()
-    done = next(e for e in events if e.type == "response.custom_tool_call_input.done")
-    assert done.input == PATCH  # type: ignore[union-attr]
-    [call] = final.output
-    assert call.type == "custom_tool_call"
-    assert (call.name, call.input) == ("apply_patch", PATCH)
+    stream_reads_the_call(client, WHOLE)
 
 
 @RESPONSES_UPSTREAMS
