@@ -33,7 +33,6 @@ anything else                     ``failed (<exception type>)``           -32603
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -129,7 +128,7 @@ def from_http(event: HttpEvent) -> Failure:
     return _retiring(f"answered {shown}, not MCP", types.PARSE_ERROR)
 
 
-def classify(exc: BaseException, http: HttpEvent | None) -> Failure:
+def classify(exc: Exception, http: HttpEvent | None) -> Failure:
     """The failure ``exc`` stands for; ``http`` is the trace's latest non-MCP answer since
     the operation began (it explains the SDK's stand-in errors)."""
     leaf = _significant(exc)
@@ -177,18 +176,9 @@ def _answered_by_server(exc: BaseException) -> bool:
     )
 
 
-def _significant(exc: BaseException) -> BaseException:
-    """The most telling exception inside ``exc`` (task groups wrap what really failed)."""
-    leaves = list(_leaves(exc))
-    for leaf in leaves:
-        if not isinstance(leaf, anyio.get_cancelled_exc_class()):
-            return leaf
-    return leaves[0] if leaves else exc
-
-
-def _leaves(exc: BaseException) -> Iterator[BaseException]:
-    if isinstance(exc, BaseExceptionGroup):
-        for inner in exc.exceptions:
-            yield from _leaves(inner)
-    else:
-        yield exc
+def _significant(exc: Exception) -> Exception:
+    """The first failure inside ``exc`` (task groups wrap what really failed). An
+    ``Exception``'s group holds only ``Exception``s: never the loop's cancellation."""
+    while isinstance(exc, ExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
