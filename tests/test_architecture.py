@@ -105,6 +105,23 @@ def test_the_names_a_row_gives_a_module_are_in_it(row: str) -> None:
                 assert re.search(rf"\b{name}\b", code), f"{module} has no {name} ({row[:60]})"
 
 
+_PLACED = re.compile(r"`([A-Za-z_][\w.]*)(?:\(\))?` in `([\w./-]+\.py)`")
+
+
+@pytest.mark.parametrize("row", TABLE, ids=lambda row: row[2:40])
+def test_a_name_a_row_places_in_a_module_is_in_it(row: str) -> None:
+    near: list[Path] = []
+    for token in re.findall(r"`([^`]+)`", row):
+        if _is_path(token) and (path := _resolve(token.rstrip("/"), near)) is not None:
+            near.append(path if path.is_dir() else path.parent)
+    for name, module in _PLACED.findall(row):
+        path = _resolve(module, near) or next(PACKAGE.rglob(module), None)
+        assert path is not None, f"ARCHITECTURE.md names {module}, which does not exist"
+        code = _code(path)
+        for part in name.split("."):
+            assert re.search(rf"\b{part}\b", code), f"{module} has no {part} ({row[:60]})"
+
+
 _MAY_IMPORT = {
     "core": ("stateway.core",),
     "backends": ("stateway.backends", "stateway.core", "stateway.redaction"),
@@ -114,12 +131,23 @@ _MAY_IMPORT = {
         "stateway.redaction",
         "stateway.mcp_session_logs",
     ),
+    "protocols": ("stateway.protocols", "stateway.core"),
+    "surfaces": (
+        "stateway.surfaces",
+        "stateway.protocols",
+        "stateway.core",
+        "stateway.identity",
+        "stateway.mcp_session_logs",
+        "stateway.websocket_config",
+    ),
 }
 """What of stateway each package's modules may import (a module, or a package and all it
 holds): the core nothing outside itself; an adapter the core, and no other adapter: the
 backends and the MCP client, which both send credentials, share :mod:`stateway.redaction`,
 and the MCP client reaches the core only through its port (the MCP surface and client
-share :mod:`stateway.mcp_session_logs`)."""
+share :mod:`stateway.mcp_session_logs`). The protocols translate wires to the core's
+commands and nothing else; the surfaces reach the core through commands (and the
+identities their credentials prove), never the store, the backends or another adapter."""
 
 
 def _stateway_imports(path: Path) -> set[str]:
