@@ -293,6 +293,16 @@ def test_a_configured_server_can_require_approval() -> None:
     assert binding.approval.required("a")
 
 
+def test_another_server_under_a_configured_label_takes_none_of_its_settings() -> None:
+    # the request names its own server: approval by default, as hosted, and all its tools
+    configured = ConfiguredServer(DOCS, allowed_tools=frozenset({"a"}), require_approval=False)
+    tool = {"type": "mcp", "server_label": "docs", "server_url": "http://ok.test/mcp"}
+    binding = resolve_one(tool, configured=configured)
+    assert binding.server.url == "http://ok.test/mcp"
+    assert binding.approval.required("a")
+    assert binding.allowed_tools is None
+
+
 @pytest.mark.parametrize(
     ("declared", "seen"),
     [

@@ -264,6 +264,7 @@ class GatewayTools:
             description = description or configured.description
         elif trusted or self._url_allowed(url):
             server = McpServer(label, url, headers)
+            configured = None  # another server under the label: none of its settings apply
         else:
             raise InvalidRequest(
                 f"MCP server_url '{url}' is not allowed: its host is not on the gateway's "
