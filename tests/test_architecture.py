@@ -2,8 +2,10 @@
 to change what" table name exists where they say, and the names a row gives a module in
 parentheses (``core/routing/plan.py`` (``Plan.order``, ...)) are that module's. And the
 layering it draws holds where it is easiest to break: the core imports nothing outside
-itself, and the backends and the MCP client import the core (and what they share), not
-each other."""
+itself, the backends and the MCP client import the core (and what they share), not each
+other, the protocols only the core, and the surfaces never the store or the backends.
+The names a row places in a module (``Run.before_end`` in ``core/runs.py``) are that
+module's too."""
 
 from __future__ import annotations
 
