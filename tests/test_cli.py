@@ -459,6 +459,28 @@ def test_serve_is_quiet_about_an_upstream_that_answers(tmp_path: Path) -> None:
     assert "GET /models failed" not in log_path.read_text()
 
 
+def test_a_loopback_address_written_in_capitals_still_refuses_a_foreign_host(
+    tmp_path: Path,
+) -> None:
+    """``--host LOCALHOST`` binds loopback, so serves without auth: its Host check (the
+    DNS-rebinding guard) is loopback names, as for ``localhost``, not any name."""
+    command = [
+        sys.executable, "-m", "stateway", "serve", "--host", "LOCALHOST", "--port", "0",
+        "--database", f"sqlite:///{tmp_path}/x.db", "--upstream", "http://127.0.0.1:9/v1",
+    ]  # fmt: skip
+    log_path = tmp_path / "stderr.log"
+    with log_path.open("w") as stderr, launch(command, "listening on ", stderr=stderr) as served:
+        foreign = urllib.request.Request(
+            served.url + "/v1/models", headers={"Host": "evil.example"}
+        )
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(foreign)
+        assert refused.value.code == 421
+        own = urllib.request.Request(served.url + "/health", headers={"Host": "localhost"})
+        with urllib.request.urlopen(own) as answered:
+            assert answered.status == 200
+
+
 def test_a_sqlite_file_that_cannot_be_opened_is_a_readable_error(tmp_path: Path) -> None:
     # aiosqlite's worker thread, left behind by a failed connect, printed a traceback
     # about a closed event loop after the message (most runs: checked several times).

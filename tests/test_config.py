@@ -225,6 +225,18 @@ def test_allowed_hosts_default_to_loopback_names_only_on_loopback(tmp_path: Path
     assert load_config(Overrides(config=path), EMPTY_ENV).server.effective_allowed_hosts is None
 
 
+@pytest.mark.parametrize(
+    "host", ["LOCALHOST", "localhost.", "ip6-localhost", "0:0:0:0:0:0:0:1", "[0::1]", "127.9.9.9"]
+)
+def test_every_spelling_of_a_loopback_address_keeps_the_host_check(host: str) -> None:
+    """Serving a loopback address without auth is allowed however it is written (the
+    exposure check's rule); each such spelling answers only loopback names, not any."""
+    allowed = load_config(Overrides(host=host), EMPTY_ENV).server.effective_allowed_hosts
+    assert allowed is not None, host
+    assert {"127.0.0.1", "localhost", "[::1]"} <= allowed
+    assert "evil.example" not in allowed
+
+
 def test_backend_timeouts_are_validated(tmp_path: Path) -> None:
     path = write(
         tmp_path,

@@ -13,6 +13,7 @@ from typing import Any, Final
 from pydantic import Field
 
 from stateway.config_section import Section
+from stateway.exposure import is_loopback
 
 HOST_ENV: Final = "STATEWAY_HOST"
 PORT_ENV: Final = "STATEWAY_PORT"
@@ -59,8 +60,11 @@ class ServerConfig(Section):
         if self.allowed_hosts is not None:
             hosts = frozenset(h.lower() for h in self.allowed_hosts)
             return None if "*" in hosts else hosts
-        if self.host in LOOPBACK_NAMES or self.host.startswith("127."):
-            return frozenset(LOOPBACK_NAMES) | {self.host}
+        if is_loopback(self.host):  # however written: the exposure check's rule
+            name = self.host.strip().lower()
+            bare = name.removeprefix("[").removesuffix("]")
+            own = {bare, f"[{bare}]"} if ":" in bare else {bare}  # as a Host header writes it
+            return frozenset(LOOPBACK_NAMES) | own
         return None
 
 
