@@ -481,6 +481,28 @@ def test_a_loopback_address_written_in_capitals_still_refuses_a_foreign_host(
             assert answered.status == 200
 
 
+def test_an_allowed_host_written_with_its_port_is_served(tmp_path: Path) -> None:
+    """``STATEWAY_ALLOWED_HOSTS=gw.internal:8080`` serves ``Host: gw.internal:8080`` (the
+    port is ignored, as README's table says), not a 421 for every request."""
+    command = [
+        sys.executable, "-m", "stateway", "serve", "--port", "0",
+        "--database", f"sqlite:///{tmp_path}/x.db", "--upstream", "http://127.0.0.1:9/v1",
+    ]  # fmt: skip
+    env = {"STATEWAY_ALLOWED_HOSTS": "gw.internal:8080"}
+    log_path = tmp_path / "stderr.log"
+    with (
+        log_path.open("w") as stderr,
+        launch(command, "listening on ", env=env, stderr=stderr) as served,
+    ):
+        named = urllib.request.Request(served.url + "/health", headers={"Host": "gw.internal:8080"})
+        with urllib.request.urlopen(named) as answered:
+            assert answered.status == 200
+        other = urllib.request.Request(served.url + "/health", headers={"Host": "evil.example"})
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(other)
+        assert refused.value.code == 421
+
+
 def test_a_sqlite_file_that_cannot_be_opened_is_a_readable_error(tmp_path: Path) -> None:
     # aiosqlite's worker thread, left behind by a failed connect, printed a traceback
     # about a closed event loop after the message (most runs: checked several times).

@@ -237,6 +237,29 @@ def test_every_spelling_of_a_loopback_address_keeps_the_host_check(host: str) ->
     assert "evil.example" not in allowed
 
 
+@pytest.mark.parametrize(
+    ("written", "served"),
+    [
+        ("Gateway.Internal", "gateway.internal"),
+        ("gateway.internal:8080", "gateway.internal"),
+        ("10.0.0.5:443", "10.0.0.5"),
+        ("::1", "[::1]"),
+        ("[fe80::1]:8080", "[fe80::1]"),
+        ("[fe80::1]", "[fe80::1]"),
+    ],
+)
+def test_an_allowed_host_is_its_name_whatever_port_it_is_written_with(
+    written: str, served: str
+) -> None:
+    """The Host check compares a request's host name without its port (and an IPv6 one in
+    brackets, as a Host header writes it): an entry written with a port, or a bare IPv6
+    address, is that name, not one no request could match."""
+    for env in ({"STATEWAY_ALLOWED_HOSTS": written}, {"STATEWAY_ALLOWED_HOSTS": f"x, {written}"}):
+        allowed = load_config(Overrides(), env).server.effective_allowed_hosts
+        assert allowed is not None
+        assert served in allowed, (written, allowed)
+
+
 def test_backend_timeouts_are_validated(tmp_path: Path) -> None:
     path = write(
         tmp_path,

@@ -7,10 +7,11 @@ the other flags in :mod:`stateway.config`), and a variable per bound (:data:`SER
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from stateway.config_section import Section
 from stateway.exposure import is_loopback
@@ -54,6 +55,14 @@ class ServerConfig(Section):
     """``Host`` header names accepted (without port; ``"*"`` accepts any). Default: the
     loopback names when bound to a loopback address, any host otherwise."""
 
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _served_names(cls, hosts: list[str] | None) -> list[str] | None:
+        """Each entry as the Host check compares it (:func:`served_name`)."""
+        if hosts is None:
+            return None
+        return [served_name(host) for host in hosts if host.strip()]
+
     @property
     def effective_allowed_hosts(self) -> frozenset[str] | None:
         """The accepted host names, or None when any host is accepted."""
@@ -66,6 +75,23 @@ class ServerConfig(Section):
             own = {bare, f"[{bare}]"} if ":" in bare else {bare}  # as a Host header writes it
             return frozenset(LOOPBACK_NAMES) | own
         return None
+
+
+def served_name(entry: str) -> str:
+    """An ``allowed_hosts`` entry as a request's ``Host`` is compared with it: lower-case,
+    without a port (``gw.internal:8080``), an IPv6 address in brackets (``::1`` is
+    ``[::1]``), as a ``Host`` header writes it."""
+    name = entry.strip().lower()
+    try:
+        ipaddress.IPv6Address(name)
+    except ValueError:
+        pass
+    else:
+        return f"[{name}]"
+    if name.startswith("["):
+        end = name.find("]")
+        return name[: end + 1] if end > 0 else name
+    return name.partition(":")[0]
 
 
 def apply_server_env(
