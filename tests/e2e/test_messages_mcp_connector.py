@@ -143,7 +143,9 @@ def test_a_toolset_enables_tools_of_its_server(setup: Setup) -> None:
     assert [block.text for block in result.content] == ["hi there"]  # type: ignore[union-attr]
 
 
-def test_a_server_off_the_allow_list_is_a_400(setup: Setup) -> None:
+def test_a_server_off_the_allow_list_is_a_400_naming_the_field_as_sent(setup: Setup) -> None:
+    """The refusal names ``mcp_servers``, as every Messages 400 starts with its field,
+    not the Responses API's ``server_url``, which this client never sent."""
     with pytest.raises(anthropic.BadRequestError) as caught:
         setup.claude.beta.messages.create(
             model="m",
@@ -152,7 +154,10 @@ def test_a_server_off_the_allow_list_is_a_400(setup: Setup) -> None:
             mcp_servers=[{"type": "url", "url": "http://10.1.2.3/mcp", "name": "x"}],
             betas=BETAS,
         )
-    assert "not allowed" in caught.value.message
+    message = caught.value.response.json()["error"]["message"]
+    assert message.startswith("mcp_servers: ")
+    assert "'http://10.1.2.3/mcp' is not allowed" in message
+    assert "server_url" not in message
 
 
 def test_the_authorization_token_reaches_the_server_as_a_bearer_token(setup: Setup) -> None:

@@ -37,6 +37,8 @@ Import the tree from here. Its branches are kept one concept to a module:
     │   │                             backend's name)
     │   ├── NoSearchProvider      400 code=unsupported_tool_type (a web search tool declared
     │   │                             where no search provider is configured: its type)
+    │   ├── McpServerNotAllowed   400 code=mcp_server_not_allowed (an MCP server URL off
+    │   │                             the allow-list and no configured server's: the URL)
     │   ├── ToolReferenceUnresolved, ToolNameConflict   400 (a mid-conversation tool
     │   │                             change naming no tool there, or another kind's name)
     │   ├── ThreadAlreadyContinued, ThreadContinueInFlight   400 (a Messages thread's)
@@ -110,6 +112,7 @@ from stateway.core.errors.request import (
     ConversationNotFound,
     DuplicateItem,
     IdempotencyKeyReused,
+    McpServerNotAllowed,
     ModelNotFound,
     NoSearchProvider,
     PreviousResponseNotFound,
@@ -181,6 +184,7 @@ __all__ = [
     "IdentityUnavailable",
     "InternalError",
     "InvalidRequest",
+    "McpServerNotAllowed",
     "ModelNotFound",
     "NoSearchProvider",
     "NotFound",

@@ -38,6 +38,23 @@ class NoSearchProvider(InvalidRequest):
         )
 
 
+class McpServerNotAllowed(InvalidRequest):
+    """An MCP tool's ``server_url`` (``tools[N].server_url``) off the gateway's allow-list
+    and no configured server's. Its message names the Responses API's field: a Messages
+    client, whose connector sent the URL as ``mcp_servers[].url``, tells it by its class
+    and words the refusal its own way (its ``url``, then :attr:`reason`)."""
+
+    code = "mcp_server_not_allowed"
+    reason: Final = (
+        "its host is not on the gateway's allow-list (STATEWAY_MCP_ALLOWED_HOSTS), and no "
+        "server is configured there."
+    )
+
+    def __init__(self, url: str, *, param: str) -> None:
+        super().__init__(f"MCP server_url '{url}' is not allowed: {self.reason}", param=param)
+        self.url = url
+
+
 class BodyTimeout(InvalidRequest):
     """A request body that did not arrive within ``within`` seconds
     (``[server] request_body_timeout``): answered, then the connection is closed."""

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from stateway.core.backend import Backend
-from stateway.core.errors import InvalidRequest, NoSearchProvider
+from stateway.core.errors import InvalidRequest, McpServerNotAllowed, NoSearchProvider
 from stateway.core.items import Item
 from stateway.core.tools import client_hosted
 from stateway.core.tools.catalog import CLIENT_TYPES, TOOL_SEARCH, WEB_SEARCH_TYPES
@@ -266,12 +266,7 @@ class GatewayTools:
             server = McpServer(label, url, headers)
             configured = None  # another server under the label: none of its settings apply
         else:
-            raise InvalidRequest(
-                f"MCP server_url '{url}' is not allowed: its host is not on the gateway's "
-                "allow-list (STATEWAY_MCP_ALLOWED_HOSTS), and no server is configured there.",
-                param=f"{path}.server_url",
-                code="mcp_server_not_allowed",
-            )
+            raise McpServerNotAllowed(url, param=f"{path}.server_url")
         allowed, read_only = allowed_tools_of(tool.get("allowed_tools"))
         if configured is not None and configured.allowed_tools is not None:
             allowed = (

@@ -57,6 +57,10 @@ A web search server tool declared where the gateway has no search provider (the 
 it, with what to configure (the core's words offer a declaration only the Responses API
 has).
 
+An MCP connector server whose URL is off the gateway's allow-list (the core's
+:class:`~stateway.core.errors.McpServerNotAllowed`) is named as the client sent it,
+``mcp_servers`` and its URL (the core's words name the Responses API's ``server_url``).
+
 A compaction's errors (:data:`COMPACTION_CODES`: a misplaced or ambiguous block, one whose
 signature does not verify or whose content differs from it, nothing to summarize, an
 unfinished turn) carry their code as ``error.details.error_code``, as Anthropic's do: the
@@ -77,6 +81,7 @@ from stateway.core.errors import (
     ContextTooLong,
     GatewayError,
     InvalidRequest,
+    McpServerNotAllowed,
     NoSearchProvider,
     UpstreamContextTooLong,
     UpstreamOutputOverWindow,
@@ -186,6 +191,9 @@ def encode_error(error: GatewayError) -> dict[str, Any]:
         return body
     if isinstance(error, NoSearchProvider):  # the only web search tool a request may have
         return error_body("invalid_request_error", _NO_SEARCH_PROVIDER)
+    if isinstance(error, McpServerNotAllowed):  # sent as mcp_servers[].url
+        message = f"mcp_servers: the MCP server URL '{error.url}' is not allowed: "
+        return error_body("invalid_request_error", message + error.reason)
     if isinstance(error, InvalidRequest) and error.code == INVALID_CODE:
         return error_body("invalid_request_error", f"{_signed(error.param)}: {_INVALID_SIGNATURE}")
     if isinstance(error, InvalidRequest) and error.code in COMPACTION_CODES:
