@@ -376,6 +376,28 @@ def test_an_apply_patch_call_over_an_anthropic_upstream(fake_upstream: str, tmp_
         assert (use["name"], use["input"]) == ("apply_patch", PATCH_OPERATION)
 
 
+def test_unknown_tool_and_item_types_are_refused_for_an_anthropic_upstream(
+    fake_upstream: str, tmp_path: Any
+) -> None:
+    """As for a Chat upstream: the Messages API has no place for them."""
+    backend = {"url": fake_upstream, "api": "anthropic"}
+    odd = {"type": "future_item", "id": "fi_1", "payload": {"x": [1, 2]}}
+    with (
+        configured_gateway(tmp_path, backend) as gateway,
+        OpenAI(base_url=gateway.url + "/v1", api_key="k", max_retries=0) as sdk,
+    ):
+        with pytest.raises(openai.BadRequestError) as tool:
+            sdk.responses.create(model=MODEL, input="draw", tools=[IMAGE_TOOL])  # type: ignore[list-item]
+        items: Any = [odd, {"role": "user", "content": "hi"}]
+        with pytest.raises(openai.BadRequestError) as item:
+            sdk.responses.create(model=MODEL, input=items)
+    refused = [caught.value.body for caught in (tool, item)]
+    assert [(e["code"], e["param"]) for e in refused] == [  # type: ignore[index]
+        ("unsupported_tool_type", "tools[0].type"),
+        ("unsupported_item_type", "input[0].type"),
+    ]
+
+
 GRAMMAR_TOOL: Any = {
     "type": "custom",
     "name": "apply_patch",
