@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from openai import OpenAI
+
+from tests.e2e.routing import fake_requests
 
 MODEL = "fake-model"
 EXEC_TOOL: dict[str, Any] = {
@@ -72,6 +75,29 @@ def test_a_namespace_call_round_trip(client: OpenAI) -> None:
     )
     assert resent.status == "completed"
     assert "multi_agent_v1__spawn_agent" in resent.output_text  # what the model saw
+
+
+def test_a_tool_choice_naming_a_namespace_member_forces_it(
+    client: OpenAI, fake_upstream: str
+) -> None:
+    """The choice names the member by its own name and its namespace (as an
+    ``allowed_tools`` entry does); the model is forced to call the flattened function."""
+    marker = f"force-{uuid.uuid4().hex}"
+    choice: Any = {"type": "function", "name": "spawn_agent", "namespace": "multi_agent_v1"}
+    response = client.responses.create(
+        model=MODEL,
+        input=marker,
+        tools=[EXEC_TOOL, NAMESPACE_TOOL],  # type: ignore[list-item]
+        tool_choice=choice,
+    )
+    assert response.status == "completed"
+    [sent] = fake_requests(fake_upstream, marker)
+    forced = sent["body"]["tool_choice"]
+    if forced == "required":  # a Chat server not known to force a named choice
+        names = [tool["function"]["name"] for tool in sent["body"]["tools"]]
+    else:  # named: Chat's shape, or the Responses wire's
+        names = [forced.get("function", forced)["name"]] if isinstance(forced, dict) else []
+    assert names == ["multi_agent_v1__spawn_agent"], f"sent as {forced!r}"
 
 
 APPLY_PATCH: dict[str, Any] = {

@@ -69,7 +69,13 @@ def _tool_choice(choice: str | dict[str, Any] | None) -> str | dict[str, Any]:
             code="missing_required_parameter",
         )
     if kind in ("function", "custom") and isinstance(choice.get("name"), str):
-        return {"type": kind, "name": choice["name"]}
+        named = {"type": kind, "name": choice["name"]}
+        namespace = choice.get("namespace")
+        if namespace is None:
+            return named
+        if not isinstance(namespace, str):
+            raise missing_or_wrong_type(choice, "tool_choice", "namespace")
+        return {**named, "namespace": namespace}  # a member of it, by its own name
     if kind == "mcp" and isinstance(choice.get("server_label"), str):
         return {k: choice[k] for k in ("type", "server_label", "name") if k in choice}
     if isinstance(kind, str) and kind in _TYPE_CHOICES:
