@@ -285,6 +285,20 @@ def test_request_errors(client: OpenAI) -> None:
     assert client.conversations.items.list(conversation.id).data == [], "nothing half-written"
 
 
+def test_a_compaction_trigger_is_not_added_to_a_conversation(client: OpenAI) -> None:
+    """No conversation item type is a trigger (the SDK would list one as a message): it
+    compacts only as a turn's last input item, which appends the ``compaction`` item."""
+    conversation = client.conversations.create(items=[user("hello")])
+    trigger: Any = {"type": "compaction_trigger"}
+    with pytest.raises(openai.BadRequestError) as appended:
+        client.conversations.items.create(conversation.id, items=[user("a"), trigger])
+    with pytest.raises(openai.BadRequestError) as created:
+        client.conversations.create(items=[trigger])
+    for caught, param in ((appended, "items[1].type"), (created, "items[0].type")):
+        assert (caught.value.code, caught.value.body["param"]) == ("invalid_value", param)  # type: ignore[index]
+    assert texts(client.conversations.items.list(conversation.id).data) == ["hello"]
+
+
 async def test_racing_turns_let_one_in_and_do_not_interleave(async_client: AsyncOpenAI) -> None:
     async with async_client:
         conversation = await async_client.conversations.create()

@@ -2,7 +2,8 @@
 
 Bodies are small JSON objects; unknown fields are ignored, as on ``/v1/responses``. Items
 are Responses input items (a string item list is not accepted: a conversation is given
-items), normalized the same way, at most :data:`MAX_ITEMS` per request as hosted.
+items), normalized the same way, at most :data:`MAX_ITEMS` per request as hosted; but not
+a ``compaction_trigger``, which no conversation item type is (a turn's last input item).
 Metadata: at most 16 pairs, keys up to 64 characters, values strings up to 512. A
 ``safety_identifier`` is checked as on ``/v1/responses`` (up to 128 characters).
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from stateway.core.compaction.sealed import COMPACTION_TRIGGER
 from stateway.core.conversations.commands import (
     AddConversationItems,
     CreateConversation,
@@ -103,7 +105,17 @@ def _items(value: Any, *, allow_empty: bool) -> list[Item]:
         raise array_too_long("items", MAX_ITEMS, len(value))
     if not value and not allow_empty:
         raise empty_array("items")
-    return decode_items(value, field="items")
+    items = decode_items(value, field="items")
+    for index, item in enumerate(items):
+        if item.get("type") == COMPACTION_TRIGGER:
+            raise InvalidRequest(
+                "A 'compaction_trigger' item is not a conversation item: send it as the last "
+                "input item of a response in the conversation, which adds the 'compaction' "
+                "item it makes.",
+                param=f"items[{index}].type",
+                code="invalid_value",
+            )
+    return items
 
 
 def _json_object(raw: bytes) -> dict[str, Any]:
