@@ -187,6 +187,30 @@ def test_json_log_lines_carry_the_request_id(served: Served) -> None:
     assert all(e["level"] == "warning" for e in ours)
 
 
+def test_a_relayed_chat_answers_failed_attempt_is_logged(served: Served) -> None:
+    """A Chat Completions request forwarded untouched is an upstream attempt too: the
+    upstream's 503, relayed as it came, is a WARNING on ``stateway.routing`` naming the
+    route, the candidate and the status, carrying the request's id."""
+    client = OpenAI(base_url=served.url + "/v1", api_key="sk-test", max_retries=0)
+    with client, pytest.raises(openai.APIStatusError) as failed:
+        client.chat.completions.create(
+            model="obs-relay", messages=[{"role": "user", "content": "[[error:503]]"}]
+        )
+    assert failed.value.status_code == 503
+    request_id = failed.value.response.headers["x-request-id"]
+    deadline = time.monotonic() + 10  # the error body's length is known: it ends the relay
+    while True:  # after the client has it all
+        lines = served.log.read_text().splitlines()
+        ours = [e for e in map(orjson.loads, lines) if e.get("request_id") == request_id]
+        if ours or time.monotonic() > deadline:
+            break
+        time.sleep(0.02)
+    [entry] = ours
+    assert (entry["logger"], entry["level"]) == ("stateway.routing", "warning")
+    assert "route obs-relay relayed attempt " in entry["message"]
+    assert "status=503" in entry["message"]
+
+
 def test_usage_matches_the_stored_responses(served: Served, workload: dict[str, Any]) -> None:
     reply = httpx2.get(served.url + "/v1/usage", params={"start_time": served.started})
     assert reply.status_code == 200

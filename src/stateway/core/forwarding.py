@@ -29,7 +29,7 @@ from stateway.core.limits import RateLimits
 from stateway.core.ports import CacheSalts
 from stateway.core.principal import Principal
 from stateway.core.routing import Candidate
-from stateway.core.routing.attempts import Outcome, retry_after, unhealthy
+from stateway.core.routing.attempts import Outcome, log_relayed, retry_after, unhealthy
 from stateway.core.routing.health import HealthBoard
 from stateway.core.runs import Run, RunRegistry
 from stateway.core.starting import RunStarter
@@ -84,7 +84,9 @@ class ChatForwarding:
                     body = command.body_for(route.upstream_model)
                 health = generation.router.state.health
                 candidate = route.candidates[0]
-                ended = partial(self._relayed, principal, command, candidate, health, len(body))
+                ended = partial(
+                    self._relayed, principal, command, route.name, candidate, health, len(body)
+                )
                 held = HeldRelay(generations, generation, self._runs, ended)
                 return await held.open(forwarder, body)
             return await self._starter.admit(principal, await command.translate(), generation)
@@ -96,6 +98,7 @@ class ChatForwarding:
         self,
         principal: Principal,
         command: ForwardChat,
+        route: str,
         candidate: Candidate,
         health: HealthBoard,
         sent: int,
@@ -110,8 +113,11 @@ class ChatForwarding:
         began, its prompt's too (from the ``sent`` bytes of the body), as a translated
         run's (:func:`~stateway.core.limits.charged_tokens`): leaving before the end must
         not make an answer free. Its candidate's circuit is told how it ended
-        (:func:`_counted`)."""
-        _counted(health, candidate.key, relay, outcome, error)
+        (:func:`_counted`), and the log, as a translated attempt's end is logged."""
+        failure = _counted(health, candidate.key, relay, outcome, error)
+        status = None if relay is None else relay.status
+        detail = None if failure is None else failure.code
+        log_relayed(route, candidate.key, outcome, detail, status)
         attempt = {"backend": candidate.backend.name, "outcome": outcome}
         usage = None if relay is None else relay.usage()
         report = RunReport(principal.tenant_id, command.model, usage, [attempt])
@@ -131,7 +137,7 @@ def _counted(
     relay: Relay | None,
     outcome: Outcome,
     error: GatewayError | None,
-) -> None:
+) -> GatewayError | None:
     """A relayed answer's end on its candidate's circuit, as a translated attempt's end
     counts (:mod:`stateway.core.routing.plan`): relayed to its end, a success; failed or
     cut by the server (:func:`~stateway.core.routing.attempts.unhealthy`: the error its
@@ -140,15 +146,16 @@ def _counted(
     A relay is never a half-open circuit's probe: its route (one candidate) sends it
     whatever the circuit, so it takes no probe's place, and its success closes the circuit
     as the probe's would. The circuit is what a route of several candidates sharing this
-    one reads (its key: ``backend/model``)."""
+    one reads (its key: ``backend/model``). Returns the failure, if any."""
     if outcome == "ok":
         health.succeeded(key)
-        return
+        return None
     if outcome == "cancelled":
-        return
+        return error
     failure = (relay.failure() if relay is not None else None) or error
     if failure is not None and unhealthy(failure):
         health.failed(key, retry_after(failure))
+    return failure
 
 
 def _estimated(relay: Relay, sent: int, fields: dict[str, Any]) -> int:

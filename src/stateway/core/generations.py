@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from stateway.core.backend import ChatForwarder, Relay
-from stateway.core.errors import GatewayError
+from stateway.core.errors import CredentialRevoked, GatewayError, ServerShuttingDown
 from stateway.core.loop import Loop
 from stateway.core.routing import Router
 from stateway.core.routing.attempts import Outcome
@@ -141,6 +141,10 @@ async def _retire(generation: Generation) -> None:
         log.info("config generation %d retired", generation.number)
 
 
+_ENDINGS = (ServerShuttingDown, CredentialRevoked)
+"""Errors that end a relay as expected (shutting down, a credential revoked or expired),
+not as its upstream failing it: its attempt is ``cancelled``, as its client leaving is."""
+
 Ended = Callable[[Relay | None, Outcome, GatewayError | None], None]
 """Told how a relay ended: its upstream's answer (None: there was none), the outcome, the
 upstream's error that failed or cut it (:class:`HeldRelay`)."""
@@ -251,6 +255,8 @@ class HeldRelay:
         except GatewayError as error:
             if self._ending is not None:  # its read failed because it was ended
                 raise self._ending from error
+            if isinstance(error, _ENDINGS):
+                raise  # ended, not failed by its upstream: still "cancelled"
             self._outcome = "failed"  # nothing of it was relayed
             self._error = error
             raise
@@ -268,6 +274,8 @@ class HeldRelay:
         except GatewayError as error:
             if self._ending is not None:  # its read failed because it was ended
                 raise self._ending from error
+            if isinstance(error, _ENDINGS):
+                raise  # ended, not failed by its upstream: still "cancelled"
             self._outcome = "cut" if relayed and self.status < 400 else "failed"
             self._error = error
             raise

@@ -201,3 +201,23 @@ class Attempt:
             self.first_byte_ms,
             self.affinity or "-",
         )
+
+
+def log_relayed(
+    route: str, candidate: str, outcome: Outcome, detail: str | None, status: int | None
+) -> None:
+    """Log how a relayed answer's one attempt (a Chat Completions request forwarded
+    untouched) ended, at an attempt's levels: its upstream's ``status`` (None when it never
+    answered) stands for the timings a relay does not take."""
+    level = _LEVELS.get(outcome, logging.WARNING)
+    if not log.isEnabledFor(level):
+        return
+    log.log(
+        level,
+        "route %s relayed attempt %s: %s%s status=%s",
+        route,
+        candidate,
+        outcome,
+        f" ({detail})" if detail else "",
+        status if status is not None else "-",
+    )
