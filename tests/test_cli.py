@@ -530,7 +530,12 @@ def interruptible(command: list[str]) -> subprocess.Popen[str]:
     )
 
 
-def test_sigint_ends_serve_by_that_signal_without_a_traceback(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sent", [signal.SIGINT, signal.SIGTERM])
+def test_a_stop_signal_ends_serve_by_that_signal_without_a_traceback(
+    tmp_path: Path, sent: signal.Signals
+) -> None:
+    """As uvicorn does: a shell or Docker reports SIGTERM as status 143, systemd counts it
+    a clean stop."""
     command = [
         sys.executable, "-m", "stateway", "serve", "--port", "0",
         "--database", f"sqlite:///{tmp_path}/int.db", "--upstream", "http://127.0.0.1:9/v1",
@@ -539,9 +544,9 @@ def test_sigint_ends_serve_by_that_signal_without_a_traceback(tmp_path: Path) ->
     assert process.stdout is not None
     while "listening on" not in process.stdout.readline():
         assert process.poll() is None
-    process.send_signal(signal.SIGINT)
+    process.send_signal(sent)
     _, stderr = process.communicate(timeout=30)
-    assert process.returncode == -signal.SIGINT
+    assert process.returncode == -sent
     assert "Traceback" not in stderr
     assert "KeyboardInterrupt" not in stderr
 
