@@ -3,11 +3,14 @@ answered ``queued``, streamed ``response.created`` (queued), ``response.queued``
 ``response.in_progress`` once its run starts working, which is when its first upstream
 call takes a connection slot; a run waiting for one (the backend's every slot busy) stays
 ``queued``, read as such, and cancelled from there. A foreground stream goes on as before:
-no ``response.queued``."""
+no ``response.queued``; a foreground request whose client leaves while it waits gives its
+place back at once."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import time
 import urllib.request
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -15,6 +18,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
+from anthropic import AsyncAnthropic
 from openai import AsyncOpenAI
 from openai.types.responses import ResponseStreamEvent
 from pydantic import TypeAdapter
@@ -157,3 +161,63 @@ async def test_a_background_stream_goes_through_queued_and_a_foreground_one_does
         ("response.in_progress", "in_progress"),
     ]
     assert "response.queued" not in [e["type"] for e in plain]
+
+
+async def queue_depth(url: str) -> float:
+    def read() -> float:
+        with urllib.request.urlopen(url + "/metrics") as response:
+            for line in response.read().decode().splitlines():
+                if line.startswith("stateway_upstream_queue_depth "):
+                    return float(line.split()[1])
+        raise AssertionError("no stateway_upstream_queue_depth metric")
+
+    return await asyncio.to_thread(read)
+
+
+async def until_queue_depth(url: str, depth: float) -> None:
+    deadline = time.monotonic() + 10
+    while await queue_depth(url) != depth:
+        assert time.monotonic() < deadline, f"the queue never held {depth:g}"
+        await asyncio.sleep(0.02)
+
+
+@pytest.mark.parametrize(
+    "frontend", ["responses", "responses-stream", "chat", "chat-stream", "messages"]
+)
+async def test_a_request_whose_client_leaves_while_it_waits_gives_its_place_back(
+    client: AsyncOpenAI, one_slot: RunningGateway, fake_upstream: str, frontend: str
+) -> None:
+    """A client that leaves while its request waits for the backend's one slot: the
+    waiting place is given back at once (the slot still held meanwhile), and the request
+    never reaches the model server once the slot comes free."""
+    marker = uuid.uuid4().hex
+    claude = AsyncAnthropic(base_url=one_slot.url, api_key="unused", max_retries=0)
+    messages: Any = [{"role": "user", "content": f"{marker} [[words:5]]"}]
+
+    async def ask() -> None:
+        stream = frontend.endswith("-stream")
+        if frontend.startswith("responses"):
+            answer: Any = await client.responses.create(
+                model=MODEL, input=f"{marker} [[words:5]]", stream=stream
+            )
+        elif frontend.startswith("chat"):
+            answer = await client.chat.completions.create(
+                model=MODEL, messages=messages, stream=stream
+            )
+        else:
+            answer = await claude.messages.create(model=MODEL, max_tokens=16, messages=messages)
+        if stream:
+            async for _ in answer:
+                pass
+
+    async with slot_taken(client):
+        asking = asyncio.create_task(ask())
+        await until_queue_depth(one_slot.url, 1)
+        asking.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asking
+        await until_queue_depth(one_slot.url, 0)
+    await claude.close()
+    answered = await client.responses.create(model=MODEL, input="[[words:2]]")
+    assert answered.status == "completed"
+    assert not await asyncio.to_thread(upstream_saw, fake_upstream, marker)
