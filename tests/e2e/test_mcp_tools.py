@@ -4,6 +4,8 @@ the ``mcp`` SDK, on loopback) inside responses, in front of the fake model, driv
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import re
 from collections.abc import Iterator
@@ -12,7 +14,7 @@ from typing import Any
 
 import openai
 import pytest
-from openai import OpenAI
+from openai import AsyncOpenAI, OpenAI
 from openai.types.responses.mcp_tool_call_error import McpProtocolError, McpToolExecutionError
 
 from stateway.core.tools.model_names import model_name
@@ -563,6 +565,33 @@ def test_calls_of_a_round_overlap_up_to_the_permit_limit(setup: Setup) -> None:
     response = setup.sdk.responses.create(model="m", input=calls, tools=[LOCAL])
     assert [i.status for i in response.output if i.type == "mcp_call"] == ["completed"] * 4
     assert setup.server.stats.most_at_once == 2
+
+
+@pytest.mark.parametrize("stream", [True, False])
+async def test_a_client_that_leaves_during_a_call_stops_it_on_the_server(
+    setup: Setup, stream: bool
+) -> None:
+    """The client leaving while the gateway runs an MCP call ends the call on the MCP
+    server too (the gateway's ``notifications/cancelled``), not only in the gateway."""
+    stats = setup.server.stats
+    sdk = AsyncOpenAI(base_url=str(setup.sdk.base_url), api_key="sk-test", max_retries=0)
+    calls = tool("read_slowly", {"seconds": 60})
+
+    async def ask() -> None:
+        answer: Any = await sdk.responses.create(
+            model="m", input=calls, tools=[LOCAL], stream=stream
+        )
+        if stream:
+            async for _ in answer:
+                pass
+
+    asking = asyncio.create_task(ask())
+    assert await asyncio.to_thread(stats.wait_for, lambda s: s.running == 1)
+    asking.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await asking
+    assert await asyncio.to_thread(stats.wait_for, lambda s: s.running == 0, 5.0)
+    await sdk.close()
 
 
 def test_one_continuous_stream_across_rounds_and_the_same_final_response(setup: Setup) -> None:

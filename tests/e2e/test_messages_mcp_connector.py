@@ -6,6 +6,8 @@ client, over a Chat Completions and an Anthropic upstream."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -13,7 +15,7 @@ from typing import Any
 
 import anthropic
 import pytest
-from anthropic import Anthropic
+from anthropic import Anthropic, AsyncAnthropic
 from anthropic.types.beta import BetaMessage
 
 from stateway.launch import start_gateway
@@ -94,6 +96,33 @@ def test_a_streamed_call_gives_the_same_blocks(setup: Setup) -> None:
     assert message.content[0].input == {"a": 4, "b": 5}  # type: ignore[union-attr]
     starts = [e.content_block.type for e in events if e.type == "content_block_start"]
     assert starts == ["mcp_tool_use", "mcp_tool_result", "text"]
+
+
+@pytest.mark.parametrize("stream", [True, False])
+async def test_a_client_that_leaves_during_a_call_stops_it_on_the_server(
+    setup: Setup, stream: bool
+) -> None:
+    """The client leaving while the gateway runs a connector's call ends the call on the
+    MCP server too, not only in the gateway."""
+    stats = setup.server.stats
+    claude = AsyncAnthropic(base_url=str(setup.claude.base_url), api_key="k", max_retries=0)
+    slowly = '[[tool:calc__read_slowly:{"seconds":60}]]'
+    asking = asyncio.create_task(
+        claude.beta.messages.create(
+            model="m",
+            max_tokens=1024,
+            messages=[{"role": "user", "content": slowly}],
+            mcp_servers=servers(setup),
+            betas=BETAS,
+            stream=stream,
+        )
+    )
+    assert await asyncio.to_thread(stats.wait_for, lambda s: s.running == 1)
+    asking.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await asking
+    assert await asyncio.to_thread(stats.wait_for, lambda s: s.running == 0, 5.0)
+    await claude.close()
 
 
 def test_a_failed_call_is_an_error_result_and_the_model_goes_on(setup: Setup) -> None:
