@@ -4,6 +4,7 @@ words (the frontends pass them on as they are)."""
 from __future__ import annotations
 
 from stateway.core.errors import (
+    BodyTimeout,
     ContextTooLong,
     ConversationLocked,
     IdempotencyKeyReused,
@@ -57,3 +58,9 @@ def test_a_reused_idempotency_key_names_the_header_unless_told_otherwise() -> No
 def test_a_context_too_long_knows_no_output_tokens_asked_until_told() -> None:
     error = ContextTooLong("too long", tokens=10, window=8)
     assert (error.tokens, error.window, error.requested, error.param) == (10, 8, None, "input")
+
+
+def test_a_body_timeout_says_its_seconds_in_words() -> None:
+    assert BodyTimeout(1).message == "The request body did not arrive within 1 second."
+    assert BodyTimeout(0.5).message == "The request body did not arrive within 0.5 seconds."
+    assert BodyTimeout(30).message == "The request body did not arrive within 30 seconds."

@@ -64,7 +64,8 @@ class BodyTimeout(InvalidRequest):
 
     def __init__(self, within: float) -> None:
         super().__init__(
-            f"The request body did not arrive within {within:g} seconds.",
+            f"The request body did not arrive within {within:g} "
+            f"{'second' if within == 1 else 'seconds'}.",
             headers={"Connection": "close"},
         )
 
