@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import os
 
 import pytest
 
@@ -49,6 +50,39 @@ def test_any_altered_or_added_character_fails() -> None:
 def test_bound_to_its_tenant_kind_and_key(kind: str, tenant: str, key: bytes) -> None:
     sealed = AesGcmSealer(KEY).seal("compaction", "t1", b"secret")
     assert AesGcmSealer(key).unseal(kind, tenant, sealed) is None
+
+
+# Sealed by this format with KEY and the nonce bytes 100..111: values clients and the
+# database hold, which every later release must open (and seal alike). Plaintexts of 0, 1
+# and 2 bytes past a multiple of 3 (each length of base64 tail), and one text ending in "X".
+KNOWN_ANSWERS = [
+    ("compaction", "t1", b"", "sw1.ZGVmZ2hpamtsbW5vAeZ0Lhq4-shB0Q7gKCragQ"),
+    ("compaction", "t1", b"a", "sw1.ZGVmZ2hpamtsbW5vKeQiQLvee9I5gCZB8LU6vTE"),
+    ("reasoning", "tenant-2", b"ab", "sw1.ZGVmZ2hpamtsbW5vKXl5qvUATwXtLUvkaBH9Iozy"),
+    ("reasoning", "", b"abc", "sw1.ZGVmZ2hpamtsbW5vKXm9iNjUOf4l4qi-lzNcxpO8Lw"),
+    ("compaction", "t1", b"\n\n", "sw1.ZGVmZ2hpamtsbW5vQhERwA4rKdXcjvBG8E1cxMmX"),
+]
+
+
+@pytest.mark.parametrize(
+    ("kind", "tenant", "plaintext", "sealed"),
+    KNOWN_ANSWERS,
+    ids=["empty", "one-byte", "two-bytes", "three-bytes", "ending-in-X"],  # plain: no repr
+)
+def test_known_answers_open_and_seal_alike(
+    kind: str, tenant: str, plaintext: bytes, sealed: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sealer = AesGcmSealer(KEY)
+    assert sealer.unseal(kind, tenant, sealed) == plaintext
+    monkeypatch.setattr(os, "urandom", lambda size: bytes(range(100, 100 + size)))
+    assert sealer.seal(kind, tenant, plaintext) == sealed
+
+
+@pytest.mark.parametrize("prefix", ["sw2.", "sw1", "", "SW1.", "sw1.sw1."])
+def test_a_seal_under_another_prefix_fails(prefix: str) -> None:
+    sealer = AesGcmSealer(KEY)
+    sealed = sealer.seal("compaction", "t1", b"secret")
+    assert sealer.unseal("compaction", "t1", prefix + sealed[len(PREFIX) :]) is None
 
 
 def test_tenant_and_kind_cannot_be_shifted_into_each_other() -> None:

@@ -33,6 +33,16 @@ def test_parse_key_accepts_both_alphabets_and_no_padding(text: str) -> None:
     assert parse_key(text) == KEY
 
 
+HIGH_KEY = bytes(range(224, 256))  # its base64 holds "+" and "/", "-" and "_" URL-safe
+
+
+@pytest.mark.parametrize(
+    "text", [base64.b64encode(HIGH_KEY).decode(), base64.urlsafe_b64encode(HIGH_KEY).decode()]
+)
+def test_parse_key_reads_the_last_two_characters_of_either_alphabet(text: str) -> None:
+    assert parse_key(text) == HIGH_KEY
+
+
 @pytest.mark.parametrize(
     ("text", "fragment"),
     [("not base64!", "not valid base64"), (base64.b64encode(b"x" * 31).decode(), "not 31")],
@@ -41,6 +51,11 @@ def test_parse_key_says_what_is_wrong_without_the_key(text: str, fragment: str) 
     with pytest.raises(ValueError, match=fragment) as refused:
         parse_key(text)
     assert text not in str(refused.value)
+
+
+def test_a_key_of_the_wrong_length_is_told_how_to_make_one() -> None:
+    with pytest.raises(ValueError, match=r"\(make one with: openssl rand -base64 32\)$"):
+        parse_key(base64.b64encode(bytes(16)).decode())
 
 
 async def test_a_configured_key_is_used_and_nothing_is_stored() -> None:
