@@ -226,15 +226,38 @@ def test_allowed_hosts_default_to_loopback_names_only_on_loopback(tmp_path: Path
 
 
 @pytest.mark.parametrize(
-    "host", ["LOCALHOST", "localhost.", "ip6-localhost", "0:0:0:0:0:0:0:1", "[0::1]", "127.9.9.9"]
+    ("host", "own"),
+    [
+        ("LOCALHOST", "localhost"),
+        ("localhost.", "localhost."),
+        ("IP6-Localhost", "ip6-localhost"),
+        ("0:0:0:0:0:0:0:1", "[0:0:0:0:0:0:0:1]"),
+        ("[0::1]", "[0::1]"),
+        ("127.9.9.9", "127.9.9.9"),
+    ],
 )
-def test_every_spelling_of_a_loopback_address_keeps_the_host_check(host: str) -> None:
+def test_every_spelling_of_a_loopback_address_keeps_the_host_check(host: str, own: str) -> None:
     """Serving a loopback address without auth is allowed however it is written (the
-    exposure check's rule); each such spelling answers only loopback names, not any."""
+    exposure check's rule); each such spelling answers only loopback names, not any: the
+    usual ones and its own, as a request's ``Host`` names it (lower-case, an IPv6 address
+    in brackets)."""
     allowed = load_config(Overrides(host=host), EMPTY_ENV).server.effective_allowed_hosts
     assert allowed is not None, host
-    assert {"127.0.0.1", "localhost", "[::1]"} <= allowed
+    assert {"127.0.0.1", "localhost", "[::1]", own} <= allowed
     assert "evil.example" not in allowed
+    assert "" not in allowed
+
+
+def test_an_empty_allowed_host_admits_no_request_without_a_host(tmp_path: Path) -> None:
+    """An empty entry is dropped: kept, it would be the name of a request sending no
+    ``Host`` at all."""
+    path = write(tmp_path, '[server]\nallowed_hosts = ["", " ", "gw.internal"]\n')
+    server = load_config(Overrides(config=path), EMPTY_ENV).server
+    assert server.effective_allowed_hosts == {"gw.internal"}
+    assert (
+        ServerConfig(allowed_hosts=None).effective_allowed_hosts
+        == ServerConfig().effective_allowed_hosts
+    )
 
 
 @pytest.mark.parametrize(
@@ -246,6 +269,7 @@ def test_every_spelling_of_a_loopback_address_keeps_the_host_check(host: str) ->
         ("::1", "[::1]"),
         ("[fe80::1]:8080", "[fe80::1]"),
         ("[fe80::1]", "[fe80::1]"),
+        ("[::1", "[::1"),  # no closing bracket: kept as written, never emptied
     ],
 )
 def test_an_allowed_host_is_its_name_whatever_port_it_is_written_with(
@@ -296,6 +320,11 @@ def test_reasoning_efforts_list_the_levels_a_chat_server_takes(tmp_path: Path) -
     path = write(tmp_path, table + 'reasoning_efforts = ["low", "medium", "high"]\n')
     backend = load_config(Overrides(config=path), EMPTY_ENV).backends[0]
     assert backend.reasoning_efforts == ["low", "medium", "high"]
+    path = write(tmp_path, table + 'reasoning_efforts = ["none", "high"]\n')  # besides none
+    assert load_config(Overrides(config=path), EMPTY_ENV).backends[0].reasoning_efforts == [
+        "none",
+        "high",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -516,7 +545,15 @@ def test_retention_is_a_duration_or_seconds(tmp_path: Path, value: str, seconds:
 
 @pytest.mark.parametrize(
     ("seconds", "shown"),
-    [(30 * 86400, "30d"), (14 * 86400, "2w"), (5400, "90m"), (3601, "3601s"), (1.5, "1.5s")],
+    [
+        (30 * 86400, "30d"),
+        (14 * 86400, "2w"),
+        (5400, "90m"),
+        (3601, "3601s"),
+        (1.5, "1.5s"),
+        (86400, "1d"),  # exactly one of a unit is that unit
+        (60, "1m"),
+    ],
 )
 def test_a_duration_is_shown_in_its_largest_whole_unit(seconds: float, shown: str) -> None:
     assert duration_text(seconds) == shown
