@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import logging
 import os
 import socket
 import time
@@ -16,6 +17,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import pytest
 import uvicorn
 from starlette.types import Receive, Scope, Send
 
@@ -33,12 +35,14 @@ class Transport(asyncio.Transport):
         super().__init__()
         self.waiting = 0
         self.aborted = False
+        self.aborts = 0
 
     def get_write_buffer_size(self) -> int:
         return self.waiting
 
     def abort(self) -> None:
         self.aborted = True
+        self.aborts += 1
 
 
 class Guarded(SendGuarded):
@@ -63,6 +67,32 @@ def test_output_waiting_untaken_past_the_timeout_is_dropped() -> None:
     assert not guarded.aborted
     guarded.abort_if_unread(100.0 + TIMEOUT + 1, TIMEOUT)
     assert guarded.aborted
+
+
+def test_one_byte_left_untaken_is_dropped_and_logged(caplog: pytest.LogCaptureFixture) -> None:
+    guarded = Guarded()
+    guarded.waiting(1)
+    with caplog.at_level(logging.INFO, logger="stateway.send_guard"):
+        guarded.abort_if_unread(100.0, TIMEOUT)
+        guarded.abort_if_unread(100.0 + TIMEOUT + 1, TIMEOUT)
+    assert guarded.aborted
+    [record] = caplog.records
+    assert record.getMessage() == (
+        "dropping a connection whose client took none of the 1 bytes waiting for it "
+        "in 10 seconds (send_timeout)"
+    )
+
+
+def test_a_connection_is_dropped_once() -> None:
+    """A look before the aborted connection is gone (its bytes still counted) starts the
+    clock again rather than dropping it again."""
+    guarded = Guarded()
+    guarded.waiting(1000)
+    guarded.abort_if_unread(100.0, TIMEOUT)
+    guarded.abort_if_unread(100.0 + TIMEOUT + 1, TIMEOUT)
+    guarded.abort_if_unread(100.0 + TIMEOUT + 2, TIMEOUT)
+    assert isinstance(guarded.transport, Transport)
+    assert guarded.transport.aborts == 1
 
 
 def test_more_waiting_is_no_sign_of_a_reader() -> None:
