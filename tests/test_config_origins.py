@@ -63,6 +63,66 @@ def test_a_missing_setting_is_named_with_its_tables_line(tmp_path: Path) -> None
     path.write_text('[server]\nport = 1\n\n[[backends]]\nname = "a"\n')
     message = refusal(Overrides(config=str(path)))
     assert f"backends.0.url: Field required ({path}, line 4)" in message
+    path.write_text('[[backends]]\nname = "a"\n\n[server]\nport = 1\n')  # another table after
+    assert refusal(Overrides(config=str(path))).endswith(
+        f"backends.0.url: Field required ({path}, line 1)"
+    )
+
+
+def test_a_sub_table_of_an_array_of_tables_is_found(tmp_path: Path) -> None:
+    """``[backends.headers]`` belongs to the latest ``[[backends]]``; ``[[routes.candidates]]``
+    to the latest ``[[routes]]``."""
+    path = tmp_path / "gateway.toml"
+    backend = '[[backends]]\nname = "a"\nurl = "http://a/v1"\n'
+    path.write_text(backend + '[backends.headers]\n"bad name" = "x"\n')
+    message = refusal(Overrides(config=str(path)))
+    assert message.startswith("invalid configuration:\n  backends.0.headers: Value error, ")
+    assert message.endswith(f"({path}, line 4)")
+    route = '[[routes]]\nname = "r"\n[[routes.candidates]]\nbackend = "a"\nmodel = "m"\n'
+    path.write_text(backend + route + '[[routes.candidates]]\nbackend = "a"\nweight = 0\n')
+    message = refusal(Overrides(config=str(path)))
+    assert message.endswith(
+        f"routes.0.candidates.1.weight: Input should be greater than 0 ({path}, line 11)"
+    )
+
+
+def test_a_table_is_found_before_its_parents_header(tmp_path: Path) -> None:
+    path = tmp_path / "gateway.toml"
+    path.write_text(
+        '[auth.oidc]\ntenant_claim = "org"\nissuer = "http://idp.example"\naudience = "x"\n'
+        "[auth]\napi_keys = true\n"
+    )
+    message = refusal(Overrides(config=str(path)))
+    assert message.startswith("invalid configuration:\n  auth.oidc.issuer: Value error, ")
+    assert message.endswith(f"({path}, line 3)")
+
+
+def test_each_refusal_is_a_line_and_a_whole_configs_is_named_config(tmp_path: Path) -> None:
+    path = tmp_path / "gateway.toml"
+    path.write_text("[server]\nport = 70000\nprot = 1\n")
+    assert refusal(Overrides(config=str(path))) == (
+        "invalid configuration:\n"
+        f"  server.port: Input should be less than or equal to 65535 ({path}, line 2)\n"
+        f"  server.prot: Extra inputs are not permitted ({path}, line 3)"
+    )
+    routes = "".join(
+        f'[[routes]]\nname = "{name}"\ndefault = true\n'
+        '[[routes.candidates]]\nbackend = "default"\nmodel = "m"\n'
+        for name in ("r", "s")
+    )
+    path.write_text(routes)
+    assert refusal(Overrides(config=str(path))) == (
+        "invalid configuration:\n"
+        "  config: Value error, only one route may be the default; these are: r, s"
+    )
+
+
+def test_a_setting_on_no_line_is_named_with_the_file_alone(tmp_path: Path) -> None:
+    path = tmp_path / "gateway.toml"
+    path.write_text("# no [web_search] here\n")
+    message = refusal(Overrides(config=str(path)), {"STATEWAY_WEB_SEARCH_PROVIDER": "searxng"})
+    assert message.startswith("invalid configuration:\n  web_search: Value error, ")
+    assert message.endswith(f"(or STATEWAY_SEARXNG_URL) ({path})")
 
 
 @pytest.mark.parametrize(
@@ -73,6 +133,7 @@ def test_a_missing_setting_is_named_with_its_tables_line(tmp_path: Path) -> None
         ("STATEWAY_LOG_LEVEL", "verbose", "logging.level"),
         ("STATEWAY_TRACING", "maybe", "tracing.enabled"),
         ("STATEWAY_RETENTION", "3x", "storage.retention"),
+        ("STATEWAY_DATABASE_TIMEOUT", "soon", "storage.database_timeout"),
         ("STATEWAY_REDIS_URL", "http://h", "coordination.redis_url"),
         ("STATEWAY_WEBSOCKET_MAX_REQUESTS", "many", "websocket.max_requests"),
         ("STATEWAY_MAX_TOOL_ROUNDS", "0", "loop.max_rounds"),

@@ -82,9 +82,15 @@ def test_a_file_without_backends_keeps_its_routes_and_aliases(tmp_path: Path) ->
     [
         (('backend = "b"', 'backend = "nope"'), "unknown backend 'nope'"),
         (("weight = 3", "weight = 0"), "weight"),
-        (('"smart" = "assistant"', '"smart" = "smarter"\n"smarter" = "smart"'), "cycle"),
+        (
+            ('"smart" = "assistant"', '"smart" = "smarter"\n"smarter" = "smart"'),
+            "alias 'smart': cycle smart -> smarter -> smart",
+        ),
         (('"smart" = "assistant"', '"smart" = "missing"'), "unknown target 'missing'"),
-        (('"smart" = "assistant"', '"assistant" = "assistant"'), "alias 'assistant'"),
+        (
+            ('"smart" = "assistant"', '"assistant" = "assistant"'),
+            "alias 'assistant': the name is also served by route 'assistant'",
+        ),
         (('affinity = "none"', 'affinity = "sticky"'), "affinity"),
         (("priority = 1", "priority = 1\nspeed = 2"), "speed"),
     ],
@@ -110,7 +116,9 @@ def test_a_name_served_twice_and_two_defaults_are_rejected(tmp_path: Path) -> No
     second = ROUTE + '[[routes]]\nname = "other"\ndefault = true\n'
     second += '[[routes.candidates]]\nbackend = "a"\nmodel = "x"\n'
     doubled = second.replace('affinity = "none"', 'affinity = "none"\ndefault = true')
-    with pytest.raises(ConfigError, match="only one route may be the default"):
+    with pytest.raises(
+        ConfigError, match=r"only one route may be the default; these are: assistant, other$"
+    ):
         load(tmp_path, BACKENDS + doubled)
     catch_all = BACKENDS + '[[backends]]\nname = "c"\nurl = "http://c/v1"\n' + second
     with pytest.raises(ConfigError, match="backend 'c' also serves every model"):

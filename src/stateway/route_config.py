@@ -138,7 +138,7 @@ def check_routes(
 
 
 def resolve_alias(
-    name: str, aliases: Mapping[str, str], served: Mapping[str, object], *, open_ended: bool = False
+    name: str, aliases: Mapping[str, str], served: Mapping[str, object], *, open_ended: bool
 ) -> str:
     """The served name ``name`` leads to through aliases; :class:`ValueError` on a cycle or
     an unknown target. ``open_ended``: a default route or a catch-all backend serves every
