@@ -5,6 +5,7 @@ and a reload compiles with the very function start-up and check-config use."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 from pathlib import Path
 from typing import cast
@@ -122,6 +123,23 @@ def test_a_reloaded_backend_keeps_its_connection_slots(tmp_path: Path) -> None:
     path.write_text(BACKEND.format(name="a") + "max_connections = 3\n")
     widened = compile_generation(flags, started).router.backends[0]
     assert widened._client._slots is not before._client._slots  # type: ignore[attr-defined]
+
+
+def test_reloads_changing_a_backends_limits_leave_no_slots_behind(tmp_path: Path) -> None:
+    """Each max_connections or pool_timeout is a queue of its own; once no generation
+    uses one (retired, gone), the process's waiting room keeps nothing of it."""
+    path = tmp_path / "stateway.toml"
+    flags = write(path, BACKEND.format(name="a"))
+    started = compile_generation(flags)
+    room = started.waiting_room
+    for n in range(1, 21):
+        limits = f"max_connections = {n}\npool_timeout = {n / 2}\n"
+        path.write_text(BACKEND.format(name="a") + limits)
+        reloaded = compile_generation(flags, started)
+        assert room.queues == 2  # the first generation's, and this one's
+        del reloaded  # superseded by the next, retired, dropped
+        gc.collect()
+    assert room.queues == 1  # the first generation's alone
 
 
 def test_a_reload_applies_a_backends_first_token_timeout(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -212,3 +213,27 @@ async def test_clients_of_one_backend_share_its_slots_across_generations(
     assert loopback.adopt(UpstreamClient(wider, room))._slots is room.slots(
         "up", 2, 30.0, target.base_url
     )
+
+
+async def test_a_superseded_queue_lasts_while_its_calls_hold_or_wait_for_its_slot() -> None:
+    """A reload that changed the limits leaves the old generation's calls their queue:
+    the one holding its slot and the one waiting for it both finish and give it back;
+    then the room keeps nothing of it."""
+    room = WaitingRoom(10)
+    old = room.slots("up", 1, 5.0)
+    entered, leave = asyncio.Event(), asyncio.Event()
+    holder = asyncio.create_task(hold_until(old, entered, leave))
+    await entered.wait()
+    waiter = asyncio.create_task(hold_until(old, asyncio.Event(), leave))
+    await asyncio.sleep(0)
+    del old  # its generation retired: only its calls hold it now
+    gc.collect()
+    new = room.slots("up", 2, 5.0)
+    assert room.queues == 2
+    assert room.waiting == 1
+    leave.set()
+    await asyncio.gather(holder, waiter)
+    del holder, waiter
+    gc.collect()
+    assert room.queues == 1
+    assert room.slots("up", 2, 5.0) is new

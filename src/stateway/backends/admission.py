@@ -7,7 +7,10 @@ A call that finds them all taken waits, first come first served, for at most
 all backends: once ``[server] max_queued_requests`` wait, a new call is refused at once.
 The slots of a backend live in the process's :class:`WaitingRoom`, so the limit and the
 queue hold across a configuration reload (the superseded generation's runs and the new
-generation's requests share them) while the backend's limits stay the same.
+generation's requests share them) while the backend's limits stay the same. The room
+holds them only while something else does (a generation's client, a call waiting or
+holding a slot): the slots of limits no generation uses any more go with the last of
+them, so reloads that change limits leave nothing behind.
 Both refusals are :class:`~stateway.core.errors.Overloaded` (503 with ``Retry-After``), so a
 client learns early and honestly that the gateway is full, not that the model server failed.
 """
@@ -15,6 +18,7 @@ client learns early and honestly that the gateway is full, not that the model se
 from __future__ import annotations
 
 import asyncio
+import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -30,7 +34,14 @@ class WaitingRoom:
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
         self.waiting = 0
-        self._slots: dict[tuple[str, str, int, float], ConnectionSlots] = {}
+        self._slots: weakref.WeakValueDictionary[tuple[str, str, int, float], ConnectionSlots]
+        self._slots = weakref.WeakValueDictionary()
+        """Each backend's slots, while a client (or a call) holds them."""
+
+    @property
+    def queues(self) -> int:
+        """The backends' slots kept: one per backend, model server and limits in use."""
+        return len(self._slots)
 
     def slots(
         self, backend: str, size: int, wait_limit: float, upstream: str = ""
@@ -64,7 +75,7 @@ class WaitingRoom:
 class ConnectionSlots:
     """At most ``size`` concurrent calls to one backend; a fair, bounded wait for the rest."""
 
-    __slots__ = ("_backend", "_free", "_room", "_semaphore", "_wait_limit")
+    __slots__ = ("__weakref__", "_backend", "_free", "_room", "_semaphore", "_wait_limit")
 
     def __init__(self, backend: str, size: int, wait_limit: float, room: WaitingRoom) -> None:
         self._backend = backend
