@@ -28,7 +28,7 @@ def test_a_namespace_member_call_comes_out_public() -> None:
     assert assembler.tool_calls == [item]
 
 
-def test_a_custom_call_comes_out_whole_with_its_input_events() -> None:
+def test_a_custom_call_streams_its_input_as_its_arguments_come() -> None:
     output: list[Item] = []
     events: list[ev.Event] = []
     custom = {"type": "custom", "name": "exec"}
@@ -45,12 +45,19 @@ def test_a_custom_call_comes_out_whole_with_its_input_events() -> None:
     assert item["status"] == "completed"
     assert assembler.tool_calls == [item]  # it goes back to the client
     kinds = [type(event).__name__ for event in events]
-    assert kinds == ["ItemAdded", "CustomInputDelta", "CustomInputDone", "ItemDone"]
+    assert kinds == [
+        "ItemAdded",
+        "CustomInputDelta",
+        "CustomInputDelta",
+        "CustomInputDone",
+        "ItemDone",
+    ]
     added = events[0]
     assert isinstance(added, ev.ItemAdded)
     assert (added.item["input"], added.item["status"]) == ("", "in_progress")  # opened empty
-    assert events[1] == ev.CustomInputDelta(0, item["id"], "ls -la")
-    assert events[2] == ev.CustomInputDone(0, item["id"], "ls -la")
+    assert events[1] == ev.CustomInputDelta(0, item["id"], "ls")  # as its arguments come
+    assert events[2] == ev.CustomInputDelta(0, item["id"], " -la")
+    assert events[3] == ev.CustomInputDone(0, item["id"], "ls -la")
 
 
 def test_a_custom_call_given_whole_streams_its_input_and_goes_back() -> None:

@@ -220,3 +220,27 @@ def test_a_chat_client_streaming_gets_a_custom_call_given_whole(client: OpenAI) 
     assert fragments[0]["custom"]["name"] == "apply_patch"
     assert "".join(f["custom"]["input"] or "" for f in fragments) == PATCH
     assert finish_reason == "tool_calls"
+
+
+def test_a_custom_calls_input_streams_as_its_arguments_come(client: OpenAI) -> None:
+    """The model's arguments come in pieces: the input streams in pieces too (decoded
+    from the ``input`` string as it comes), as hosted streams a custom call, not whole
+    once the call is done."""
+    with client.responses.stream(
+        model=MODEL,
+        input=DIRECTIVE,
+        tools=[APPLY_PATCH],  # type: ignore[list-item]
+    ) as stream:
+        events = list(stream)
+    deltas = [e.delta for e in events if e.type == "response.custom_tool_call_input.delta"]
+    assert len(deltas) > 2
+    assert "".join(deltas) == PATCH
+    [done] = [e for e in events if e.type == "response.custom_tool_call_input.done"]
+    assert done.input == PATCH
+
+
+def test_a_chat_client_streaming_gets_the_custom_input_in_pieces(client: OpenAI) -> None:
+    fragments, _ = streamed_calls(client, DIRECTIVE)
+    pieces = [f["custom"]["input"] for f in fragments if f["custom"]["input"]]
+    assert len(pieces) > 2
+    assert "".join(pieces) == PATCH

@@ -7,7 +7,8 @@ a ``function_call`` (named back to its public tool: :meth:`Catalog.public_call`)
 ``custom_tool_call``, a shell or apply_patch call (:mod:`.tools.client_hosted`) or a client
 ``tool_search_call``, under a call id of its own: the upstream's, unless it gave none or
 one already used. Its argument fragments stream as the item's own events (a custom call's
-input comes whole, when it closes; a shell or apply_patch call's payload too). An
+input as its arguments' ``input`` string decodes, :class:`StreamedInput`; a shell or
+apply_patch call's payload comes whole, when it closes). An
 apply_patch call of several files is one call per file: the first under the model's call id,
 each further one under an id of its own (the first's, numbered, unless used), added whole
 after it (:meth:`CallItems.take_further`).
@@ -42,7 +43,7 @@ from stateway.core.items import (
 )
 from stateway.core.tools import client_hosted, tool_search
 from stateway.core.tools.catalog import Catalog, Entry
-from stateway.core.tools.custom_tools import custom_input
+from stateway.core.tools.custom_tools import StreamedInput, custom_input
 from stateway.core.tools.invocations import PendingCall
 from stateway.core.tools.session import ToolSession
 from stateway.core.tools.withheld import client_call, withheld_call
@@ -76,6 +77,7 @@ class CallItems:
         "_catalog",
         "_emit",
         "_further",
+        "_inputs",
         "_tools",
         "_used_call_ids",
         "gateway_calls",
@@ -101,6 +103,8 @@ class CallItems:
         self.refused = 0
         """Calls of withheld tools answered (:meth:`refuse`): the model is told, in
         another round."""
+        self._inputs: dict[str, StreamedInput] = {}
+        """The input of each custom call open, by item id, as said so far."""
 
     def silence(self) -> None:
         """Announce nothing more (the round failed)."""
@@ -110,6 +114,14 @@ class CallItems:
         """Whether a call of the model-visible ``name`` is of a client's tool the stages
         withheld (:meth:`WithheldCalls.withholds`): never the client's."""
         return self._tools is not None and self._tools.withheld.withholds(name, self._catalog)
+
+    def refusing(self, item: Item) -> bool:
+        """Whether the whole call ``item`` an upstream began is not the client's: once
+        done, :meth:`refuses` answers it."""
+        tools = self._tools
+        return tools is not None and (
+            tools.withheld.refused_item(item, self._catalog, tools.native_tools) is not None
+        )
 
     def refuses(self, index: int, item: Item) -> bool:
         """Whether the whole call ``item`` an upstream made before output ``index`` is not
@@ -157,6 +169,7 @@ class CallItems:
         if delta.name and self._catalog.is_custom(delta.name):
             del item["arguments"]
             item.update(id=new_id("ctc"), type=CUSTOM_TOOL_CALL, input="")
+            self._inputs[item["id"]] = StreamedInput()
         elif entry is not None and entry.kind in client_hosted.TOOL_TYPES:
             item = client_hosted.open_call(entry.kind, call_id)
         elif entry is not None and entry.kind == "tool_search":  # the client's own search
@@ -177,18 +190,20 @@ class CallItems:
         further, self._further = self._further, []
         return further
 
-    def given(self, index: int, item: Item) -> None:
+    def given(self, index: int, item: Item, streamed: str = "") -> None:
         """A whole call ``item`` an upstream gave at output ``index`` (added, not yet
         done), the client's (:meth:`refuses` said so): a custom tool's input streamed as
-        its events, as hosted streams it and as :meth:`close` streams a call written
-        here; any call the client runs (:func:`client_call`: a shell, apply_patch or
-        computer use call, ...) goes back to it."""
+        its events (what of it the upstream has not ``streamed`` already), as hosted
+        streams it and as :meth:`close` streams a call written here; any call the client
+        runs (:func:`client_call`: a shell, apply_patch or computer use call, ...) goes
+        back to it."""
         kind = item.get("type")
         if kind == CUSTOM_TOOL_CALL:
             raw = item.get("input")
             raw = raw if isinstance(raw, str) else ""
-            if raw:
-                self._emit(ev.CustomInputDelta(index, item["id"], raw))
+            rest = raw[len(streamed) :] if raw.startswith(streamed) else ""
+            if rest:
+                self._emit(ev.CustomInputDelta(index, item["id"], rest))
             self._emit(ev.CustomInputDone(index, item["id"], raw))
             self.tool_calls.append(item)
         elif client_call(item):
@@ -196,12 +211,16 @@ class CallItems:
 
     def arguments(self, index: int, item: Item, delta: str) -> None:
         """A fragment of the arguments of the call at output ``index``, as its item's
-        event (a custom call's input comes whole, when it closes)."""
+        event (a custom call's: the input it adds, if any)."""
         kind = item["type"]
         if kind == FUNCTION_CALL:
             self._emit(ev.ArgumentsDelta(index, item["id"], delta))
         elif kind == MCP_CALL:
             self._emit(ev.McpArgumentsDelta(index, item["id"], delta))
+        elif kind == CUSTOM_TOOL_CALL and (reader := self._inputs.get(item["id"])) is not None:
+            said = reader.feed(delta)
+            if said:
+                self._emit(ev.CustomInputDelta(index, item["id"], said))
 
     def close(self, index: int, item: Item, entry: Entry | None, status: str, text: str) -> bool:
         """Close the call at output ``index`` with its arguments ``text`` and ``status``;
@@ -213,8 +232,10 @@ class CallItems:
                 raw = custom_input(text)
                 item["input"] = raw
                 item["status"] = status
-                if raw:
-                    self._emit(ev.CustomInputDelta(index, item_id, raw))
+                reader = self._inputs.pop(item_id, None)
+                rest = raw[reader.said :] if reader is not None else raw
+                if rest:  # what was not said yet: the input goes on from what was
+                    self._emit(ev.CustomInputDelta(index, item_id, rest))
                 self._emit(ev.CustomInputDone(index, item_id, raw))
                 self.tool_calls.append(item)
             case "tool_search_call" if item.get("execution") == "client":

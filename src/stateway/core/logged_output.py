@@ -13,7 +13,8 @@ failed). So a run that died keeps what a cancelled one keeps, as far as its log 
 events of its last 0.2 s may have died with it.
 
 What a log does not hold is not rebuilt: the arguments of a call that streams none (a
-custom tool's input, a shell call's, a tool search's, an approval request's), calls held
+shell call's, a tool search's, an approval request's) or streams them decoded (a custom
+tool's input, not its arguments), calls held
 back while another was written (:mod:`.assembler`), the citations of the text being
 written, and the seal of the reasoning being written (a failed response's output is never
 continued from). Its usage is not in the log either: it stays unknown.
