@@ -439,3 +439,28 @@ def test_a_response_cut_before_its_upstream_counted_has_no_usage(client: OpenAI)
     assert "".join(texts).split() == ["w1", "w2", "w3"]
     assert failed.response.usage is None
     assert client.responses.retrieve(failed.response.id).usage is None
+
+
+@pytest.mark.parametrize(
+    "gateway",
+    ["sqlite-responses", pytest.param("postgres-responses", marks=pytest.mark.postgres)],
+    indirect=True,
+)
+@pytest.mark.parametrize("hidden", [False, True])
+def test_a_responses_upstreams_pieces_stream_as_they_came(client: OpenAI, hidden: bool) -> None:
+    """Reasoning text (or, hidden, its summary) and a call's arguments, each piece as the
+    upstream sent it: one word of reasoning, eight characters of arguments."""
+    arguments = '{"city": "Rome, the eternal city"}'
+    with client.responses.stream(
+        model=MODEL,
+        input=f"[[reason:weighing the weather here]]{'[[hidden]]' * hidden}"
+        f"[[tool:get_weather:{arguments}]]",
+        tools=[WEATHER_TOOL],  # type: ignore[list-item]
+        reasoning={"summary": "auto"} if hidden else None,  # type: ignore[arg-type]
+    ) as stream:
+        events = list(stream)
+    kind = "reasoning_summary_text" if hidden else "reasoning_text"
+    reasoning = [e.delta for e in events if e.type == f"response.{kind}.delta"]  # type: ignore[union-attr]
+    assert reasoning == ["weighing ", "the ", "weather ", "here"]
+    pieces = [e.delta for e in events if e.type == "response.function_call_arguments.delta"]  # type: ignore[union-attr]
+    assert pieces == [arguments[at : at + 8] for at in range(0, len(arguments), 8)]
