@@ -9,6 +9,8 @@ from stateway.backends.responses_request import to_upstream
 from stateway.core.commands import GenerationSettings
 from stateway.core.inference import (
     Annotation,
+    CallBegun,
+    CallInput,
     Delta,
     Finish,
     InferenceRequest,
@@ -546,6 +548,40 @@ def test_unmodelled_output_items_come_back_whole() -> None:
         from_upstream_response({"status": "completed", "output": [IMAGE_CALL, SHELL_CALL]})
     )
     assert whole[:2] == [OutputItem(IMAGE_CALL), OutputItem(SHELL_CALL)]
+
+
+def test_a_custom_calls_input_streams_in_its_pieces_then_it_comes_whole() -> None:
+    """Begun (added), its input as the upstream sends it, then whole (done), as hosted
+    streams a custom tool's call; llama-server's, placed by its item id."""
+    call = {"id": "ctc_1", "type": "custom_tool_call", "call_id": "c", "name": "exec"}
+    added = {**call, "input": "", "status": "in_progress"}
+    whole = {**call, "input": "ls -la", "status": "completed"}
+    for at in ({"output_index": 0}, {}):
+        deltas, _ = feed(
+            [
+                {"type": "response.output_item.added", **at, "item": added},
+                {
+                    "type": "response.custom_tool_call_input.delta",
+                    **at,
+                    "item_id": "ctc_1",
+                    "delta": "ls",
+                },
+                {
+                    "type": "response.custom_tool_call_input.delta",
+                    **at,
+                    "item_id": "ctc_1",
+                    "delta": " -la",
+                },
+                {
+                    "type": "response.custom_tool_call_input.done",
+                    **at,
+                    "item_id": "ctc_1",
+                    "input": "ls -la",
+                },
+                {"type": "response.output_item.done", **at, "item": whole},
+            ]
+        )
+        assert deltas == [CallBegun(added), CallInput("ls"), CallInput(" -la"), OutputItem(whole)]
 
 
 def test_fields_a_messages_client_marks_are_not_sent_to_responses() -> None:

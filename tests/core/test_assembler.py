@@ -82,6 +82,64 @@ def test_a_custom_call_given_whole_streams_its_input_and_goes_back() -> None:
     ]
 
 
+BEGUN: Item = {"id": "ctc_1", "type": "custom_tool_call", "call_id": "c", "name": "exec"}
+
+
+def begun_call() -> tuple[list[Item], list[ev.Event], OutputAssembler]:
+    """An assembler writing a custom call an upstream began, ``ls`` of its input so far."""
+    output: list[Item] = []
+    events: list[ev.Event] = []
+    assembler = OutputAssembler(output, events.append, set(), Catalog([CUSTOM_EXEC]))
+    assembler.call_begun({**BEGUN, "input": "", "status": "in_progress"})
+    assembler.call_input("l")
+    assembler.call_input("s")
+    return output, events, assembler
+
+
+CUSTOM_EXEC: Item = {"type": "custom", "name": "exec"}
+
+
+def test_a_custom_call_an_upstream_began_streams_its_pieces_then_ends_whole() -> None:
+    output, events, assembler = begun_call()
+    assert assembler.output_so_far() == [{**BEGUN, "input": "ls", "status": "in_progress"}]
+    whole = {**BEGUN, "input": "ls -la", "status": "completed"}
+    assembler.item(whole)
+    assembler.finish()
+    assert output == [whole]
+    assert assembler.tool_calls == [whole]
+    assert events == [
+        ev.ItemAdded(0, {**BEGUN, "input": "", "status": "in_progress"}),
+        ev.CustomInputDelta(0, "ctc_1", "l"),
+        ev.CustomInputDelta(0, "ctc_1", "s"),
+        ev.CustomInputDelta(0, "ctc_1", " -la"),  # what the pieces had not said
+        ev.CustomInputDone(0, "ctc_1", "ls -la"),
+        ev.ItemDone(0, whole),
+    ]
+
+
+def test_a_custom_call_an_upstream_began_and_never_ended_is_incomplete() -> None:
+    output, events, assembler = begun_call()
+    assembler.finish("incomplete")
+    [item] = output
+    assert (item["input"], item["status"]) == ("ls", "incomplete")
+    assert events[-2:] == [ev.CustomInputDone(0, "ctc_1", "ls"), ev.ItemDone(0, item)]
+
+
+def test_a_custom_call_an_upstream_began_is_ended_once_by_other_output() -> None:
+    """Other output came before its whole item: it ends as streamed, and its whole item,
+    coming after, is not added again."""
+    output, events, assembler = begun_call()
+    assembler.text("and")
+    assembler.item({**BEGUN, "input": "ls", "status": "completed"})
+    assembler.finish()
+    assert [(item["type"], item["status"]) for item in output] == [
+        ("custom_tool_call", "completed"),
+        ("message", "completed"),
+    ]
+    assert output[0]["input"] == "ls"
+    assert sum(isinstance(event, ev.CustomInputDone) for event in events) == 1
+
+
 def test_a_computer_call_given_whole_goes_back_to_the_client() -> None:
     """The client runs a computer use call (an upstream's ``computer_call``), so a round
     that also called a gateway tool ends with it, not with the model asked again."""

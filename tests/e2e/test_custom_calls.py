@@ -244,3 +244,47 @@ def test_a_chat_client_streaming_gets_the_custom_input_in_pieces(client: OpenAI)
     pieces = [f["custom"]["input"] for f in fragments if f["custom"]["input"]]
     assert len(pieces) > 2
     assert "".join(pieces) == PATCH
+
+
+STREAMED = "[[pieces]]" + WHOLE
+"""The custom call as hosted streams it: added with no input, its input in pieces."""
+
+
+@RESPONSES_UPSTREAMS
+def test_a_responses_upstreams_custom_input_streams_in_its_pieces(client: OpenAI) -> None:
+    """Each piece as the upstream sent it, as hosted streams one; each event read strictly
+    as the SDK's type, and by the SDK's ``responses.stream()``."""
+    with client.responses.with_streaming_response.create(
+        model=MODEL,
+        input=STREAMED,
+        tools=[APPLY_PATCH],  # type: ignore[list-item]
+        stream=True,
+    ) as raw:
+        events = [json.loads(line[6:]) for line in raw.iter_lines() if line.startswith("data: ")]
+    for event in events:
+        EVENTS.validate_python(event, strict=True)
+    mine = [e for e in events if e.get("output_index") == 0]
+    kinds = [e["type"] for e in mine]
+    assert kinds[0] == "response.output_item.added"
+    assert kinds[-2:] == ["response.custom_tool_call_input.done", "response.output_item.done"]
+    deltas = [e["delta"] for e in mine[1:-2]]
+    assert set(kinds[1:-2]) == {"response.custom_tool_call_input.delta"}
+    assert deltas == [PATCH[at : at + 8] for at in range(0, len(PATCH), 8)]  # the fake's
+    added, done = mine[0]["item"], mine[-1]["item"]
+    assert (added["type"], added["input"], added["id"]) == ("custom_tool_call", "", done["id"])
+    assert all(e["item_id"] == done["id"] for e in mine[1:-1])
+    assert (done["name"], done["input"], done["call_id"]) == ("apply_patch", PATCH, "call_whole")
+    assert done["status"] == "completed"
+    stream_reads_the_call(client, STREAMED)
+
+
+@RESPONSES_UPSTREAMS
+def test_a_chat_client_streaming_gets_a_responses_upstreams_custom_input_in_pieces(
+    client: OpenAI,
+) -> None:
+    fragments, finish_reason = streamed_calls(client, STREAMED)
+    assert fragments[0]["custom"]["name"] == "apply_patch"
+    pieces = [f["custom"]["input"] for f in fragments if f["custom"]["input"]]
+    assert len(pieces) > 2
+    assert "".join(pieces) == PATCH
+    assert finish_reason == "tool_calls"

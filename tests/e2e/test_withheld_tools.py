@@ -290,6 +290,22 @@ def test_a_responses_upstream_s_call_of_a_tool_not_offered_never_reaches_the_cli
     assert NATIVE_CALLS[tool]["call_id"] in json.dumps(second["body"]["input"])
 
 
+def test_a_withheld_custom_call_streamed_in_pieces_shows_none_of_them(
+    sdk: OpenAI, fake_upstream: str
+) -> None:
+    """Begun, its input streamed, then whole: none of it is shown, and it is answered."""
+    mark = uuid.uuid4().hex[:12]
+    tools: Any = [_function("keep"), _function("rm_rf")]
+    prompt = "[[pieces]]" + _native(mark, "rm_rf")
+    with sdk.responses.stream(model="guarded-responses", input=prompt, tools=tools) as events:
+        seen = list(events)
+        answer = events.get_final_response()
+    assert not [e for e in seen if e.type.startswith("response.custom_tool_call_input")]
+    items = [e.item.type for e in seen if e.type.startswith("response.output_item.")]
+    assert items == ["message", "message"]
+    assert answer.output_text == _not_available("rm_rf")
+
+
 def test_a_chat_or_messages_client_never_gets_a_native_call_of_a_tool_not_offered(
     sdk: OpenAI, claude: Anthropic
 ) -> None:

@@ -30,7 +30,9 @@ This upstream speaks Responses natively (``carries_unknown_types``): input items
 of types the gateway does not model are sent untouched, as are the ``shell`` and
 ``apply_patch`` tools and their items; output items of such types come back whole
 (:class:`OutputItem`, on ``response.output_item.done``; their own intermediate events are
-not relayed).
+not relayed), but a custom tool's call, whose input streams between its
+``response.output_item.added`` and its whole item (:class:`CallBegun`,
+:class:`CallInput`).
 
 With ``cache_salted`` (``cache_salt = "tenant"``) every call carries its tenant's
 ``cache_salt`` (vLLM's Responses API takes it as its Chat Completions does), over the

@@ -3,7 +3,8 @@
 same deltas, using the upstream ``output_index`` of a function call as its tool index:
 each message begun (:class:`MessageStart`, with its ``phase``), its text (then its
 annotations, their text indices moved to where their part stands in the message's one text:
-:class:`Annotation`) and its refusal;
+:class:`Annotation`) and its refusal; a custom tool's call begun (:class:`CallBegun`),
+its input's pieces (:class:`CallInput`), then its whole item (:class:`OutputItem`);
 reasoning from its text, else from its summary (a :class:`SummaryBreak` before each part
 after the first); an item that streamed no deltas from its
 ``response.output_item.done``. llama-server's own ``/v1/responses`` numbers nothing: there
@@ -23,6 +24,8 @@ from stateway.core import logprobs
 from stateway.core.inference import (
     Annotation,
     Answered,
+    CallBegun,
+    CallInput,
     Delta,
     Finish,
     MessageStart,
@@ -116,17 +119,23 @@ class StreamState:
             yield from self._summary(event, text(event["delta"]) or "")
         elif kind == "response.output_item.added":
             item = event["item"]
-            if item.get("type") == "function_call":
+            made = item.get("type")
+            if made == "function_call":
                 yield _call(count(self._item_index(event, item)), {**item, "arguments": ""})
             else:
                 if "output_index" not in event and "id" in item:
                     self._item_index(event, item)  # placed for the deltas naming it
-                if item.get("type") == "message":
+                if made == "message":
                     yield MessageStart(text(item.get("phase")))
+                elif made == "custom_tool_call":
+                    yield CallBegun(item)
         elif kind == "response.function_call_arguments.delta":
             index = self._index(event)
             self.streamed.add(index)
             yield ToolCallDelta(count(index), None, None, text(event["delta"]) or "")
+        elif kind == "response.custom_tool_call_input.delta":
+            if piece := text(event["delta"]):
+                yield CallInput(piece)
         elif kind == "response.output_item.done":
             item = event["item"]
             yield from self._done(item, self._item_index(event, item))
@@ -203,6 +212,9 @@ class StreamState:
 
     def _done(self, item: dict[str, Any], index: int) -> Iterator[Delta]:
         kind = item.get("type")
+        if kind == "custom_tool_call":  # whole, it ends the call begun
+            yield OutputItem(item)
+            return
         if index in self.streamed:
             if kind == "reasoning":
                 yield from _seal(item, self.maker)

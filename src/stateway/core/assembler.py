@@ -9,7 +9,9 @@ announced done, :meth:`OutputAssembler.abandon`). A message holds an ``output_te
 ``refusal`` part after it when the model declined, or the refusal alone; text after a
 refusal starts another message, as does an upstream's :meth:`OutputAssembler.message`.
 An item the gateway does not model comes whole (:meth:`OutputAssembler.item`) and is
-added (announced ``in_progress``, as every item) and done at once. A message's and a
+added (announced ``in_progress``, as every item) and done at once; a custom tool's call
+an upstream began (:meth:`OutputAssembler.call_begun`) is added at once, streams its input
+as the upstream sends it, and is done with its whole item. A message's and a
 reasoning item's parts, done as the item closes: :mod:`stateway.core.item_parts`.
 
 Calls are written one at a time, as the Responses and Messages streams show them: while
@@ -84,6 +86,9 @@ class OutputAssembler:
         """Whether any output event was emitted: past this point failover is forbidden."""
         self._abandoned = False
         """The round failed (:meth:`abandon`): an item opened now is never announced."""
+        self._ended: set[str] = set()
+        """The call ids of the calls an upstream began that other output closed before
+        their whole items came: those items are not added again."""
 
     @property
     def tool_calls(self) -> list[Item]:
@@ -224,20 +229,46 @@ class OutputAssembler:
             if not current.withheld:
                 self._calls.arguments(current.index, current.item, delta.arguments)
 
+    def call_begun(self, item: Item) -> None:
+        """A custom tool's call an upstream began (its ``call_id`` and name; no input
+        yet): added now, its input streamed as it comes (:meth:`call_input`), done with
+        its whole item (:meth:`item`). One of a tool not offered is not shown: its whole
+        item is answered unseen."""
+        self._release("completed")
+        self._close("completed")
+        if self._calls.refusing(item):
+            return
+        opened = self._start(_identified(announced(item)))
+        opened.begun, opened.upstream_id = True, item.get("call_id")
+
+    def call_input(self, text: str) -> None:
+        """A piece of the input of the call an upstream began, as it sent it; nothing
+        while none is open (one not shown)."""
+        current = self._open
+        if current is not None and current.begun and text:
+            current.chunks.append(text)
+            self._emit(ev.CustomInputDelta(current.index, current.item["id"], text))
+
     def item(self, item: Item) -> None:
         """A whole output item passed through as it came (its ``id`` given if missing),
         added and done at once; a custom tool's call streams its input between the two,
-        as one written here does. A custom, shell or apply_patch call among them goes
-        back to the client like any client call (:meth:`CallItems.given`), but one of a
-        tool not offered, which is answered unseen (:meth:`CallItems.refuses`)."""
+        as one written here does (or, begun, it ends: :meth:`call_begun`). A custom,
+        shell or apply_patch call among them goes back to the client like any client
+        call (:meth:`CallItems.given`), but one of a tool not offered, which is answered
+        unseen (:meth:`CallItems.refuses`)."""
+        current = self._open
+        if current is not None and current.begun and current.upstream_id == item.get("call_id"):
+            self._open = None
+            self._end_begun(current, item)
+            return
+        if item.get("call_id") in self._ended:
+            return
         self._release("completed")
         self._close("completed")
         if self._calls.refuses(len(self._output), item):
             return
         self.started = True
-        item = dict(item)
-        if not isinstance(item.get("id"), str) or not item["id"]:
-            item["id"] = new_id("item")
+        item = _identified(dict(item))
         seal = item.get("encrypted_content")
         if item.get("type") == REASONING and isinstance(seal, str) and seal:  # redacted
             item["encrypted_content"] = self._wrapped(seal, None)
@@ -246,6 +277,14 @@ class OutputAssembler:
         self._emit(ev.ItemAdded(index, announced(item)))
         self._calls.given(index, item)
         self._emit(ev.ItemDone(index, dict(item)))
+
+    def _end_begun(self, current: OpenItem, whole: Item) -> None:
+        """The call an upstream began, done as its ``whole`` item says (under the id it
+        was announced with): the input it streamed is not said again."""
+        item = {**whole, "id": current.item["id"]}
+        self._output[current.index] = item
+        self._calls.given(current.index, item, "".join(current.chunks))
+        self._emit(ev.ItemDone(current.index, dict(item)))
 
     def _add(self, item: Item) -> None:
         """``item``, whole: added (announced ``in_progress``) and done at once."""
@@ -372,6 +411,10 @@ class OutputAssembler:
         if current.withheld:  # answered unseen (when whole), never announced done
             self._calls.refuse(current.index, item, status, text)
             return
+        if current.begun:  # cut short, or other output came before its whole item
+            self._ended.add(str(current.upstream_id))
+            self._end_begun(current, {**item, "input": text, "status": status})
+            return
         item_id = item["id"]
         match item["type"]:
             case "message":
@@ -391,3 +434,10 @@ class OutputAssembler:
         self._emit(ev.ItemDone(current.index, dict(item)))
         for further in self._calls.take_further():  # an apply_patch call's further files
             self._add(further)
+
+
+def _identified(item: Item) -> Item:
+    """``item``, given an ``id`` if it has none."""
+    if not isinstance(item.get("id"), str) or not item["id"]:
+        item["id"] = new_id("item")
+    return item

@@ -188,6 +188,23 @@ class OutputItem:
     item: Item
 
 
+@immutable
+class CallBegun:
+    """A call item an upstream that speaks Responses natively began, whose input streams
+    before its whole :class:`OutputItem` ends it: a ``custom_tool_call`` (its
+    ``output_item.added``), its input to come in :class:`CallInput` pieces."""
+
+    item: Item
+
+
+@immutable
+class CallInput:
+    """A piece of the input of the call an upstream began (:class:`CallBegun`), as it
+    sent it (a ``response.custom_tool_call_input.delta``)."""
+
+    text: str
+
+
 Delta = (
     TextDelta
     | RefusalDelta
@@ -201,4 +218,6 @@ Delta = (
     | UsageReport
     | Finish
     | OutputItem
+    | CallBegun
+    | CallInput
 )

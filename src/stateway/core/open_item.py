@@ -13,6 +13,7 @@ class OpenItem:
 
     __slots__ = (
         "annotations",
+        "begun",
         "breaks",
         "chunks",
         "citations",
@@ -61,6 +62,10 @@ class OpenItem:
         self.withheld = False
         """A call of a tool the stages withheld: not in the output, never announced
         (:mod:`stateway.core.tools.withheld`); ``index`` is where it was made."""
+        self.begun = False
+        """A call an upstream began whole (:meth:`OutputAssembler.call_begun
+        <stateway.core.assembler.OutputAssembler.call_begun>`): its chunks are its raw
+        input, and its whole item ends it."""
 
     def so_far(self) -> Item:
         """The item with what it has gathered so far (its text or arguments, not yet in
@@ -84,6 +89,8 @@ class OpenItem:
             return {**item, "content": [text_part("reasoning_text", text)]}
         if item["type"] == FUNCTION_CALL:
             return {**item, "arguments": text}
+        if self.begun:
+            return {**item, "input": text}
         return item
 
 

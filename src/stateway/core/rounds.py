@@ -46,6 +46,8 @@ from stateway.core.inference import (
     WINDOW_FILLED,
     Annotation,
     Answered,
+    CallBegun,
+    CallInput,
     Citation,
     Finish,
     InferenceRequest,
@@ -171,7 +173,7 @@ async def _infer(
         run.state.prompt_usage = None
     single = _SingleCall() if not request.settings.parallel_tool_calls else None
     top = request.settings.top_logprobs or 0  # alternatives of each token asked for
-    held: list[MessageStart | ToolCallDelta] = []
+    held: list[MessageStart | ToolCallDelta | CallBegun] = []
     """Openings before any output (a message begun, a call named before its first
     argument): shown with the first output, if any comes."""
     queued = run.queued  # a background run still queued starts once the call is seated
@@ -201,10 +203,13 @@ async def _infer(
                             else:
                                 held.append(delta)
                             continue
-                        if isinstance(delta, ToolCallDelta) and not delta.arguments:
+                        if (isinstance(delta, ToolCallDelta) and not delta.arguments) or isinstance(
+                            delta, CallBegun
+                        ):
                             # a call named before its first argument (vLLM's first fragment,
-                            # an Anthropic tool_use block's start): not yet output, but the
-                            # model generates (its arguments may come all at the end)
+                            # an Anthropic tool_use block's start, a Responses upstream's
+                            # custom call added): not yet output, but the model generates
+                            # (its arguments may come all at the end)
                             held.append(delta)
                             waiting.came()
                             continue
@@ -232,6 +237,10 @@ async def _infer(
                             assembler.annotation(annotation)
                         case OutputItem(item=item):
                             assembler.item(item)
+                        case CallInput(text=text):
+                            assembler.call_input(text)
+                        case CallBegun(item=item):
+                            assembler.call_begun(item)
                         case UsageReport(usage=latest):
                             reported = latest
                         case Finish(reason=finish_reason, stop_sequence=matched):
@@ -279,7 +288,7 @@ async def _output_begins(
     row: Row | None,
     plan: Plan,
     waiting: FirstOutput,
-    held: list[MessageStart | ToolCallDelta],
+    held: list[MessageStart | ToolCallDelta | CallBegun],
     assembler: OutputAssembler,
     single: _SingleCall | None,
 ) -> None:
@@ -295,6 +304,8 @@ async def _output_begins(
     for opening in held:
         if isinstance(opening, MessageStart):
             assembler.message(opening.phase)
+        elif isinstance(opening, CallBegun):
+            assembler.call_begun(opening.item)
         elif single is None or single.admits(opening):
             assembler.tool_call(opening)
     held.clear()

@@ -88,6 +88,9 @@ class Plan:
     wire only)."""
     custom_calls: bool = False
     """The tool calls are custom tools' (``[[custom]]``; the Chat wire only)."""
+    item_pieces: bool = False
+    """The custom tool calls among ``items`` stream their input in pieces (``[[pieces]]``;
+    the Responses wire only)."""
     think_tags: bool = False
     """The reasoning goes in the content, between ``<think>`` tags (``[[think]]``; the Chat
     wire only)."""
@@ -192,6 +195,7 @@ def build_plan(conversation: Conversation, script: Script, max_tokens: int | Non
         stop_reason=script.stop,
         interleave=script.interleave,
         custom_calls=script.custom,
+        item_pieces=script.pieces,
         think_tags=script.think,
     )
 

@@ -302,6 +302,18 @@ def _hidden_reasoning_events(event: Any, item: dict[str, Any], index: int) -> It
         yield event("response.reasoning_summary_part.done", {**at, "part": part})
 
 
+def _custom_call_events(event: Any, item: dict[str, Any], index: int) -> Iterator[Frame]:
+    """A custom tool's call's events but its ``output_item.done``, as OpenAI streams them:
+    added with no input yet, then its input in pieces."""
+    empty = {**item, "status": "in_progress", "input": ""}
+    yield event("response.output_item.added", {"output_index": index, "item": empty})
+    at = {"item_id": item["id"], "output_index": index}
+    raw = str(item.get("input") or "")
+    for piece in argument_chunks(raw):
+        yield event("response.custom_tool_call_input.delta", {**at, "delta": piece}, PAYLOAD)
+    yield event("response.custom_tool_call_input.done", {**at, "input": raw})
+
+
 def response_frames(request: ResponsesRequest, plan: Plan) -> Iterator[Frame]:
     """The event stream: created, in_progress, each output item, completed/incomplete."""
     final = response_object(request, plan, new_id("resp_"), int(time.time()))
@@ -319,7 +331,9 @@ def response_frames(request: ResponsesRequest, plan: Plan) -> Iterator[Frame]:
     whole = len(final["output"]) - len(plan.items)  # [[item]]s come last, whole
     for index, item in enumerate(final["output"]):
         at = {"item_id": item["id"], "output_index": index}
-        if index >= whole:
+        if index >= whole and plan.item_pieces and item.get("type") == "custom_tool_call":
+            yield from _custom_call_events(event, item, index)
+        elif index >= whole:
             yield event("response.output_item.added", {"output_index": index, "item": item})
         elif item["type"] == "message" and item["content"][0]["type"] == "refusal":
             yield from _refusal_events(event, item, index, plan.refusal)

@@ -18,6 +18,10 @@ Grammar (names are lower case, no spaces inside the brackets)::
                           string, else ARGS) under ``custom.input``, streamed or not
     [[item:JSON]]         on the Responses wire, also output the item JSON (an object) whole,
                           its ``id`` given if missing (repeatable; the Chat wire ignores it)
+    [[pieces]]            on the Responses wire, stream each [[item]] that is a custom tool's
+                          call as hosted streams one: added with no input yet, its input in
+                          ``response.custom_tool_call_input.delta`` pieces, its ``.done``,
+                          then done (without it, whole; the Chat wire ignores it)
     [[reason:TEXT]]       emit TEXT as reasoning first (repeatable, joined by a space)
     [[think]]             on the Chat wire, write the reasoning in the content instead, first,
                           between ``<think>`` and ``</think>`` (then a blank line), as a
@@ -128,6 +132,7 @@ _FLAGS = frozenset(
         "think",
         "interleave",
         "custom",
+        "pieces",
         "llamacpp",
         "reported",
         "unanswered",
@@ -173,6 +178,7 @@ class Script:
     think: bool = False
     interleave: bool = False
     custom: bool = False
+    pieces: bool = False
     llamacpp: bool = False
     reported: bool = False
     unanswered: bool = False
