@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 import pytest
 from anthropic import Anthropic
-from openai import OpenAI
+from openai import AsyncOpenAI, OpenAI
 
 from tests.core.tools.wire import EVENTS
 from tests.e2e.test_passthrough_tools import RESPONSES_UPSTREAMS
@@ -288,3 +288,25 @@ def test_a_chat_client_streaming_gets_a_responses_upstreams_custom_input_in_piec
     assert len(pieces) > 2
     assert "".join(pieces) == PATCH
     assert finish_reason == "tool_calls"
+
+
+@RESPONSES_UPSTREAMS
+@pytest.mark.parametrize("prompt", [DIRECTIVE, STREAMED], ids=["arguments", "pieces"])
+async def test_a_websocket_client_gets_the_custom_input_in_pieces(
+    async_client: AsyncOpenAI, prompt: str
+) -> None:
+    """From the model's arguments (decoded) or the upstream's own pieces, as over SSE."""
+    async with async_client.responses.connect() as connection:
+        await connection.response.create(
+            model=MODEL,
+            input=prompt,
+            tools=[APPLY_PATCH],  # type: ignore[list-item]
+        )
+        events: list[Any] = []
+        while not events or events[-1].type not in ("response.completed", "error"):
+            events.append(await connection.recv())
+    deltas = [e.delta for e in events if e.type == "response.custom_tool_call_input.delta"]
+    assert len(deltas) > 2
+    assert "".join(deltas) == PATCH
+    [call] = events[-1].response.output
+    assert (call.type, call.input) == ("custom_tool_call", PATCH)
