@@ -111,11 +111,15 @@ async def test_the_guided_reply_becomes_the_tools_input(reason: str, finish: str
         Finish(reason),
     ]
     out = [d async for d in as_tool_input(replay(upstream), "patch")]
-    assert out == [
+    assert out == [  # the input streams as the reply does
         ReasoningDelta("think"),
-        ToolCallDelta(0, None, "patch", orjson.dumps({"input": 'a"a'}).decode()),
+        ToolCallDelta(0, None, "patch", '{"input":"a\\"'),
+        ToolCallDelta(0, None, None, "a"),
+        ToolCallDelta(0, None, None, '"}'),
         Finish(finish),
     ]
+    arguments = "".join(d.arguments for d in out if isinstance(d, ToolCallDelta))
+    assert arguments == orjson.dumps({"input": 'a"a'}).decode()
 
 
 async def test_a_guided_reply_ended_without_a_finish_reason_is_still_the_call() -> None:
@@ -123,4 +127,14 @@ async def test_a_guided_reply_ended_without_a_finish_reason_is_still_the_call() 
     (vllm-project/vllm#27572, #40986): the reply is the call all the same, not dropped."""
     upstream: list[Delta] = [TextDelta("a"), TextDelta("a")]
     out = [d async for d in as_tool_input(replay(upstream), "patch")]
-    assert out == [ToolCallDelta(0, None, "patch", '{"input":"aa"}'), Finish("tool_calls")]
+    assert out == [
+        ToolCallDelta(0, None, "patch", '{"input":"a'),
+        ToolCallDelta(0, None, None, "a"),
+        ToolCallDelta(0, None, None, '"}'),
+        Finish("tool_calls"),
+    ]
+
+
+async def test_an_empty_guided_reply_is_the_call_with_an_empty_input() -> None:
+    out = [d async for d in as_tool_input(replay([TextDelta(""), Finish("stop")]), "patch")]
+    assert out == [ToolCallDelta(0, None, "patch", '{"input":""}'), Finish("tool_calls")]

@@ -438,6 +438,14 @@ def test_a_forced_grammar_tool_is_guided_by_structured_outputs(
         assert "structured_outputs" not in sent
         assert sent["tools"]
         assert unforced.output[0].type == "message"
+        with sdk.responses.stream(
+            model=MODEL,
+            input="patch it",
+            tools=[GRAMMAR_TOOL],
+            tool_choice={"type": "custom", "name": "apply_patch"},
+        ) as stream:
+            deltas = [e.delta for e in stream if e.type == "response.custom_tool_call_input.delta"]
+        assert deltas == ["Hello! ", "You ", "said: ", "patch ", "it"]  # as the reply came
 
 
 @pytest.fixture(scope="module")

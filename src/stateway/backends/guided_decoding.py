@@ -29,6 +29,9 @@ import orjson
 from stateway.core.inference import Delta, Finish, InferenceRequest, TextDelta, ToolCallDelta
 
 GuidedDecoding = Literal["vllm", "vllm-legacy"]
+_OPEN: Final = '{"input":"'
+_CLOSE: Final = '"}'
+"""Around the escaped reply: the arguments of the custom tool's function."""
 _FIELDS: Final[dict[str, dict[str, tuple[str, str | None]]]] = {
     "vllm": {"regex": ("structured_outputs", "regex"), "": ("structured_outputs", "grammar")},
     "vllm-legacy": {"regex": ("guided_regex", None), "": ("guided_grammar", None)},
@@ -76,24 +79,40 @@ def guide(body: dict[str, Any], request: InferenceRequest, style: GuidedDecoding
 
 async def as_tool_input(deltas: AsyncIterator[Delta], name: str) -> AsyncIterator[Delta]:
     """The reply text of a guided round, as one call of tool ``name`` whose input is that
-    text (the ``input`` argument of the custom tool's function); other deltas pass. A reply
-    that ends without a finish reason (vLLM's, now and then) is the call all the same."""
-    text: list[str] = []
+    text (the ``input`` argument of the custom tool's function), streamed as the text
+    comes: each piece escaped as it comes, the first opening the arguments, the finish
+    closing them; other deltas pass. A reply that ends without a finish reason (vLLM's,
+    now and then) is the call all the same."""
+    begun = False
     finished = False
     async for delta in deltas:
         match delta:
             case TextDelta(text=piece):
-                text.append(piece)
+                if piece:
+                    escaped = orjson.dumps(piece).decode()[1:-1]
+                    yield _piece(name, escaped, begun)
+                    begun = True
             case Finish(reason=reason):
                 finished = True
-                yield _call(name, text)
+                yield _closing(name, begun)
                 yield Finish("tool_calls" if reason == "stop" else reason)
             case _:
                 yield delta
     if not finished:
-        yield _call(name, text)
+        yield _closing(name, begun)
         yield Finish("tool_calls")
 
 
-def _call(name: str, text: list[str]) -> ToolCallDelta:
-    return ToolCallDelta(0, None, name, orjson.dumps({"input": "".join(text)}).decode())
+def _piece(name: str, escaped: str, begun: bool) -> ToolCallDelta:
+    """A piece of the input, escaped: the call's first (named, opening its arguments)
+    unless it has ``begun``."""
+    if begun:
+        return ToolCallDelta(0, None, None, escaped)
+    return ToolCallDelta(0, None, name, _OPEN + escaped)
+
+
+def _closing(name: str, begun: bool) -> ToolCallDelta:
+    """The end of the call's arguments; all of them when no text began it."""
+    if begun:
+        return ToolCallDelta(0, None, None, _CLOSE)
+    return ToolCallDelta(0, None, name, _OPEN + _CLOSE)
