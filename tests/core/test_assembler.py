@@ -35,6 +35,7 @@ def test_a_custom_call_streams_its_input_as_its_arguments_come() -> None:
     catalog = Catalog([{"type": "namespace", "name": "functions", "tools": [custom]}])
     assembler = OutputAssembler(output, events.append, set(), catalog)
     assembler.tool_call(ToolCallDelta(0, "call_1", "functions__exec", '{"input": "ls'))
+    assert assembler.output_so_far()[0]["input"] == "ls"  # what a reader sees of it so far
     assembler.tool_call(ToolCallDelta(0, None, None, ' -la"}'))
     assembler.finish()
     [item] = output

@@ -4,8 +4,9 @@ deltas, and the parts it is built of."""
 from __future__ import annotations
 
 from stateway.core.inference import ToolCallDelta
-from stateway.core.items import FUNCTION_CALL, MESSAGE, REASONING, Item
+from stateway.core.items import CUSTOM_TOOL_CALL, FUNCTION_CALL, MESSAGE, REASONING, Item
 from stateway.core.tools.catalog import Entry
+from stateway.core.tools.custom_tools import custom_input
 
 
 class OpenItem:
@@ -89,8 +90,8 @@ class OpenItem:
             return {**item, "content": [text_part("reasoning_text", text)]}
         if item["type"] == FUNCTION_CALL:
             return {**item, "arguments": text}
-        if self.begun:
-            return {**item, "input": text}
+        if item["type"] == CUSTOM_TOOL_CALL:  # its raw input, or its function's arguments
+            return {**item, "input": text if self.begun else custom_input(text)}
         return item
 
 
