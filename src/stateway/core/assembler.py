@@ -8,11 +8,10 @@ announced done, :meth:`OutputAssembler.abandon`). A message holds an ``output_te
 (with the ``citations`` an upstream gave its text, :meth:`OutputAssembler.citation`), a
 ``refusal`` part after it when the model declined, or the refusal alone; text after a
 refusal starts another message, as does an upstream's :meth:`OutputAssembler.message`.
-An item the gateway does not model comes whole (:meth:`OutputAssembler.item`) and is
-added (announced ``in_progress``, as every item) and done at once; a custom tool's call
-an upstream began (:meth:`OutputAssembler.call_begun`) is added at once, streams its input
-as the upstream sends it, and is done with its whole item. A message's and a
-reasoning item's parts, done as the item closes: :mod:`stateway.core.item_parts`.
+A message's and a reasoning item's parts, done as the item closes:
+:mod:`stateway.core.item_parts`. The items an upstream gives whole
+(:meth:`OutputAssembler.item`) and the calls it begins whose input streams
+(:meth:`OutputAssembler.call_begun`): :mod:`stateway.core.given_items`.
 
 Calls are written one at a time, as the Responses and Messages streams show them: while
 one is open, the fragments of another index wait (a Chat upstream may interleave its
@@ -32,6 +31,7 @@ from stateway.core import events as ev
 from stateway.core.call_items import CALL_TYPES, CallItems, Emit, silent
 from stateway.core.compaction.reasoning_output import ReasoningOutput
 from stateway.core.errors import UpstreamError
+from stateway.core.given_items import GivenItems
 from stateway.core.ids import new_id
 from stateway.core.inference import ToolCallDelta
 from stateway.core.item_parts import (
@@ -41,7 +41,7 @@ from stateway.core.item_parts import (
     finish_reasoning,
     open_text,
 )
-from stateway.core.items import MESSAGE, REASONING, Item, announced
+from stateway.core.items import MESSAGE, REASONING, Item
 from stateway.core.open_item import OpenItem, new_call, text_part
 from stateway.core.tools.catalog import Catalog
 from stateway.core.tools.invocations import PendingCall
@@ -78,6 +78,8 @@ class OutputAssembler:
             tools.catalog if tools is not None else catalog or Catalog([]),
             tools,
         )
+        self._given = GivenItems(output, emit, self._calls, wrap)
+        """The items an upstream gives whole, and the calls it begins."""
         self._open: OpenItem | None = None
         self._closed_tools: set[int] = set()
         self._held: dict[int, list[ToolCallDelta]] = {}
@@ -86,9 +88,6 @@ class OutputAssembler:
         """Whether any output event was emitted: past this point failover is forbidden."""
         self._abandoned = False
         """The round failed (:meth:`abandon`): an item opened now is never announced."""
-        self._ended: set[str] = set()
-        """The call ids of the calls an upstream began that other output closed before
-        their whole items came: those items are not added again."""
 
     @property
     def tool_calls(self) -> list[Item]:
@@ -232,66 +231,33 @@ class OutputAssembler:
     def call_begun(self, item: Item) -> None:
         """A custom tool's call an upstream began (its ``call_id`` and name; no input
         yet): added now, its input streamed as it comes (:meth:`call_input`), done with
-        its whole item (:meth:`item`). One of a tool not offered is not shown: its whole
-        item is answered unseen."""
+        its whole item (:meth:`item`). One of a tool not offered is not shown
+        (:meth:`GivenItems.begun`)."""
         self._release("completed")
         self._close("completed")
-        if self._calls.refusing(item):
-            return
-        opened = self._start(_identified(announced(item)))
-        opened.begun, opened.upstream_id = True, item.get("call_id")
+        shown = self._given.begun(item)
+        if shown is not None:
+            opened = self._start(shown)
+            opened.begun, opened.upstream_id = True, item.get("call_id")
 
     def call_input(self, text: str) -> None:
         """A piece of the input of the call an upstream began, as it sent it; nothing
         while none is open (one not shown)."""
-        current = self._open
-        if current is not None and current.begun and text:
-            current.chunks.append(text)
-            self._emit(ev.CustomInputDelta(current.index, current.item["id"], text))
+        self._given.input(self._open, text)
 
     def item(self, item: Item) -> None:
-        """A whole output item passed through as it came (its ``id`` given if missing),
-        added and done at once; a custom tool's call streams its input between the two,
-        as one written here does (or, begun, it ends: :meth:`call_begun`). A custom,
-        shell or apply_patch call among them goes back to the client like any client
-        call (:meth:`CallItems.given`), but one of a tool not offered, which is answered
-        unseen (:meth:`CallItems.refuses`)."""
+        """A whole output item passed through as it came, added and done at once
+        (:meth:`GivenItems.add`); a custom tool's call streams its input between the two,
+        as one written here does (or, begun, it ends: :meth:`call_begun`)."""
         current = self._open
         if current is not None and current.begun and current.upstream_id == item.get("call_id"):
             self._open = None
-            self._end_begun(current, item)
-            return
-        if item.get("call_id") in self._ended:
-            return
-        self._release("completed")
-        self._close("completed")
-        if self._calls.refuses(len(self._output), item):
-            return
-        self.started = True
-        item = _identified(dict(item))
-        seal = item.get("encrypted_content")
-        if item.get("type") == REASONING and isinstance(seal, str) and seal:  # redacted
-            item["encrypted_content"] = self._wrapped(seal, None)
-        index = len(self._output)
-        self._output.append(item)
-        self._emit(ev.ItemAdded(index, announced(item)))
-        self._calls.given(index, item)
-        self._emit(ev.ItemDone(index, dict(item)))
-
-    def _end_begun(self, current: OpenItem, whole: Item) -> None:
-        """The call an upstream began, done as its ``whole`` item says (under the id it
-        was announced with): the input it streamed is not said again."""
-        item = {**whole, "id": current.item["id"]}
-        self._output[current.index] = item
-        self._calls.given(current.index, item, "".join(current.chunks))
-        self._emit(ev.ItemDone(current.index, dict(item)))
-
-    def _add(self, item: Item) -> None:
-        """``item``, whole: added (announced ``in_progress``) and done at once."""
-        index = len(self._output)
-        self._output.append(item)
-        self._emit(ev.ItemAdded(index, announced(item)))
-        self._emit(ev.ItemDone(index, dict(item)))
+            self._given.end(current, item)
+        elif not self._given.ended(item):
+            self._release("completed")
+            self._close("completed")
+            if self._given.add(item):
+                self.started = True
 
     def resume(self, item: OpenItem) -> None:
         """Go on with ``item`` (this assembler has written nothing), an item another one
@@ -321,6 +287,7 @@ class OutputAssembler:
         a ``tool_use`` block) and the upstream APIs end a failed stream with its error."""
         self._emit = silent
         self._calls.silence()
+        self._given.silence()
         self._abandoned = True
         self.finish("incomplete")
 
@@ -412,8 +379,7 @@ class OutputAssembler:
             self._calls.refuse(current.index, item, status, text)
             return
         if current.begun:  # cut short, or other output came before its whole item
-            self._ended.add(str(current.upstream_id))
-            self._end_begun(current, {**item, "input": text, "status": status})
+            self._given.cut(current, status)
             return
         item_id = item["id"]
         match item["type"]:
@@ -433,11 +399,4 @@ class OutputAssembler:
                     return  # its item is done once it has run (or, cut short, abandoned)
         self._emit(ev.ItemDone(current.index, dict(item)))
         for further in self._calls.take_further():  # an apply_patch call's further files
-            self._add(further)
-
-
-def _identified(item: Item) -> Item:
-    """``item``, given an ``id`` if it has none."""
-    if not isinstance(item.get("id"), str) or not item["id"]:
-        item["id"] = new_id("item")
-    return item
+            self._given.further(further)
