@@ -37,6 +37,7 @@ from stateway.core.inference import ToolCallDelta
 from stateway.core.item_parts import (
     break_summary,
     close_message,
+    close_reasoning,
     close_text,
     finish_reasoning,
     open_text,
@@ -381,16 +382,12 @@ class OutputAssembler:
         if current.begun:  # cut short, or other output came before its whole item
             self._given.cut(current, status)
             return
-        item_id = item["id"]
         match item["type"]:
             case "message":
                 item["content"] = close_message(self._emit, current, text, self._tools)
                 item["status"] = status
             case "reasoning":
-                part = {"type": "reasoning_text", "text": text}
-                self._emit(ev.ReasoningDone(current.index, 0, item_id, text))
-                self._emit(ev.PartDone(current.index, 0, item_id, part))
-                item["content"] = [part]
+                item["content"] = close_reasoning(self._emit, current, text)
                 item["status"] = status
                 if self._reasoning is not None:
                     finish_reasoning(self._emit, self._reasoning, current, text)

@@ -73,6 +73,15 @@ def close_text(emit: Emit, current: OpenItem, text: str, tools: ToolSession | No
     return part
 
 
+def close_reasoning(emit: Emit, current: OpenItem, text: str) -> list[Item]:
+    """A reasoning item's part, done: its whole ``text``."""
+    item_id = current.item["id"]
+    part = {"type": "reasoning_text", "text": text}
+    emit(ev.ReasoningDone(current.index, 0, item_id, text))
+    emit(ev.PartDone(current.index, 0, item_id, part))
+    return [part]
+
+
 def break_summary(
     emit: Emit, reasoning: ReasoningOutput | None, current: OpenItem, text: str
 ) -> None:
