@@ -43,9 +43,10 @@ from stateway.core.items import (
 )
 from stateway.core.tools import client_hosted, tool_search
 from stateway.core.tools.catalog import Catalog, Entry
-from stateway.core.tools.custom_tools import StreamedInput, custom_input
+from stateway.core.tools.custom_tools import custom_input
 from stateway.core.tools.invocations import PendingCall
 from stateway.core.tools.session import ToolSession
+from stateway.core.tools.streamed_input import StreamedInput
 from stateway.core.tools.withheld import client_call, withheld_call
 
 Emit = Callable[[ev.Event], None]

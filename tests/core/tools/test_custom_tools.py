@@ -8,7 +8,8 @@ import json
 import orjson
 import pytest
 
-from stateway.core.tools.custom_tools import StreamedInput, custom_input
+from stateway.core.tools.custom_tools import custom_input
+from stateway.core.tools.streamed_input import StreamedInput
 
 INPUTS = [
     "",
