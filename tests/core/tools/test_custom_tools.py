@@ -73,9 +73,3 @@ def test_arguments_not_quite_as_asked(arguments: str, raw: str) -> None:
     assert custom_input(arguments) == raw
     said = streamed(pieces(arguments, 1))
     assert raw.startswith(said)  # what was said, the input goes on from
-
-
-def test_a_raw_input_streams_as_it_is() -> None:
-    reader = StreamedInput(raw=True)
-    assert [reader.feed(p) for p in ('{"input": "', "x\\n")] == ['{"input": "', "x\\n"]
-    assert reader.said == 14

@@ -5,7 +5,6 @@ Once the arguments open as asked (``{"input": "``), each piece of that string is
 decoded as it comes, an escape split between two pieces held until it is whole, up to its
 closing quote (what follows is not input). Arguments that open otherwise are not read: no
 input streams, and the whole arguments say what it is (:func:`.custom_tools.custom_input`).
-Made ``raw``, a reader says each piece as it is.
 
 Hand-written, not ``pydantic_core.from_json(..., allow_partial="trailing-strings")``:
 that re-parses the whole arguments for every piece, quadratic over a long patch, and
@@ -36,7 +35,7 @@ _ESCAPES: Final = {
     "t": "\t",
 }
 _HEX: Final = frozenset("0123456789abcdefABCDEF")
-_LOOKING, _READING, _READ, _OFF, _RAW = range(5)
+_LOOKING, _READING, _READ, _OFF = range(4)
 
 
 class StreamedInput:
@@ -46,17 +45,17 @@ class StreamedInput:
 
     __slots__ = ("_held", "_state", "said")
 
-    def __init__(self, *, raw: bool = False) -> None:
+    def __init__(self) -> None:
         self._held = ""
         """The arguments not read yet: their opening so far, or an escape cut short."""
-        self._state = _RAW if raw else _LOOKING
+        self._state = _LOOKING
         self.said = 0
         """How much of the input was said."""
 
     @property
     def opened(self) -> bool:
         """Whether the arguments opened as asked: the input is their ``input`` string."""
-        return self._state in (_READING, _READ, _RAW)
+        return self._state in (_READING, _READ)
 
     def feed(self, piece: str) -> str:
         """The input ``piece`` of the arguments adds (empty: none yet, or no more)."""
@@ -72,9 +71,6 @@ class StreamedInput:
             text, self._held = self._held[opening.end() :], ""
         elif state == _READING:
             text, self._held = self._held + piece, ""
-        elif state == _RAW:
-            self.said += len(piece)
-            return piece
         else:
             return ""
         said = self._read(text)
