@@ -43,7 +43,7 @@ from stateway.core.item_parts import (
     open_text,
 )
 from stateway.core.items import MESSAGE, REASONING, Item
-from stateway.core.open_item import OpenItem, new_call, text_part
+from stateway.core.open_item import OpenItem, new_call, new_reasoning, text_part
 from stateway.core.tools.catalog import Catalog
 from stateway.core.tools.invocations import PendingCall
 from stateway.core.tools.session import ToolSession
@@ -79,8 +79,8 @@ class OutputAssembler:
             tools.catalog if tools is not None else catalog or Catalog([]),
             tools,
         )
-        self._given = GivenItems(output, emit, self._calls, wrap)
-        """The items an upstream gives whole, and the calls it begins."""
+        self._given: GivenItems | None = None
+        """The items an upstream gives whole, and the calls it begins (:meth:`_whole`)."""
         self._open: OpenItem | None = None
         self._closed_tools: set[int] = set()
         self._held: dict[int, list[ToolCallDelta]] = {}
@@ -236,7 +236,7 @@ class OutputAssembler:
         (:meth:`GivenItems.begun`)."""
         self._release("completed")
         self._close("completed")
-        shown = self._given.begun(item)
+        shown = self._whole().begun(item)
         if shown is not None:
             opened = self._start(shown)
             opened.begun, opened.upstream_id = True, item.get("call_id")
@@ -244,7 +244,7 @@ class OutputAssembler:
     def call_input(self, text: str) -> None:
         """A piece of the input of the call an upstream began, as it sent it; nothing
         while none is open (one not shown)."""
-        self._given.input(self._open, text)
+        self._whole().input(self._open, text)
 
     def item(self, item: Item) -> None:
         """A whole output item passed through as it came, added and done at once
@@ -253,12 +253,18 @@ class OutputAssembler:
         current = self._open
         if current is not None and current.begun and current.upstream_id == item.get("call_id"):
             self._open = None
-            self._given.end(current, item)
-        elif not self._given.ended(item):
+            self._whole().end(current, item)
+        elif not self._whole().ended(item):
             self._release("completed")
             self._close("completed")
-            if self._given.add(item):
+            if self._whole().add(item):
                 self.started = True
+
+    def _whole(self) -> GivenItems:
+        """The round's whole items and begun calls, made at the first (most rounds: none)."""
+        if self._given is None:
+            self._given = GivenItems(self._output, self._emit, self._calls, self._wrap)
+        return self._given
 
     def resume(self, item: OpenItem) -> None:
         """Go on with ``item`` (this assembler has written nothing), an item another one
@@ -288,7 +294,8 @@ class OutputAssembler:
         a ``tool_use`` block) and the upstream APIs end a failed stream with its error."""
         self._emit = silent
         self._calls.silence()
-        self._given.silence()
+        if self._given is not None:
+            self._given.silence()
         self._abandoned = True
         self.finish("incomplete")
 
@@ -338,13 +345,7 @@ class OutputAssembler:
         return opened
 
     def _start_reasoning(self) -> OpenItem:
-        item: Item = {
-            "id": new_id("rs"),
-            "type": REASONING,
-            "summary": [],
-            "content": [],
-            "status": "in_progress",
-        }
+        item = new_reasoning()
         opened = self._start(item)
         self._emit(ev.PartAdded(opened.index, 0, item["id"], text_part("reasoning_text", "")))
         if self._reasoning is not None and self._reasoning.summary:
@@ -380,7 +381,7 @@ class OutputAssembler:
             self._calls.refuse(current.index, item, status, text)
             return
         if current.begun:  # cut short, or other output came before its whole item
-            self._given.cut(current, status)
+            self._whole().cut(current, status)
             return
         match item["type"]:
             case "message":
@@ -396,4 +397,4 @@ class OutputAssembler:
                     return  # its item is done once it has run (or, cut short, abandoned)
         self._emit(ev.ItemDone(current.index, dict(item)))
         for further in self._calls.take_further():  # an apply_patch call's further files
-            self._given.further(further)
+            self._whole().further(further)

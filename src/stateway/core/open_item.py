@@ -3,6 +3,7 @@ deltas, and the parts it is built of."""
 
 from __future__ import annotations
 
+from stateway.core.ids import new_id
 from stateway.core.inference import ToolCallDelta
 from stateway.core.items import CUSTOM_TOOL_CALL, FUNCTION_CALL, MESSAGE, REASONING, Item
 from stateway.core.tools.catalog import Entry
@@ -98,6 +99,17 @@ class OpenItem:
 def new_call(current: OpenItem, delta: ToolCallDelta) -> bool:
     """Whether ``delta`` starts another call than ``current`` (another upstream id)."""
     return delta.call_id is not None and delta.call_id != current.upstream_id
+
+
+def new_reasoning() -> Item:
+    """A reasoning item, opened empty."""
+    return {
+        "id": new_id("rs"),
+        "type": REASONING,
+        "summary": [],
+        "content": [],
+        "status": "in_progress",
+    }
 
 
 def text_part(kind: str, text: str) -> Item:
