@@ -237,10 +237,6 @@ async def _infer(
                             assembler.annotation(annotation)
                         case OutputItem(item=item):
                             assembler.item(item)
-                        case CallInput(text=text):
-                            assembler.call_input(text)
-                        case CallBegun(item=item):
-                            assembler.call_begun(item)
                         case UsageReport(usage=latest):
                             reported = latest
                         case Finish(reason=finish_reason, stop_sequence=matched):
@@ -248,6 +244,10 @@ async def _infer(
                             run.state.stop_sequence = matched
                             run.state.stop_reason = delta.stop_reason
                             run.state.stop_details = delta.stop_details
+                        case CallInput(text=text):  # a Responses upstream's: last, as rare
+                            assembler.call_input(text)
+                        case CallBegun(item=item):
+                            assembler.call_begun(item)
                 if held:  # the answer ended on openings alone (a call that takes no arguments)
                     await _output_begins(run, row, plan, waiting, held, assembler, single)
             finally:
