@@ -184,16 +184,7 @@ def test_a_custom_call_given_whole_streams_its_input(client: OpenAI) -> None:
     """Streamed as hosted streams a custom call (and as the gateway streams the calls it
     writes): added with no input yet, the input's delta and done events, then done; each
     event read strictly as the SDK's type."""
-    with client.responses.with_streaming_response.create(
-        model=MODEL,
-        input=WHOLE,
-        tools=[APPLY_PATCH],  # type: ignore[list-item]
-        stream=True,
-    ) as raw:
-        events = [json.loads(line[6:]) for line in raw.iter_lines() if line.startswith("data: ")]
-    for event in events:
-        EVENTS.validate_python(event, strict=True)
-    mine = [e for e in events if e.get("output_index") == 0]
+    mine = _call_events(client, WHOLE)
     kinds = [e["type"] for e in mine]
     assert kinds[0] == "response.output_item.added"
     assert kinds[-1] == "response.output_item.done"
@@ -254,16 +245,7 @@ STREAMED = "[[pieces]]" + WHOLE
 def test_a_responses_upstreams_custom_input_streams_in_its_pieces(client: OpenAI) -> None:
     """Each piece as the upstream sent it, as hosted streams one; each event read strictly
     as the SDK's type, and by the SDK's ``responses.stream()``."""
-    with client.responses.with_streaming_response.create(
-        model=MODEL,
-        input=STREAMED,
-        tools=[APPLY_PATCH],  # type: ignore[list-item]
-        stream=True,
-    ) as raw:
-        events = [json.loads(line[6:]) for line in raw.iter_lines() if line.startswith("data: ")]
-    for event in events:
-        EVENTS.validate_python(event, strict=True)
-    mine = [e for e in events if e.get("output_index") == 0]
+    mine = _call_events(client, STREAMED)
     kinds = [e["type"] for e in mine]
     assert kinds[0] == "response.output_item.added"
     assert kinds[-2:] == ["response.custom_tool_call_input.done", "response.output_item.done"]
@@ -310,3 +292,18 @@ async def test_a_websocket_client_gets_the_custom_input_in_pieces(
     assert "".join(deltas) == PATCH
     [call] = events[-1].response.output
     assert (call.type, call.input) == ("custom_tool_call", PATCH)
+
+
+def _call_events(client: OpenAI, prompt: str) -> list[dict[str, Any]]:
+    """The events of output 0 of a stream of ``prompt`` offered the custom tool, each read
+    strictly as the SDK's type."""
+    with client.responses.with_streaming_response.create(
+        model=MODEL,
+        input=prompt,
+        tools=[APPLY_PATCH],  # type: ignore[list-item]
+        stream=True,
+    ) as raw:
+        events = [json.loads(line[6:]) for line in raw.iter_lines() if line.startswith("data: ")]
+    for event in events:
+        EVENTS.validate_python(event, strict=True)
+    return [e for e in events if e.get("output_index") == 0]
