@@ -193,6 +193,8 @@ class _Stream(asyncio.Protocol):
             return COMPLETED, ""
         if self.terminal in (None, _TERMINAL[1]):
             return FAILED_MIDWAY, ""
+        if self.terminal == _TERMINAL[0]:  # completed, but the body was cut before its end
+            return OTHER, "cut after response.completed"
         return OTHER, "response.incomplete"
 
 
