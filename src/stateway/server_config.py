@@ -70,10 +70,7 @@ class ServerConfig(Section):
             hosts = frozenset(h.lower() for h in self.allowed_hosts)
             return None if "*" in hosts else hosts
         if is_loopback(self.host):  # however written: the exposure check's rule
-            name = self.host.strip().lower()
-            bare = name.removeprefix("[").removesuffix("]")
-            own = {bare, f"[{bare}]"} if ":" in bare else {bare}  # as a Host header writes it
-            return frozenset(LOOPBACK_NAMES) | own
+            return frozenset(LOOPBACK_NAMES) | {served_name(self.host)}
         return None
 
 
