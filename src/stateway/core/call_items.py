@@ -119,24 +119,26 @@ class CallItems:
     def refusing(self, item: Item) -> bool:
         """Whether the whole call ``item`` an upstream began is not the client's: once
         done, :meth:`refuses` answers it."""
-        tools = self._tools
-        return tools is not None and (
-            tools.withheld.refused_item(item, self._catalog, tools.native_tools) is not None
-        )
+        return self._refused_call(item) is not None
 
     def refuses(self, index: int, item: Item) -> bool:
         """Whether the whole call ``item`` an upstream made before output ``index`` is not
         the client's (:meth:`WithheldCalls.refused_item`): answered now, unseen."""
-        if self._tools is None:
-            return False
-        withheld = self._tools.withheld
-        call = withheld.refused_item(item, self._catalog, self._tools.native_tools)
+        call = self._refused_call(item)
         if call is None:
             return False
+        assert self._tools is not None  # a call is refused only where tools are
         call["call_id"] = self._unused(call["call_id"])
-        withheld.answer(index, call)
+        self._tools.withheld.answer(index, call)
         self.refused += 1
         return True
+
+    def _refused_call(self, item: Item) -> Item | None:
+        """The call answering ``item`` as not available, if it is none of the client's."""
+        tools = self._tools
+        if tools is None:
+            return None
+        return tools.withheld.refused_item(item, self._catalog, tools.native_tools)
 
     def withheld(self, delta: ToolCallDelta) -> Item:
         """The unseen item a call of a withheld tool opens (:meth:`withholds`)."""
