@@ -130,14 +130,17 @@ class OfflineGateway:
         """The bodies of the answers to ``requests`` (recorded after byte ``offset`` of the
         answers log, which :meth:`answers_size` gave before they were sent), once the hop
         has written one for each request answered: it writes one when done relaying it,
-        which may be after its client read it all and went on (bounded wait)."""
+        which may be after its client read it all and went on (bounded wait). A long
+        answer's line may be read half-written: only whole lines are taken."""
         # an upgrade (101) is tunnelled, no answer written
         expected = sum(1 for request in requests if request["status"] not in (None, 101))
         deadline = time.monotonic() + 30
         while True:
             with self._answers_log().open("rb") as log:
                 log.seek(offset)
-                answers = [json.loads(line) for line in log.read().splitlines()]
+                written = log.read()
+            whole = written[: written.rfind(b"\n") + 1]  # a line still being written waits
+            answers = [json.loads(line) for line in whole.splitlines()]
             if len(answers) >= expected or time.monotonic() > deadline:
                 return answers
             time.sleep(0.05)
