@@ -26,6 +26,7 @@ from stateway.protocols.responses import stream
 from stateway.protocols.responses.encode import encode_response
 from stateway.protocols.responses.stream import encode_sse, encode_sse_batch
 from tests.core.fakes import MemoryStore, ScriptedBackend
+from tests.support.open_responses import missing_in_event
 
 EVENTS: TypeAdapter[ResponseStreamEvent] = TypeAdapter(ResponseStreamEvent)
 
@@ -77,6 +78,19 @@ async def test_every_frame_is_one_sdk_event_with_consecutive_sequence_numbers() 
     assert types[-1] == "response.completed"
     assert "response.reasoning_text.delta" in types
     assert "response.function_call_arguments.done" in types
+
+
+async def test_every_event_holds_the_fields_the_open_responses_spec_requires() -> None:
+    run = await finished_run(SCRIPT)
+    for seq, event in enumerate(run.events):
+        assert missing_in_event(stream.encode_event(seq, event)) == []
+
+
+def test_an_error_event_holds_the_fields_the_open_responses_spec_requires() -> None:
+    frame = stream.encode_sse_error(UpstreamError("gone"), 7)
+    payload = orjson.loads(frame.split(b"\n")[1].removeprefix(b"data: "))
+    assert missing_in_event(payload) == []
+    assert payload["error"]["type"] == UpstreamError.type
 
 
 async def test_response_object_validates_against_the_sdk_type() -> None:
