@@ -1,9 +1,10 @@
 """Every field the Open Responses spec requires, through the real gateway: on each event
-of streams of the main kinds (text, reasoning, a function call, a refusal, a summary, a
-response cut short, one failing, one run in the background), on the Response objects
-they carry, and on a response created without a stream and retrieved. The tables are
-:mod:`tests.support.open_responses`'s; the SDK-typed checks elsewhere cannot see a
-field left out, as the SDK's types make most of them optional."""
+of streams of the main kinds (text, with its tokens' logprobs too, reasoning, a function
+call, a refusal, a summary, a response cut short, one failing, one run in the
+background), on the Response objects they carry, and on a response created without a
+stream and retrieved. The tables are :mod:`tests.support.open_responses`'s; the
+SDK-typed checks elsewhere cannot see a field left out, as the SDK's types make most of
+them optional."""
 
 from __future__ import annotations
 
@@ -27,6 +28,11 @@ STREAMS: dict[str, dict[str, Any]] = {
     "text": {"input": "[[words:3]]"},
     "reasoning and a call": {"input": f"[[reason:why]] {CALL}", "tools": [WEATHER_TOOL]},
     "refusal": {"input": "[[refuse:not this]]"},
+    "logprobs": {
+        "input": "[[words:3]]",
+        "top_logprobs": 2,
+        "include": ["message.output_text.logprobs"],
+    },
     # a Responses upstream streams a summary; a Chat one its reasoning text
     "summary": {"input": "[[hidden]] [[reason:one\n\ntwo]] hi", "reasoning": {"summary": "auto"}},
     "cut short": {"input": "[[words:50]]", "max_output_tokens": 16},

@@ -87,6 +87,10 @@ PARTS: Final[Mapping[str, frozenset[str]]] = {
 
 FUNCTION_TOOL: Final = frozenset({"type", "name", "description", "parameters", "strict"})
 
+LOGPROB: Final = frozenset({"token", "logprob", "bytes", "top_logprobs"})
+"""A token's entry in ``logprobs`` (of an ``output_text`` part and its text events)."""
+TOP_LOGPROB: Final = frozenset({"token", "logprob", "bytes"})
+
 _LIFECYCLE: Final = frozenset({"type", "sequence_number", "response"})
 _OF_ITEM: Final = frozenset({"type", "sequence_number", "output_index", "item"})
 _OF_PART: Final = frozenset({"type", "sequence_number", "item_id", "output_index", "content_index"})
@@ -143,7 +147,7 @@ def missing_in_event(event: Mapping[str, Any]) -> list[str]:
         found += _missing_in_part(event["part"], f"{kind}.part")
     if kind == "error" and isinstance(event.get("error"), Mapping):
         found += _absent("error.error", event["error"], ERROR)
-    return found
+    return found + _missing_in_logprobs(event, str(kind))
 
 
 def missing_in_response(response: Mapping[str, Any], path: str = "response") -> list[str]:
@@ -175,7 +179,20 @@ def missing_in_item(item: Mapping[str, Any], path: str) -> list[str]:
 
 def _missing_in_part(part: Mapping[str, Any], path: str) -> list[str]:
     required = PARTS.get(str(part.get("type")))
-    return [] if required is None else _absent(path, part, required)
+    if required is None:
+        return []
+    return _absent(path, part, required) + _missing_in_logprobs(part, path)
+
+
+def _missing_in_logprobs(holder: Mapping[str, Any], path: str) -> list[str]:
+    """The fields the token entries of ``holder``'s ``logprobs`` (if any) lack."""
+    found: list[str] = []
+    for index, entry in enumerate(holder.get("logprobs") or []):
+        at = f"{path}.logprobs[{index}]"
+        found += _absent(at, entry, LOGPROB)
+        for rank, top in enumerate(entry.get("top_logprobs") or []):
+            found += _absent(f"{at}.top_logprobs[{rank}]", top, TOP_LOGPROB)
+    return found
 
 
 def _absent(path: str, found: Mapping[str, Any], required: frozenset[str]) -> list[str]:
