@@ -380,3 +380,63 @@ def test_an_approval_request_cut_is_done_as_a_cancel_does_it_without_a_status() 
     }
 
     assert logged_output(log_of([ev.ItemAdded(0, request)]), decode_event_json) == [request]
+
+
+CUSTOM_EXEC: Item = {"type": "custom", "name": "exec"}
+PATCH = '*** Begin Patch\n*** Add File: a.txt\n+say "hi"\n*** End Patch'
+
+CUSTOM_SCRIPT: list[Step] = [
+    lambda a: a.tool_call(ToolCallDelta(0, "call_a", "exec", '{"input": "*** Begin')),
+    lambda a: a.tool_call(ToolCallDelta(0, None, None, ' Patch\\n*** Add File: a.txt\\n+say \\"')),
+    lambda a: a.tool_call(ToolCallDelta(0, None, None, 'hi\\"\\n*** End Patch"}')),
+    lambda a: a.text("Now"),
+    lambda a: a.call_begun({"type": "custom_tool_call", "call_id": "c_b", "name": "exec"}),
+    lambda a: a.call_input("*** Begin Patch\n"),
+    lambda a: a.call_input('+say "hi"\n'),
+    lambda a: a.item(
+        {"type": "custom_tool_call", "call_id": "c_b", "name": "exec", "input": PATCH}
+    ),
+    lambda a: a.item(
+        {
+            "id": "ctc_c",
+            "type": "custom_tool_call",
+            "call_id": "c_c",
+            "name": "exec",
+            "input": PATCH,
+        }
+    ),
+]
+"""Custom calls (Codex's freeform ``apply_patch``): one written from a function's
+arguments (a Chat upstream), one an upstream began and streamed raw, one given whole."""
+
+
+@pytest.mark.parametrize("cut", range(len(CUSTOM_SCRIPT) + 1))
+def test_a_log_cut_in_a_custom_call_keeps_the_input_the_model_wrote(cut: int) -> None:
+    """Its input is logged only as its input's events (decoded, never as arguments): the
+    rebuilt call has what a cancel at that point leaves it."""
+    output: list[Item] = []
+    events: list[ev.Event] = []
+    assembler = OutputAssembler(output, events.append, set(), Catalog([CUSTOM_EXEC]))
+    for step in CUSTOM_SCRIPT[:cut]:
+        step(assembler)
+
+    rebuilt = logged_output(log_of(events), decode_event_json)
+
+    assembler.finish("incomplete")
+    assert rebuilt == output
+
+
+def test_a_log_cut_after_a_custom_call_s_input_was_done_keeps_all_of_it() -> None:
+    added = {"id": "ctc_1", "type": "custom_tool_call", "status": "in_progress"}
+    added |= {"call_id": "c", "name": "exec", "input": ""}
+    log = log_of(
+        [
+            ev.ItemAdded(0, added),
+            ev.CustomInputDelta(0, "ctc_1", "*** Begin"),
+            ev.CustomInputDone(0, "ctc_1", PATCH),
+        ]
+    )
+
+    [call] = logged_output(log, decode_event_json)
+
+    assert (call["input"], call["status"]) == (PATCH, "incomplete")

@@ -215,3 +215,25 @@ async def test_a_dead_run_keeps_the_output_its_log_shows() -> None:
     assert (terminal["type"], terminal["sequence_number"]) == ("response.failed", 6)
     assert terminal["response"]["output"] == [done, cut]
     assert terminal["response"]["error"]["code"] == "server_restarted"
+
+
+async def test_a_dead_run_keeps_what_a_custom_call_it_was_writing_had_of_its_input() -> None:
+    """Codex's freeform ``apply_patch``: its log holds its input's events, not arguments."""
+    store = MemoryStore()
+    await store.save(in_progress("patching", DEAD, background=True))
+    call = {"id": "ctc_1", "type": "custom_tool_call", "status": "in_progress"}
+    call |= {"call_id": "c", "name": "apply_patch", "input": ""}
+    events = [
+        ev.ItemAdded(0, call),
+        ev.CustomInputDelta(0, "ctc_1", "*** Begin Patch\n"),
+        ev.CustomInputDelta(0, "ctc_1", "*** Add File: a.txt\n+hi"),
+    ]
+    logged = [encode_event_json(seq, event) for seq, event in enumerate(events)]
+    await store.append_events("t", "patching", EventBatch(0, logged))
+
+    await fail_abandoned(store, ProcessIdentity.current(), encode_event_json, decode_event_json)
+
+    cut = {**call, "status": "incomplete", "input": "*** Begin Patch\n*** Add File: a.txt\n+hi"}
+    assert store.records["t", "patching"].output_items == [cut]
+    terminal = orjson.loads(store.events["t", "patching"][-1])
+    assert terminal["response"]["output"] == [cut]

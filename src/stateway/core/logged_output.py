@@ -12,9 +12,12 @@ closed as :class:`~.tools.open_items.OpenItems` closes them (``incomplete``; a l
 failed). So a run that died keeps what a cancelled one keeps, as far as its log went: the
 events of its last 0.2 s may have died with it.
 
+A custom tool's call (Codex's freeform ``apply_patch``) streams its raw input, never the
+function arguments a Chat upstream wrote it as: its input is rebuilt from those events,
+and the call ended as one an upstream began and never finished (its input as it stands).
+
 What a log does not hold is not rebuilt: the arguments of a call that streams none (a
-shell call's, a tool search's, an approval request's) or streams them decoded (a custom
-tool's input, not its arguments), calls held
+shell call's, a tool search's, an approval request's), calls held
 back while another was written (:mod:`.assembler`), the citations of the text being
 written, and the seal of the reasoning being written (a failed response's output is never
 continued from). Its usage is not in the log either: it stays unknown.
@@ -29,7 +32,7 @@ from stateway.core import events as ev
 from stateway.core.assembler import WRITTEN, OutputAssembler
 from stateway.core.call_items import silent
 from stateway.core.compaction.reasoning_output import ReasoningOutput
-from stateway.core.items import Item
+from stateway.core.items import CUSTOM_TOOL_CALL, Item
 from stateway.core.journal import EventDecoder
 from stateway.core.open_item import OpenItem
 from stateway.core.tools.open_items import OpenItems
@@ -75,6 +78,8 @@ class _Replay:
                     self.open.added(item, index)
                     written = item.get("type") in WRITTEN
                     self.writing = OpenItem(index, item) if written else None
+                    if self.writing is not None and item["type"] == CUSTOM_TOOL_CALL:
+                        self.writing.begun = True  # its input is logged raw, as begun
                     self.summary = False
             case ev.ItemDone(output_index=index, item=done):
                 item = dict(done)
@@ -109,8 +114,11 @@ class _Replay:
                 ev.ReasoningDelta(delta=delta)
                 | ev.ArgumentsDelta(delta=delta)
                 | ev.McpArgumentsDelta(delta=delta)
+                | ev.CustomInputDelta(delta=delta)
             ):
                 writing.chunks.append(delta)
+            case ev.CustomInputDone(input=whole):  # all of it, whatever was said before
+                writing.chunks[:] = [whole]
             case ev.McpArgumentsDone(arguments=arguments):  # closed: its call would run next
                 writing.item["arguments"] = arguments
                 self.writing = None

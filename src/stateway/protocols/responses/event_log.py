@@ -120,6 +120,14 @@ def _mcp_arguments_done(data: dict[str, Any]) -> ev.Event:
     return ev.McpArgumentsDone(*_item_of(data), _str(data, "arguments"))
 
 
+def _custom_input_delta(data: dict[str, Any]) -> ev.Event:
+    return ev.CustomInputDelta(*_item_of(data), _str(data, "delta"))
+
+
+def _custom_input_done(data: dict[str, Any]) -> ev.Event:
+    return ev.CustomInputDone(*_item_of(data), _str(data, "input"))
+
+
 def _item_of(data: dict[str, Any]) -> tuple[int, str]:
     return _int(data, "output_index"), _str(data, "item_id")
 
@@ -140,5 +148,7 @@ _READERS: Final[dict[str, Callable[[dict[str, Any]], ev.Event]]] = {
     "response.function_call_arguments.delta": _arguments_delta,
     "response.mcp_call_arguments.delta": _mcp_arguments_delta,
     "response.mcp_call_arguments.done": _mcp_arguments_done,
+    "response.custom_tool_call_input.delta": _custom_input_delta,
+    "response.custom_tool_call_input.done": _custom_input_done,
 }
 """The events a run's output is rebuilt from, by wire ``type``."""
