@@ -54,7 +54,6 @@ from stateway.core.settling import Settler
 from stateway.core.stages.context import StageContext
 from stateway.core.telemetry import NoTelemetry, Telemetry
 from stateway.core.tools import client_hosted
-from stateway.core.tools.context_offers import with_context_tools
 from stateway.core.tools.session import ToolSession, round_choice
 from stateway.core.tools.toolset import GatewayTools, Toolset
 from stateway.core.usage import Iteration, Usage
@@ -160,9 +159,8 @@ class Loop:
         chain = run.context if context is run.context else itertools.chain(run.context, context)
         used_call_ids = {i.get("call_id") or "" for i in chain if i.get("type") in _CALLS}
         settings = state.settings
-        toolset.client = with_context_tools(toolset.client, context)
         tools = ToolSession(
-            self.tools, toolset, state.output, run.emit, self._telemetry, state.tenant_id
+            self.tools, toolset, state.output, run.emit, self._telemetry, state.tenant_id, context
         )
         reasoning = reasoning_output(settings, self._sealer, state.tenant_id)
         sealer = self._sealer
@@ -188,6 +186,7 @@ class Loop:
                 if queued is not None:
                     queued.start()
                 context = await compaction.run(run, plan.first, usage)
+                tools.compacted(context)
                 state.usage = usage
             choice = round_choice(toolset, tools.catalog, settings.tool_choice)
             limit = settings.max_tool_calls
@@ -242,6 +241,7 @@ class Loop:
                         threshold, fitted = None, None
                         summarized = usage.output_tokens
                         context = await step.run(run, plan.first, usage)
+                        tools.compacted(context)
                         generated_before += usage.output_tokens - summarized
                         state.usage = usage
                         compacted, output = state.output[-1], []

@@ -39,7 +39,8 @@ so marked) are *deferred*: known to the catalog, not offered, until a search loa
 Without a ``tool_search`` tool the flag means nothing and they are offered as usual. The
 tools of ``tool_search_output`` items in the context (earlier searches, or the client's
 answer to its own search) are offered from then on (:mod:`.context_offers`; a route's
-feature stages are shown them beside the declared tools). A call of
+feature stages are shown them beside the declared tools), until a compaction summarizes
+them away (:meth:`Catalog.reoffer`). A call of
 a deferred function of no namespace comes back with the ``namespace`` of its own name, as
 hosted gives it (:meth:`Catalog.public_call`).
 """
@@ -219,6 +220,20 @@ class Catalog:
         self._by_name[name] = entry
         return True
 
+    def reoffer(self, fresh: Catalog) -> None:
+        """Offer ``fresh``'s client tools in place of these (a compacted context's: what a
+        search loaded before it is held back again), and its gateway tools' entries (the
+        tool search's list of what is searchable now) under the names these are offered
+        by; a gateway tool ``fresh`` has none of (an MCP server's) stays as it is."""
+        renewed = {usual: fresh._by_name[name] for usual, name in fresh._gateway.items()}
+        ours = {name: usual for usual, name in self._gateway.items()}
+        offered = {n: e for n, e in fresh._by_name.items() if n not in fresh._gateway.values()}
+        for name, entry in self._by_name.items():
+            if name in ours:
+                new = renewed.get(ours[name])
+                offered[name] = entry if new is None else _named(new, name)
+        self._by_name, self.namespaces = offered, dict(fresh.namespaces)
+
     def entry(self, name: str) -> Entry | None:
         return self._by_name.get(name)
 
@@ -319,6 +334,11 @@ class Catalog:
         elif found is not None and found.searched:
             item["namespace"] = found.tool["name"]
         return item
+
+
+def _named(entry: Entry, name: str) -> Entry:
+    """``entry`` with its function offered by ``name``."""
+    return replace(entry, function={**entry.function, "name": name})
 
 
 def _names(tool: Item, entry: Entry) -> bool:

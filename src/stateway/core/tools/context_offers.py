@@ -5,7 +5,10 @@ the decoder adds a request's own to its declared tools, :func:`with_context_tool
 of earlier turns, each name once (a tool declared again keeps its declaration). A
 ``tool_search_output`` item's tools were loaded by a search (an earlier one, or the
 client's answer to its own): offered from then on, ``defer_loading`` dropped
-(:func:`~.catalog.loaded`). A route's feature stages are shown what the context adds
+(:func:`~.catalog.loaded`), while the context holds it: a compaction's model view leaves
+it out (:mod:`stateway.core.compaction.view`), so after one what it loaded is offered no
+more, on later turns as in the rounds after it (:meth:`~.session.ToolSession.compacted`).
+A route's feature stages are shown what the context adds
 beside the declared tools (:func:`context_added`), and what they withhold is named by
 :func:`visible_names`.
 """

@@ -66,6 +66,13 @@ def known_catalog(toolset: Toolset) -> Catalog:
     return catalog
 
 
+def offered_catalog(toolset: Toolset, context: list[Item]) -> Catalog:
+    """:func:`known_catalog` with the client's tools that ``context`` offers beside the
+    declared ones (:func:`with_context_tools`: ``additional_tools`` items, what searches
+    loaded)."""
+    return known_catalog(replace(toolset, client=with_context_tools(toolset.client, context)))
+
+
 def round_choice(
     toolset: Toolset, catalog: Catalog, choice: str | dict[str, Any]
 ) -> str | dict[str, Any]:
@@ -81,8 +88,7 @@ def counted_catalog(toolset: Toolset, context: list[Item], max_discovered_tools:
     client's, and a declared MCP server's tools as the chain's last listing shows them. A
     server no turn listed yet adds none: a run would list it first, which a count does not
     (a round trip to each server for every count)."""
-    client = with_context_tools(toolset.client, context)
-    catalog = known_catalog(replace(toolset, client=client))
+    catalog = offered_catalog(toolset, context)
     for entry in listed_entries(context, toolset.mcp, max_discovered_tools):
         catalog.add(entry)
     return catalog
@@ -97,8 +103,11 @@ class ToolSession:
         emit: Emit,
         telemetry: Telemetry | None = None,
         tenant: str = "",
+        context: list[Item] | None = None,
     ) -> None:
-        """``tenant``: whose MCP sessions the calls use (:attr:`McpServer.tenant`)."""
+        """``tenant``: whose MCP sessions the calls use (:attr:`McpServer.tenant`);
+        ``context``: what the rounds are sent before the output, whose items may offer
+        tools (:func:`offered_catalog`)."""
         self._tools = tools
         self._toolset = toolset
         self._tenant = tenant
@@ -108,7 +117,7 @@ class ToolSession:
         self._executor = Executor(
             timeout=policy.timeout, max_concurrent=policy.max_concurrent_calls, telemetry=telemetry
         )
-        self.catalog = known_catalog(toolset)
+        self.catalog = offered_catalog(toolset, context or [])
         self.sources: list[Item] = []
         """Every web search result of this response, for citations."""
         self.calls_made = 0
@@ -175,6 +184,14 @@ class ToolSession:
                 self._close(approval, Outcome(error=ToolError.protocol(INVALID_PARAMS, refusal)))
         if pending:
             await self.run(pending, limit, parallel=True)
+
+    def compacted(self, context: list[Item]) -> None:
+        """The response compacted, its rounds going on from ``context``: the client's tools
+        offered are those it still holds, as on a later turn. A tool search's output
+        summarized away loads nothing any more (a deferred tool is held back again, for a
+        search to load again); an ``additional_tools`` item is kept, and its tools. The
+        gateway's own tools stay offered: the request declares them."""
+        self.catalog.reoffer(offered_catalog(self._toolset, context))
 
     def unoffered(self, name: str) -> Entry | None:
         """A model's call of a function this request does not offer, named as a declared

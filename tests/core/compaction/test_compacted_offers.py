@@ -1,0 +1,114 @@
+"""The tools a compaction leaves offered: those the compacted context still holds. A tool
+search's output is summarized away with everything before the compaction item, so the
+tools it loaded are held back again (searchable again), in the rounds after the
+compaction as on later turns; an ``additional_tools`` item is kept, and so are its tools."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from stateway.core.commands import CreateResponse, GenerationSettings
+from stateway.core.inference import Delta, Finish, InferenceRequest, ToolCallDelta, UsageReport
+from stateway.core.principal import Principal
+from stateway.core.usage import Usage
+from tests.core.compaction.test_between_rounds import (
+    ANSWER,
+    DOCS,
+    SUMMARY,
+    THRESHOLD,
+    build,
+    calling,
+    is_summary_call,
+    user,
+)
+from tests.core.fakes import RoundsBackend
+
+WEATHER: dict[str, Any] = {
+    "type": "function",
+    "name": "get_weather",
+    "description": "Current weather for a city.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+    "defer_loading": True,
+}
+SEARCH: dict[str, Any] = {"type": "tool_search"}
+TOOLS = [DOCS, WEATHER, SEARCH]
+
+
+def searching() -> list[Delta]:
+    arguments = orjson.dumps({"query": "weather in a city"}).decode()
+    return [
+        ToolCallDelta(0, "up_s", "tool_search", arguments),
+        UsageReport(Usage(10, 1)),
+        Finish("tool_calls"),
+    ]
+
+
+def command(threshold: int, **fields: Any) -> CreateResponse:
+    entries = [{"type": "compaction", "compact_threshold": threshold}]
+    settings = GenerationSettings(tools=TOOLS, context_management=entries)
+    return CreateResponse("m", fields.pop("input", [user("read a")]), settings=settings, **fields)
+
+
+def offered(request: InferenceRequest) -> list[str]:
+    return [tool["name"] for tool in request.tools]
+
+
+def listing(request: InferenceRequest) -> str:
+    return str(next(t for t in request.tools if t["name"] == "tool_search")["description"])
+
+
+def rounds(backend: RoundsBackend) -> list[InferenceRequest]:
+    """The requests of the model's rounds (not the summary's)."""
+    return [request for request in backend.requests if not is_summary_call(request)]
+
+
+async def test_tools_a_search_loaded_before_a_compaction_between_rounds_are_held_back() -> None:
+    backend = RoundsBackend([searching(), calling(), SUMMARY, ANSWER, ANSWER])
+    gateway = build(backend)
+    run = await gateway.execute(Principal(), command(THRESHOLD))
+    await run.wait()
+    types = [item["type"] for item in run.state.output]
+    assert types[-3:] == ["mcp_call", "compaction", "message"], run.state.error
+    searched, loaded, after = rounds(backend)
+    assert "get_weather" not in offered(searched)
+    assert "get_weather" in offered(loaded)
+    assert "get_weather" not in offered(after)  # its search is summarized away
+    assert offered(after) == ["tool_search", "docs__read"]  # the gateway's tools stay
+    assert "- get_weather: Current weather for a city." in listing(after)  # searchable again
+
+    later = await gateway.execute(
+        Principal(), command(10**6, input=[user("again")], previous_response_id=run.state.id)
+    )
+    await later.wait()
+    assert offered(backend.requests[-1]) == offered(after)  # as a later turn is offered
+    assert listing(backend.requests[-1]) == listing(after)
+
+
+async def test_tools_loaded_on_earlier_turns_are_held_back_once_a_response_compacts_first() -> None:
+    backend = RoundsBackend([searching(), ANSWER, SUMMARY, ANSWER])
+    gateway = build(backend)
+    first = await gateway.execute(Principal(), command(10**6))
+    await first.wait()
+    assert "get_weather" in offered(backend.requests[-1])
+
+    second = await gateway.execute(
+        Principal(), command(1, input=[user("again")], previous_response_id=first.state.id)
+    )
+    await second.wait()
+    assert [item["type"] for item in second.state.output][-2:] == ["compaction", "message"]
+    assert "get_weather" not in offered(backend.requests[-1])
+    assert "- get_weather: Current weather for a city." in listing(backend.requests[-1])
+
+
+async def test_tools_of_an_additional_tools_item_stay_offered_after_a_compaction() -> None:
+    extra = {"type": "function", "name": "ping", "parameters": {"type": "object"}}
+    added = {"type": "additional_tools", "role": "developer", "tools": [extra]}
+    backend = RoundsBackend([calling(), SUMMARY, ANSWER])
+    run = await build(backend).execute(
+        Principal(), command(THRESHOLD, input=[added, user("read a")])
+    )
+    await run.wait()
+    assert run.state.output[-2]["type"] == "compaction"
+    assert "ping" in offered(backend.requests[-1])
