@@ -24,10 +24,12 @@ other HTTP error status           ``answered HTTP 503``                   http 5
 unparseable or non-JSON-RPC body  ``sent a reply that is not MCP``        -32700      retired
 stream closed, transport ended    ``closed the connection``               -32000      retired
 JSON-RPC error from the server    ``returned an error: <its message>``    its code    kept
+a tool asking for input first     ``tool 'x' asked for input, ...``       -32021      kept
 anything else                     ``failed (<exception type>)``           -32603      retired
 ================================  ======================================  ==========  =======
 
-(-32xxx: an ``mcp_protocol_error`` with that code; http: an ``http_error`` with that status.)
+(-32xxx: an ``mcp_protocol_error`` with that code; http: an ``http_error`` with that status.
+A tool asking for input is told by the call itself, :mod:`.pool`, which knows the tool.)
 """
 
 from __future__ import annotations

@@ -23,11 +23,11 @@ from typing import Any, TypeVar
 
 import mcp_types as types
 from mcp import ClientSession
-from pydantic import TypeAdapter
+from pydantic import TypeAdapter, ValidationError
 
 from stateway.core.tools.ports import McpServer, McpTool, ToolError, ToolFailure
 from stateway.mcp_client import failures
-from stateway.mcp_client.results import checked_text, from_wire_tool
+from stateway.mcp_client.results import checked_text, from_wire_tool, input_required
 from stateway.mcp_client.session import PooledSession
 from stateway.mcp_client.transports import event_limit
 
@@ -49,9 +49,21 @@ MAX_ATTEMPTS = 3
 CALL_RESULT: TypeAdapter[types.CallToolResult | types.InputRequiredResult] = TypeAdapter(
     types.CallToolResult | types.InputRequiredResult
 )
-"""What ``tools/call`` may answer."""
+"""What ``tools/call`` may answer. On the sessions the gateway opens (the ``initialize``
+handshake's revisions, 2025-11-25 at most) the SDK refuses an ``InputRequiredResult`` before
+this reads it, as no ``CallToolResult`` (:func:`~.results.input_required` tells it apart)."""
 
 PoolKey = tuple[str, str, str, tuple[tuple[str, str], ...]]
+
+
+def _asked_for_input(server: McpServer, name: str) -> ToolFailure:
+    """A call whose tool asked for input (an ``InputRequiredResult``): the gateway has no
+    user to ask, and declares no capability to, so the call fails (its session is fine)."""
+    message = (
+        f"MCP server '{server.label}' tool '{name}' asked for input, "
+        "which the gateway cannot provide"
+    )
+    return ToolFailure(ToolError.protocol(types.MISSING_REQUIRED_CLIENT_CAPABILITY, message))
 
 
 class PooledMcpClient:
@@ -118,14 +130,14 @@ class PooledMcpClient:
             # Not ``session.call_tool``: that re-lists the server's tools (first page only)
             # before any call of a tool this session has not listed, to check structured
             # output against its schema; the model reads text, so the check buys nothing.
-            result = await session.send_request(request, CALL_RESULT)
+            try:
+                result = await session.send_request(request, CALL_RESULT)
+            except ValidationError as refused:
+                if not input_required(refused):
+                    raise
+                raise _asked_for_input(server, name) from None
             if isinstance(result, types.InputRequiredResult):
-                message = (
-                    f"MCP server '{server.label}' tool '{name}' asked for input, "
-                    "which the gateway cannot provide"
-                )
-                code = types.MISSING_REQUIRED_CLIENT_CAPABILITY
-                raise ToolFailure(ToolError.protocol(code, message))
+                raise _asked_for_input(server, name)
             return checked_text(result)
 
         return await self._run(server, call)

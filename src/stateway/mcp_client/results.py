@@ -1,6 +1,7 @@
 """MCP wire results -> what the core's tool ports carry: ``tools/list`` entries become
 :class:`McpTool`, a ``tools/call`` result becomes the text the model reads (one with
-``isError`` an ``execution`` :class:`ToolError` carrying its content)."""
+``isError`` an ``execution`` :class:`ToolError` carrying its content; one asking for input
+first is told apart from a reply that is not MCP: :func:`input_required`)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,12 @@ from typing import Any
 
 import mcp_types as types
 import orjson
+from pydantic import ValidationError
 
 from stateway.core.tools.ports import McpTool, ToolError, ToolFailure
+
+INPUT_REQUIRED = "input_required"
+"""The ``resultType`` of an ``InputRequiredResult``."""
 
 
 def from_wire_tool(tool: types.Tool) -> McpTool:
@@ -48,6 +53,18 @@ def checked_text(result: types.CallToolResult) -> str:
             content = result.structured_content
         raise ToolFailure(ToolError.execution(content, text or "the tool reported an error"))
     return text
+
+
+def input_required(refused: ValidationError) -> bool:
+    """Whether a ``tools/call`` result the SDK ``refused`` (checked against the negotiated
+    revision's ``CallToolResult`` before any caller sees it) is an ``InputRequiredResult``:
+    MCP 2026-07-28's answer asking for input first (``resultType: "input_required"``),
+    which a server written for that revision sends on any session. A well-formed answer,
+    then, not a reply that is not MCP."""
+    return any(
+        isinstance(found := error.get("input"), dict) and found.get("resultType") == INPUT_REQUIRED
+        for error in refused.errors()
+    )
 
 
 def _block(block: types.ContentBlock) -> dict[str, Any]:
