@@ -12,6 +12,8 @@ import orjson
 from stateway.core.commands import CreateResponse, GenerationSettings
 from stateway.core.inference import Delta, Finish, InferenceRequest, ToolCallDelta, UsageReport
 from stateway.core.principal import Principal
+from stateway.core.tools.session import ToolSession
+from stateway.core.tools.toolset import GatewayTools, Toolset
 from stateway.core.usage import Usage
 from tests.core.compaction.test_between_rounds import (
     ANSWER,
@@ -112,3 +114,27 @@ async def test_tools_of_an_additional_tools_item_stay_offered_after_a_compaction
     await run.wait()
     assert run.state.output[-2]["type"] == "compaction"
     assert "ping" in offered(backend.requests[-1])
+
+
+def test_a_gateway_tool_offered_apart_keeps_its_name_and_shows_what_is_searchable_now() -> None:
+    own = {"type": "function", "name": "tool_search", "parameters": {"type": "object"}}
+    searched = {"type": "tool_search_output", "call_id": None, "execution": "server"}
+    context = [user("hi"), {**searched, "tools": [WEATHER]}]
+    session = ToolSession(
+        GatewayTools(),
+        Toolset([], [own, WEATHER], tool_search=SEARCH),
+        [],
+        [].append,
+        context=context,
+    )
+    before = session.catalog.model_tools()
+    assert [t["name"] for t in before] == ["tool_search", "get_weather", "gateway_tool_search"]
+
+    session.compacted([user("hi")])
+
+    after = session.catalog.model_tools()
+    assert [t["name"] for t in after] == ["tool_search", "gateway_tool_search"]
+    listing = after[1]["description"]
+    assert "- get_weather: Current weather for a city." in listing
+    assert "get_weather" not in before[2]["description"]
+    assert [e.tool["name"] for e in session.catalog.deferred()] == ["get_weather"]
