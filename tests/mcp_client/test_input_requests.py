@@ -9,15 +9,16 @@ from collections.abc import Iterator
 import mcp_types as types
 import pytest
 
-from stateway.core.tools.ports import McpServer, ToolFailure
+from stateway.core.tools.ports import McpServer, McpTransport, ToolFailure
 from stateway.mcp_client.pool import PooledMcpClient
 from tests.support.asking_mcp_server import serve_asking_mcp
 
 
-@pytest.fixture
-def asking() -> Iterator[McpServer]:
-    with serve_asking_mcp() as url:
-        yield McpServer(label="deployer", url=url)
+@pytest.fixture(params=["streamable_http", "sse"])
+def asking(request: pytest.FixtureRequest) -> Iterator[McpServer]:
+    transport: McpTransport = request.param
+    with serve_asking_mcp(transport) as url:
+        yield McpServer(label="deployer", url=url, transport=transport)
 
 
 async def test_an_input_required_answer_fails_the_call_and_keeps_the_session(

@@ -14,7 +14,7 @@ ask (it declares no elicitation capability).
   that revision alone answers.
 - ``add(a, b)``: answers at once (the session still serves).
 
-    with serve_asking_mcp() as url:
+    with serve_asking_mcp() as url:                   # or serve_asking_mcp("sse")
         McpServer(label="asking", url=url)
 """
 
@@ -29,6 +29,7 @@ from mcp.server.mcpserver import Context, MCPServer, Resolve
 from mcp.server.mcpserver.resolve import Elicit
 from pydantic import BaseModel
 
+from stateway.core.tools.ports import McpTransport
 from tests.support.mcp_server import serve_app
 
 QUESTION = "Which branch should I deploy?"
@@ -96,8 +97,13 @@ def build_server() -> MCPServer:
 
 
 @contextmanager
-def serve_asking_mcp() -> Iterator[str]:
-    """The server on loopback (a free port); yields its Streamable HTTP URL."""
-    app = build_server().streamable_http_app(streamable_http_path="/mcp", host="127.0.0.1")
+def serve_asking_mcp(transport: McpTransport = "streamable_http") -> Iterator[str]:
+    """The server on loopback (a free port), speaking ``transport``; yields its URL."""
+    server = build_server()
+    if transport == "sse":
+        with serve_app(server.sse_app()) as base_url:
+            yield f"{base_url}/sse"
+        return
+    app = server.streamable_http_app(streamable_http_path="/mcp", host="127.0.0.1")
     with serve_app(app) as base_url:
         yield f"{base_url}/mcp"
