@@ -26,7 +26,6 @@ within them, and emits their items and lifecycle events into the run's stream
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from stateway.core import events as ev
@@ -54,11 +53,14 @@ from stateway.core.tools.withheld import WithheldCalls
 MAX_TOOL_CALLS = "The response reached its max_tool_calls limit; this call was not run."
 
 
-def known_catalog(toolset: Toolset) -> Catalog:
+def known_catalog(toolset: Toolset, client: list[Item] | None = None) -> Catalog:
     """A response's catalog before any MCP server's tools join it: the client's tools
-    (deferred ones held back when a tool search is declared), the tool search, the web
-    search; each gateway tool apart from a client's of its name (:meth:`Catalog.add`)."""
-    catalog = Catalog(toolset.client, defer=toolset.tool_search is not None)
+    (``client``, else the declared ones; deferred ones held back when a tool search is
+    declared), the tool search, the web search; each gateway tool apart from a client's of
+    its name (:meth:`Catalog.add`)."""
+    catalog = Catalog(
+        toolset.client if client is None else client, defer=toolset.tool_search is not None
+    )
     if toolset.tool_search is not None:
         catalog.add(tool_search.entry(toolset.tool_search, catalog.deferred(), catalog.namespaces))
     if toolset.web_search is not None:
@@ -70,7 +72,7 @@ def offered_catalog(toolset: Toolset, context: list[Item]) -> Catalog:
     """:func:`known_catalog` with the client's tools that ``context`` offers beside the
     declared ones (:func:`with_context_tools`: ``additional_tools`` items, what searches
     loaded)."""
-    return known_catalog(replace(toolset, client=with_context_tools(toolset.client, context)))
+    return known_catalog(toolset, with_context_tools(toolset.client, context))
 
 
 def round_choice(
