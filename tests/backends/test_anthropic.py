@@ -162,6 +162,16 @@ def test_calls_and_outputs_pair_in_consecutive_messages() -> None:
     ]
 
 
+def test_arguments_nested_past_what_can_be_written_go_as_their_text() -> None:
+    """A call's arguments that parse but nest deeper than the gateway writes JSON (a client's
+    history, a model's answer) go as the text they are, as arguments that are no object do,
+    not as a body that cannot be sent."""
+    deep = '{"a":' * 300 + "1" + "}" * 300
+    sent = body([user("go"), call("c1", arguments=deep), output("c1")])
+    assert sent["messages"][1]["content"][0]["input"] == {"arguments": deep}
+    orjson.dumps(sent)
+
+
 def test_a_call_after_a_gateway_calls_result_is_the_next_assistant_turn() -> None:
     """An MCP call ran, then the model called a client tool: two turns of one ``tool_use``
     each, the MCP result between them, not two parallel ``tool_use`` blocks."""

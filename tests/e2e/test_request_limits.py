@@ -13,8 +13,8 @@ import orjson
 import pytest
 from openai import OpenAI
 
+from stateway.core.nesting import MAX_NESTING
 from stateway.launch import start_gateway
-from stateway.protocols.responses.nesting import MAX_NESTING
 from tests.e2e.test_upstream_mapping import clear, upstream_requests
 
 MODEL = "fake-model"

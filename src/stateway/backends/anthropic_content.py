@@ -32,7 +32,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, Final
+from typing import Any, Final, TypeGuard
 
 import orjson
 
@@ -41,6 +41,7 @@ from stateway.backends.anthropic_names import ToolNames, safe_name
 from stateway.core.errors import InvalidRequest
 from stateway.core.inference import InferenceRequest
 from stateway.core.items import Item
+from stateway.core.nesting import nests_too_deep
 from stateway.core.reasoning import thinking_of
 from stateway.core.text_files import file_text
 from stateway.core.tools.history import model_items
@@ -311,8 +312,15 @@ def _tool_use(item: Item, names: ToolNames) -> dict[str, Any]:
         "type": "tool_use",
         "id": safe_name(str(item["call_id"])),
         "name": names.to_upstream(str(item["name"])),
-        "input": parsed if isinstance(parsed, dict) else {"arguments": arguments},
+        "input": parsed if _writable(parsed) else {"arguments": arguments},
     }
+
+
+def _writable(parsed: object) -> TypeGuard[dict[str, Any]]:
+    """Whether parsed arguments can go as the ``input`` object: an object no deeper than
+    the request can be written (deeper ones go as their text, as arguments that are no
+    object do, whether a client's history or a model's answer nested them so)."""
+    return isinstance(parsed, dict) and not nests_too_deep(parsed)
 
 
 def _tool_result(item: Item, ttl: str | None) -> dict[str, Any]:

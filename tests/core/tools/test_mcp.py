@@ -334,6 +334,7 @@ def test_arguments_are_a_json_object_or_nothing(arguments: str, parsed: dict[str
         ('{"a": 1,', "The arguments are not valid JSON."),
         ("[1, 2]", "The arguments must be a JSON object."),
         ('"a"', "The arguments must be a JSON object."),
+        ('{"a":' * 300 + "1" + "}" * 300, "The arguments nest deeper than 128 levels."),
     ],
 )
 def test_other_arguments_fail_the_call_with_what_the_model_is_told(

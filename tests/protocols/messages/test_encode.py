@@ -174,6 +174,9 @@ def test_unsigned_thinking_refusals_and_calls_without_arguments() -> None:
     ]
 
 
+_DEEP = '{"a":' * 300 + "1" + "}" * 300
+
+
 @pytest.mark.parametrize(
     ("arguments", "expected"),
     [
@@ -181,6 +184,7 @@ def test_unsigned_thinking_refusals_and_calls_without_arguments() -> None:
         ("", {}),
         ("[1]", {"arguments": "[1]"}),
         ("not json", {"arguments": "not json"}),
+        (_DEEP, {"arguments": _DEEP}),  # an object nested past what can be written again
     ],
 )
 def test_call_arguments_become_an_input_object(arguments: str, expected: Any) -> None:

@@ -10,8 +10,8 @@ import pytest
 from openai.types.responses import ResponseIncludable
 
 from stateway.core.errors import InvalidRequest
+from stateway.core.nesting import MAX_NESTING
 from stateway.protocols.responses.decode import decode_create
-from stateway.protocols.responses.nesting import MAX_NESTING
 from stateway.protocols.responses.reads import decode_list_input_items
 
 

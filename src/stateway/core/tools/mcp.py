@@ -11,6 +11,7 @@ import orjson
 
 from stateway.core.ids import new_id
 from stateway.core.items import MCP_APPROVAL_REQUEST, MCP_CALL, MCP_LIST_TOOLS, Item
+from stateway.core.nesting import MAX_NESTING, nests_too_deep
 from stateway.core.tools.catalog import Entry
 from stateway.core.tools.mcp_binding import McpBinding
 from stateway.core.tools.model_names import model_name
@@ -237,6 +238,9 @@ def parse_arguments(arguments: str) -> dict[str, Any]:
         raise ToolFailure(ToolError.protocol(INVALID_PARAMS, message)) from None
     if not isinstance(parsed, dict):
         message = "The arguments must be a JSON object."
+        raise ToolFailure(ToolError.protocol(INVALID_PARAMS, message))
+    if nests_too_deep(parsed):  # the call could not be written to the server
+        message = f"The arguments nest deeper than {MAX_NESTING} levels."
         raise ToolFailure(ToolError.protocol(INVALID_PARAMS, message))
     return parsed
 

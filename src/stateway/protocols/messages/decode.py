@@ -43,6 +43,7 @@ import pydantic
 from stateway.core.commands import CountTokens, CreateResponse, GenerationSettings, ThreadTurn
 from stateway.core.compaction.reasoning_output import INCLUDE_ENCRYPTED
 from stateway.core.errors import InvalidRequest
+from stateway.core.nesting import MAX_NESTING, nests_too_deep
 from stateway.core.tools.changes import tools_in_effect
 from stateway.protocols.messages import compaction
 from stateway.protocols.messages.billing_header import without_billing_header
@@ -67,7 +68,6 @@ from stateway.protocols.messages.threads import decode_thread
 from stateway.protocols.messages.tool_changes import decode_tool_changes
 from stateway.protocols.messages.tool_declarations import decode_tool_choice, decode_tools
 from stateway.protocols.messages.validation import invalid_body
-from stateway.protocols.responses.nesting import MAX_NESTING, nests_too_deep
 
 Body = TypeVar("Body", bound=CountTokensBody)
 _SERVICE_TIERS = {"auto": "auto", "standard_only": "default"}

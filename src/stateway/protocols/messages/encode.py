@@ -42,6 +42,7 @@ from stateway.core.compaction.sealed import COMPACTION
 from stateway.core.compaction.view import SHOWN
 from stateway.core.hidden import client_calls
 from stateway.core.items import FUNCTION_CALL, MESSAGE, REASONING, Item
+from stateway.core.nesting import nests_too_deep
 from stateway.core.reasoning import thinking_of
 from stateway.core.response import ResponseState
 from stateway.core.threads import message_id
@@ -173,15 +174,16 @@ def tool_use_start(item: Item) -> dict[str, Any]:
 
 
 def tool_input(arguments: str, cut: bool = False) -> dict[str, Any]:
-    """A call's arguments as the ``input`` object (arguments that are no JSON object are
-    kept under ``arguments``, as the Anthropic backend sends them). A call ``cut`` short
+    """A call's arguments as the ``input`` object (arguments that are no JSON object, or
+    one nested deeper than can be written again, are kept under ``arguments``, as the
+    Anthropic backend sends them). A call ``cut`` short
     (out of tokens) whose arguments are unfinished has an empty input, as a streaming
     client's SDK makes of the fragment it was sent."""
     try:
         parsed = orjson.loads(arguments) if arguments else {}
     except orjson.JSONDecodeError:
         parsed = None
-    if isinstance(parsed, dict):
+    if isinstance(parsed, dict) and not nests_too_deep(parsed):
         return parsed
     return {} if cut else {"arguments": arguments}
 

@@ -31,6 +31,7 @@ from typing import Any, Final
 import orjson
 
 from stateway.core.items import MCP_CALL, WEB_SEARCH_CALL, Item
+from stateway.core.nesting import nests_too_deep
 from stateway.core.response import ResponseState
 from stateway.core.tools import web_search
 from stateway.core.tools.mcp_binding import carries_credentials, http_url
@@ -247,7 +248,7 @@ def use_input(item: Item) -> dict[str, Any]:
         parsed = orjson.loads(item.get("arguments") or "{}")
     except orjson.JSONDecodeError:
         parsed = None
-    return parsed if isinstance(parsed, dict) else {}
+    return parsed if isinstance(parsed, dict) and not nests_too_deep(parsed) else {}
 
 
 def result_block(item: Item) -> dict[str, Any]:

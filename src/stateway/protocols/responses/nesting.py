@@ -1,21 +1,12 @@
-"""How deep a client's free-form JSON may nest: no deeper than the gateway can write again.
-
-orjson reads 1,024 levels but writes only 255, so a value that parses can still fail to be
-stored, streamed or sent upstream. Free-form values (tool parameters, a JSON schema, an
-input item's fields) are therefore limited to :data:`MAX_NESTING` levels, counted as
-containers (``{}`` is one level, ``{"a": []}`` two). The deepest place such a value is
-written today is a stream event, ``event.response.text.format.schema``: five levels of
-wrappers. 128 leaves room for those and for wrappers yet to come (stored event logs,
-WebSocket frames), and is far deeper than any real schema.
-"""
+"""A client's free-form JSON refused when it nests deeper than the gateway can write again
+(:mod:`stateway.core.nesting` says why, and how deep that is)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from stateway.core.errors import InvalidRequest
-
-MAX_NESTING = 128
+from stateway.core.nesting import MAX_NESTING, nests_too_deep
 
 
 def check_nesting(value: Any, param: str) -> None:
@@ -26,23 +17,3 @@ def check_nesting(value: Any, param: str) -> None:
             param=param,
             code="nesting_too_deep",
         )
-
-
-def nests_too_deep(value: dict[str, Any] | list[Any]) -> bool:
-    """Whether ``value`` nests deeper than :data:`MAX_NESTING` (a surface that words its
-    own refusal: Messages')."""
-    return _deeper_than(value, MAX_NESTING)
-
-
-def _deeper_than(value: dict[str, Any] | list[Any], limit: int) -> bool:
-    # Iterative: a parsed value may nest 1,024 levels, past Python's recursion limit.
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        node, depth = stack.pop()
-        children = node.values() if isinstance(node, dict) else node
-        for child in children:
-            if isinstance(child, dict | list):
-                if depth == limit:
-                    return True
-                stack.append((child, depth + 1))
-    return False
