@@ -174,3 +174,28 @@ async def test_without_a_match_everything_passes_unchanged() -> None:
         Finish("length"),
     ]
     assert await run(Upstream(script), request("STOP")) == script
+
+
+class Counted(str):
+    """A stop sequence that counts the pieces of itself taken to compare with the text."""
+
+    pieces = 0
+
+    def __getitem__(self, key: object) -> str:
+        Counted.pieces += 1
+        return str.__getitem__(self, key)  # type: ignore[index]
+
+
+async def test_a_long_held_text_is_not_compared_again_at_every_size_for_each_piece() -> None:
+    """A reply that spells the beginning of a long stop sequence is held back whole, piece
+    after piece; another long sequence that never begins it is compared with the new pieces
+    only, not with every end of the held text again (that was a reply's length squared for
+    each piece: a client's request could hold the process for minutes)."""
+    words = [f"w{i} " for i in range(2000)]
+    spelled = "".join(words) + "Z"  # never completed
+    other = Counted("q" * 50_000)
+    Counted.pieces = 0
+    pieces: list[Delta] = [TextDelta(w) for w in words]
+    deltas = await run(Upstream([*pieces, Finish("stop")]), request(other, spelled))
+    assert text_of(deltas) == "".join(words)
+    assert Counted.pieces <= 2 * len("".join(words))

@@ -82,12 +82,17 @@ def _output_bytes(delta: Delta) -> int:
 class StopWatch:
     """Watches one round's text for stop sequences; holds back what could begin one."""
 
-    __slots__ = ("_held", "_sequences", "_tokens", "matched")
+    __slots__ = ("_held", "_open", "_sequences", "_tokens", "matched")
 
     def __init__(self, sequences: list[str]) -> None:
         self._sequences = tuple(dict.fromkeys(s for s in sequences if s))
         self._held = ""
         """Text not passed on yet: it may be the beginning of a stop sequence."""
+        self._open = [0] * len(self._sequences)
+        """For each sequence, the longest end of the held text that begins it. Text added
+        can lengthen it by its own length at most, so each piece is compared from there
+        down, not from the whole held text's length (which a reply spelling the beginning
+        of a long sequence makes long): the comparisons add up to the text's length."""
         self._tokens: list[tuple[int, list[Item]]] = []
         """The held text's tokens (``logprobs``), each delta's with where its text ends."""
         self.matched: str | None = None
@@ -108,7 +113,7 @@ class StopWatch:
         held = self._held + delta.text
         if delta.logprobs is not None:
             self._tokens.append((len(held), delta.logprobs))
-        hit = _first(held, self._sequences)
+        hit = _first(held, self._sequences, len(self._held))
         if hit is not None:
             at, self.matched = hit
             self._held = held[:at]
@@ -117,12 +122,18 @@ class StopWatch:
                 for end, tokens in self._tokens
             ]
             return self.flush()
-        cut = len(held) - _open_tail(held, self._sequences)
+        added = len(delta.text)
+        self._open = [
+            _open_tail(held, sequence, most + added)
+            for sequence, most in zip(self._sequences, self._open, strict=True)
+        ]
+        cut = len(held) - max(self._open, default=0)
         self._held = held
         return self._release(cut)
 
     def flush(self) -> list[Delta]:
         """The held text, passed on: what follows it is not text of the same message."""
+        self._open = [0] * len(self._sequences)
         return self._release(len(self._held))
 
     def _release(self, cut: int) -> list[Delta]:
@@ -145,13 +156,17 @@ def _before(tokens: list[Item], over: int) -> list[Item]:
     return tokens[:kept]
 
 
-def _first(text: str, sequences: tuple[str, ...]) -> tuple[int, str] | None:
+def _first(text: str, sequences: tuple[str, ...], new: int) -> tuple[int, str] | None:
     """Where the first stop sequence in ``text`` begins, and which: the one the model
     completed first (ending first, as a server checking each token stops there), of two
     ending together the one beginning first, then the earlier listed. So a whole reply and
-    a stream stop alike, wherever its pieces split the text."""
+    a stream stop alike, wherever its pieces split the text. The text before ``new`` holds
+    none (it was looked through already), so each is looked for only where it would end
+    past it."""
     found = [
-        (at + len(s), at, rank, s) for rank, s in enumerate(sequences) if (at := text.find(s)) >= 0
+        (at + len(s), at, rank, s)
+        for rank, s in enumerate(sequences)
+        if (at := text.find(s, max(0, new - len(s) + 1))) >= 0
     ]
     if not found:
         return None
@@ -159,12 +174,10 @@ def _first(text: str, sequences: tuple[str, ...]) -> tuple[int, str] | None:
     return at, sequence
 
 
-def _open_tail(text: str, sequences: tuple[str, ...]) -> int:
-    """The length of the longest end of ``text`` that begins a stop sequence."""
-    longest = 0
-    for sequence in sequences:
-        for size in range(min(len(sequence) - 1, len(text)), longest, -1):
-            if text.endswith(sequence[:size]):
-                longest = size
-                break
-    return longest
+def _open_tail(text: str, sequence: str, most: int) -> int:
+    """The length of the longest end of ``text``, ``most`` long at most, that begins
+    ``sequence`` (and is not all of it)."""
+    for size in range(min(len(sequence) - 1, len(text), most), 0, -1):
+        if text.endswith(sequence[:size]):
+            return size
+    return 0
