@@ -461,6 +461,24 @@ async def test_the_least_output_budget_is_hosted_openais_only_on_its_host(
         await built.aclose()
 
 
+@pytest.mark.parametrize(
+    ("url", "setting", "runs"),
+    [
+        ("https://api.anthropic.com/v1", "", True),
+        ("https://api.anthropic.com/v1", "safeguards = false\n", False),
+        ("http://gpu:8000/v1", "", False),
+        ("http://gpu:8000/v1", "safeguards = true\n", True),
+        ("https://api.anthropic.com.example/v1", "", False),
+    ],
+)
+def test_safeguards_are_sent_by_default_only_to_anthropics_api(
+    tmp_path: Path, url: str, setting: str, runs: bool
+) -> None:
+    table = f'[[backends]]\nname = "b"\nurl = "{url}"\napi = "anthropic"\n{setting}'
+    backend = load_config(Overrides(config=write(tmp_path, table)), EMPTY_ENV).backends[0]
+    assert backend.runs_safeguards() is runs
+
+
 def test_cache_salt_is_off_unless_a_backend_salts_per_tenant(tmp_path: Path) -> None:
     table = '[[backends]]\nname = "vllm"\nurl = "http://gpu:8000/v1"\n'
     config = load_config(Overrides(config=write(tmp_path, table)), EMPTY_ENV)

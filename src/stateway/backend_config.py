@@ -18,6 +18,8 @@ from stateway.tool_config import checked_gateway_tools
 HOSTED_OPENAI_HOST = "api.openai.com"
 HOSTED_OPENAI_LEAST_OUTPUT = 16
 """Hosted OpenAI's Responses API refuses a ``max_output_tokens`` under 16 (a 400)."""
+HOSTED_ANTHROPIC_HOST = "api.anthropic.com"
+"""Anthropic's API, which runs the checks Claude Code's ``safeguards`` ask for."""
 
 
 class BackendConfig(Section):
@@ -78,6 +80,14 @@ class BackendConfig(Section):
     breakpoints; ``explicit``: only the breakpoints it marks (no cache writes, which cost
     more than plain input, unless asked). A Messages client marks its own
     (:mod:`stateway.backends.anthropic_caching`)."""
+    safeguards: bool | None = None
+    """Anthropic upstreams: whether the server runs the checks a Messages request's
+    ``safeguards`` ask for (Claude Code's auto mode: Anthropic's review of risky tool
+    calls), so the field is sent on and the answer's ``safeguard_results`` come back to the
+    client. Else it is not sent (an Anthropic-compatible server may refuse it, and the
+    classifier context it holds is for Anthropic) and Claude Code checks its actions
+    itself. Default: Anthropic's API, a ``url`` on ``api.anthropic.com``
+    (:meth:`runs_safeguards`)."""
     total_timeout: float = Field(default=1800.0, gt=0)
     """The longest a whole upstream call (one inference round) may take."""
     first_byte_timeout: float | None = Field(default=None, gt=0)
@@ -135,6 +145,12 @@ class BackendConfig(Section):
             return self.min_output_tokens
         host = urlsplit(self.url).hostname
         return HOSTED_OPENAI_LEAST_OUTPUT if host == HOSTED_OPENAI_HOST else 1
+
+    def runs_safeguards(self) -> bool:
+        """``safeguards`` as set, else whether ``url`` is Anthropic's API."""
+        if self.safeguards is not None:
+            return self.safeguards
+        return urlsplit(self.url).hostname == HOSTED_ANTHROPIC_HOST
 
     @field_validator("gateway_tools")
     @classmethod

@@ -56,7 +56,12 @@ BACKEND_APIS: dict[str, Callable[[UpstreamClient, BackendConfig], Backend]] = {
     ),
     "anthropic": lambda client, config: AnthropicBackend(
         client,
-        AnthropicOptions(config.default_max_tokens, config.thinking, config.prompt_cache_mode),
+        AnthropicOptions(
+            config.default_max_tokens,
+            config.thinking,
+            config.prompt_cache_mode,
+            safeguards=config.runs_safeguards(),
+        ),
     ),
 }
 

@@ -15,7 +15,8 @@ streamed only an empty ``partial_json`` as Anthropic streams a call without inpu
 ``max_tokens`` and ``model_context_window_exceeded`` -> ``length``, ``refusal`` ->
 ``content_filter``, ``pause_turn`` -> paused, ``stop_sequence`` -> ``stop`` naming the
 sequence); the last three reasons go along as they came, with any ``stop_details``, for
-a Messages client to be answered them. Usage: ``input_tokens`` is the whole prompt, cache reads
+a Messages client to be answered them, and so do any ``safeguard_results`` (Claude Code's
+auto mode). Usage: ``input_tokens`` is the whole prompt, cache reads
 and writes included, as the other wires count it; streamed, ``message_start``'s usage (the
 prompt's) is reported as it comes, before any output, then the final one at
 ``message_delta``. A mid-stream ``error`` event, or a 200
@@ -348,11 +349,15 @@ def _finish(delta: dict[str, Any]) -> Finish:
     """The finish of a ``message`` or of a stream's ``message_delta`` (its ``delta``)."""
     reason = text(delta.get("stop_reason")) or "end_turn"
     matched = text(delta.get("stop_sequence")) if reason == "stop_sequence" else None
+    results = delta.get("safeguard_results")
+    results = results if isinstance(results, list) else None
     if reason not in _CARRIED_REASONS:
-        return Finish(_FINISH.get(reason, "stop"), stop_sequence=matched)
+        return Finish(_FINISH.get(reason, "stop"), stop_sequence=matched, safeguard_results=results)
     details = delta.get("stop_details")
     details = details if isinstance(details, dict) else None
-    return Finish(_FINISH[reason], stop_reason=reason, stop_details=details)
+    return Finish(
+        _FINISH[reason], stop_reason=reason, stop_details=details, safeguard_results=results
+    )
 
 
 def _usage(usage: dict[str, Any]) -> Usage:

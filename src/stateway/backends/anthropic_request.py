@@ -28,6 +28,8 @@
 - Prompt caching: a Messages client's top-level ``cache_control`` as it came; OpenAI's
   implicit caching and breakpoints as marks (:mod:`.anthropic_caching`), at most four
   (:mod:`.anthropic_breakpoints`).
+- A Messages client's ``safeguards`` (Claude Code's auto mode) go as they came to a server
+  that runs them (``AnthropicOptions.safeguards``), and to no other.
 """
 
 from __future__ import annotations
@@ -74,6 +76,9 @@ class AnthropicOptions:
     prompt_cache_mode: PromptCacheMode = "implicit"
     """OpenAI's implicit breakpoint for a request that names no mode (Anthropic's
     automatic caching), or ``explicit``: only the breakpoints a request marks."""
+    safeguards: bool = False
+    """Whether the server runs a Messages client's ``safeguards`` (Anthropic's API does):
+    they are sent on, else left out."""
 
 
 def to_upstream(
@@ -118,6 +123,8 @@ def to_upstream(
     if mark is not None:
         body["cache_control"] = mark
     _output_format(body, settings.text_format)
+    if options.safeguards and settings.safeguards:
+        body["safeguards"] = settings.safeguards
     cap_breakpoints(body)
     order_lifetimes(body)
     return body

@@ -120,6 +120,9 @@ class GenerationSettings:
     anthropic_beta: list[str] = field(default_factory=list)
     """A Messages client's ``anthropic-beta`` features: sent on to an Anthropic upstream
     (after its backend's own), which they are meant for; other upstreams never see them."""
+    safeguards: list[Any] | None = None
+    """Messages' ``safeguards`` (Claude Code's auto mode): sent on to an Anthropic upstream
+    that runs them (Anthropic's API), whose ``safeguard_results`` come back; none else."""
     continue_final_message: bool = False
     """Messages' prefill: a conversation that ends with an assistant message is continued
     from where that message ends, the output holding only what follows. An Anthropic

@@ -177,6 +177,9 @@ class Finish:
     stop_details: dict[str, Any] | None = None
     """What it said of it (Anthropic's ``stop_details``: a refusal's category), as it
     came."""
+    safeguard_results: list[Any] | None = None
+    """An Anthropic upstream's ``safeguard_results`` (its checks of the answer's tool
+    calls, which Claude Code's auto mode asked for), as they came."""
 
 
 @immutable

@@ -52,6 +52,8 @@ class ResponseState:
     ``refusal``: :attr:`~stateway.core.inference.Finish.stop_reason`); not stored."""
     stop_details: dict[str, Any] | None = None
     """What it said of it (Anthropic's ``stop_details``); not stored."""
+    safeguard_results: list[Any] | None = None
+    """The last round's ``safeguard_results`` (an Anthropic upstream's); not stored."""
     prompt_usage: Usage | None = None
     """The usage the upstream reported before the run's first output, the prompt's (an
     Anthropic upstream's ``message_start``: input tokens, cache reads and writes), which a

@@ -244,6 +244,7 @@ async def _infer(
                             run.state.stop_sequence = matched
                             run.state.stop_reason = delta.stop_reason
                             run.state.stop_details = delta.stop_details
+                            run.state.safeguard_results = delta.safeguard_results
                         case CallInput(text=text):  # a Responses upstream's: last, as rare
                             assembler.call_input(text)
                         case CallBegun(item=item):

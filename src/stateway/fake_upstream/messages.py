@@ -13,7 +13,11 @@ altered either is caught. With ``thinking: {"type": "disabled"}`` the model does
 think: no thinking block, a scripted ``[[reason:...]]`` notwithstanding.
 ``stop_sequences`` are honoured: the text ends before the first one it contains, with
 ``stop_reason: "stop_sequence"``. A refusal ends with ``stop_reason: "refusal"`` and its
-``stop_details``; ``[[stop:REASON]]`` ends the answer with that reason.
+``stop_details``; ``[[stop:REASON]]`` ends the answer with that reason. A request with
+``safeguards`` (Claude Code's auto mode asking for Anthropic's check of risky tool calls)
+is answered a ``safeguard_results`` entry per safeguard, beside the stop reason (the
+message's, a stream's ``message_delta``'s): its ``type``, with the status ``available``
+(the fake judges no call).
 
 Each ``document`` with ``citations.enabled`` is cited, as Anthropic cites: after the
 answer's text, a text block quoting it whole, whose ``citations`` point at it by its
@@ -91,6 +95,8 @@ class MessagesRequest:
     """``thinking.type: "disabled"``: no thinking blocks, whatever the script says."""
     citations: tuple[dict[str, Any], ...] = ()
     """One citation of each document that enabled them (:func:`document_citations`)."""
+    safeguards: tuple[str, ...] = ()
+    """The ``type`` of each of the request's ``safeguards``."""
 
     def body(self, plan: Plan) -> bytes:
         return orjson.dumps(message_object(self, plan))
@@ -121,6 +127,7 @@ def parse_messages_request(body: dict[str, Any], headers: Mapping[str, str]) -> 
         omit_thinking=isinstance(thinking, dict) and thinking.get("display") == "omitted",
         no_thinking=isinstance(thinking, dict) and thinking.get("type") == "disabled",
         citations=document_citations(body["messages"]),
+        safeguards=tuple(str(asked.get("type")) for asked in body.get("safeguards") or ()),
     )
 
 
@@ -275,13 +282,14 @@ def message_object(request: MessagesRequest, plan: Plan) -> dict[str, Any]:
         "role": "assistant",
         "model": request.model,
         "content": _blocks(request, plan),
-        **_stop(plan, sequence),
+        **_stop(request, plan, sequence),
         "usage": _usage(plan),
     }
 
 
-def _stop(plan: Plan, sequence: str | None) -> dict[str, Any]:
-    """``stop_reason`` and ``stop_sequence``, and the ``stop_details`` of a refusal."""
+def _stop(request: MessagesRequest, plan: Plan, sequence: str | None) -> dict[str, Any]:
+    """``stop_reason`` and ``stop_sequence``, the ``stop_details`` of a refusal, and the
+    ``safeguard_results`` of the safeguards asked."""
     reason = "stop_sequence" if sequence else plan.stop_reason
     stop: dict[str, Any] = {
         "stop_reason": reason or _STOP_REASONS[plan.finish_reason],
@@ -289,6 +297,9 @@ def _stop(plan: Plan, sequence: str | None) -> dict[str, Any]:
     }
     if stop["stop_reason"] == "refusal":
         stop["stop_details"] = REFUSAL_DETAILS
+    if request.safeguards:
+        results = [{"type": kind, "status": {"type": "available"}} for kind in request.safeguards]
+        stop["safeguard_results"] = results
     return stop
 
 
@@ -332,7 +343,9 @@ def message_frames(request: MessagesRequest, plan: Plan) -> Iterator[Frame]:
             yield event({"type": "content_block_delta", "index": index, "delta": signature})
         yield event({"type": "content_block_stop", "index": index})
     usage = _usage(plan)
-    yield event({"type": "message_delta", "delta": _stop(plan, sequence), "usage": usage}, END)
+    yield event(
+        {"type": "message_delta", "delta": _stop(request, plan, sequence), "usage": usage}, END
+    )
     yield event({"type": "message_stop"}, END)
 
 

@@ -59,6 +59,7 @@ FIELDS = frozenset(
         "container",
         "mcp_servers",
         "cache_control",
+        "safeguards",
     }
 )
 COUNT_FIELDS = frozenset(

@@ -25,7 +25,9 @@ it would be answered again). Every thinking block the model's reasoning becomes 
 signed: unless the upstream signed it (Anthropic), its ``signature`` is the text sealed
 with the gateway's key, which the gateway opens when the block comes back, so the model
 gets its reasoning again even when the client was shown none of it.
-``output_config.format`` (``json_schema``) -> the text format. ``context_management``: its
+``output_config.format`` (``json_schema``) -> the text format. ``safeguards`` go along for
+an Anthropic upstream that runs them (their results come back: :mod:`.encode`).
+``context_management``: its
 clearing edits and its ``compact_20260112`` edit as :mod:`.context_edits` says (the
 gateway's context editing and compaction); ``compaction`` (a compaction request) and
 ``compaction`` blocks sent back are :mod:`.compaction`'s. Fields of features only
@@ -96,6 +98,7 @@ def decode_messages(
     settings.user = body.metadata.user_id if body.metadata else None
     settings.service_tier = _SERVICE_TIERS.get(body.service_tier or "")
     settings.cache_control = body.cache_control
+    settings.safeguards = body.safeguards
     last = command.input[-1]
     settings.continue_final_message = last.get("type") == "message" and last["role"] == "assistant"
     if betas is not None:

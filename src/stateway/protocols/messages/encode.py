@@ -20,7 +20,8 @@ nothing sampled after it (a compaction request's only block, an autocompact's wi
 ``pause_after_compaction``; an answer sampled after it ends as the model ended it, even
 empty, and one cut short says why it was cut); an Anthropic upstream's own as it came, with its
 ``stop_details``, when it ended the response (``model_context_window_exceeded``,
-``pause_turn``, ``refusal``);
+``pause_turn``, ``refusal``), and its ``safeguard_results`` beside it (Claude Code's auto
+mode);
 else ``max_tokens`` when the output was cut at the limit, or when none was asked for
 (``max_tokens: 0``, a prewarm), ``refusal`` when filtered,
 ``pause_turn`` when the gateway's tool rounds ran out, ``stop_sequence`` when a stop
@@ -86,14 +87,17 @@ def encode_message(state: ResponseState, earlier: Iterable[Item] = ()) -> dict[s
 
 
 def stop_fields(state: ResponseState) -> dict[str, Any]:
-    """``stop_reason`` and ``stop_sequence``, and ``stop_details`` when the upstream gave
-    them (a message's, and a stream's last ``message_delta``'s)."""
+    """``stop_reason`` and ``stop_sequence``, and ``stop_details`` and
+    ``safeguard_results`` when the upstream gave them (a message's, and a stream's last
+    ``message_delta``'s)."""
     fields: dict[str, Any] = {
         "stop_reason": stop_reason(state),
         "stop_sequence": state.stop_sequence,
     }
     if state.stop_details is not None and fields["stop_reason"] == state.stop_reason:
         fields["stop_details"] = state.stop_details
+    if state.safeguard_results is not None:
+        fields["safeguard_results"] = state.safeguard_results
     return fields
 
 

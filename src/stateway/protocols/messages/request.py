@@ -84,6 +84,8 @@ class MessagesBody(CountTokensBody):
     metadata: Metadata | None = None
     service_tier: Literal["auto", "standard_only"] | None = None
     compaction: dict[str, Any] | None = None
+    safeguards: list[Any] | None = None
+    """Claude Code's auto mode asking for Anthropic's check of risky tool calls."""
     fallbacks: list[dict[str, Any]] | Literal["default"] | None = None
     billing_policy: dict[str, Any] | None = None
     """Fields of hosted features, checked by

@@ -1,0 +1,47 @@
+"""Claude Code's auto mode over an Anthropic backend: its ``safeguards`` (Anthropic's check of
+risky tool calls, run by the API beside the answer) reach a backend that runs them, and the
+``safeguard_results`` come back as Anthropic sends them; a backend that does not run them is
+sent none (an Anthropic-compatible server may refuse the field)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from anthropic import Anthropic
+
+from tests.e2e.configured import configured_gateway
+from tests.e2e.routing import fake_requests
+
+MODEL = "fake-model"
+SAFEGUARDS = [
+    {"type": "dangerous_tool_use", "classifier_context": {"v": 1, "permission_mode": "auto"}}
+]
+RESULTS = [{"type": "dangerous_tool_use", "status": {"type": "available"}}]
+
+
+@pytest.mark.parametrize("runs", [True, False], ids=["runs-them", "does-not"])
+def test_safeguards_reach_a_backend_that_runs_them_and_their_results_come_back(
+    fake_upstream: str, tmp_path: Path, runs: bool
+) -> None:
+    backend: dict[str, Any] = {"url": fake_upstream, "api": "anthropic", "safeguards": runs}
+    marker = f"safeguarded-{runs}"
+    asked: dict[str, Any] = {
+        "model": MODEL,
+        "max_tokens": 100,
+        "messages": [{"role": "user", "content": f"{marker} [[words:2]]"}],
+    }
+    with (
+        configured_gateway(tmp_path, backend) as gateway,
+        Anthropic(base_url=gateway.url, api_key="k", max_retries=0) as claude,
+    ):
+        message = claude.messages.create(**asked, extra_body={"safeguards": SAFEGUARDS})
+        events = claude.messages.create(**asked, stream=True, extra_body={"safeguards": SAFEGUARDS})
+        [ending] = [event for event in events if event.type == "message_delta"]
+
+    sent = [request["body"].get("safeguards") for request in fake_requests(fake_upstream, marker)]
+    assert sent == ([SAFEGUARDS] * 2 if runs else [None] * 2)
+    results = RESULTS if runs else None
+    assert (message.model_extra or {}).get("safeguard_results") == results
+    assert (ending.delta.model_extra or {}).get("safeguard_results") == results
