@@ -213,13 +213,15 @@ def offline_gateway(
     directory: Path,
     env: Mapping[str, str] | None = None,
     fake_options: Sequence[str] = STRICT_TEMPLATE,
+    backend: Mapping[str, object] | None = None,
 ) -> Iterator[OfflineGateway]:
     """Start the fake upstream (with ``fake_options``) inside ``namespace``, and the
-    gateway over it (:func:`gateway_over`); stop them when the block exits."""
+    gateway over it (:func:`gateway_over`, its backend's further ``backend`` settings);
+    stop them when the block exits."""
     fake_command = [sys.executable, "-m", "stateway.fake_upstream", "--port", "0", *fake_options]
     with (
         launch(inside(namespace, fake_command), FAKE_ANNOUNCEMENT) as fake,
-        gateway_over(namespace, fake.url, api, directory, env) as running,
+        gateway_over(namespace, fake.url, api, directory, env, backend) as running,
     ):
         yield running
 
@@ -231,18 +233,20 @@ def gateway_over(
     api: str,
     directory: Path,
     env: Mapping[str, str] | None = None,
+    backend: Mapping[str, object] | None = None,
 ) -> Iterator[OfflineGateway]:
     """Start ``stateway serve`` (SQLite, the one upstream ``upstream``: its
     ``http://127.0.0.1:PORT/v1`` inside ``namespace``, of wire ``api``; ``env`` added to
-    its environment) and the recording hop inside ``namespace``; stop them when the block
-    exits."""
+    its environment; ``backend``: more settings of that backend, in a configuration file)
+    and the recording hop inside ``namespace``; stop them when the block exits."""
     requests_log = directory / "client-requests.jsonl"
     requests_log.touch()
     gateway_log = directory / "gateway.log"
     python = sys.executable
     with ExitStack() as stack:
-        serve = [python, "-m", "stateway", "serve", "--port", "0", "--upstream", upstream]
-        serve += ["--upstream-api", api, "--database", f"sqlite:///{directory / 'gw.db'}"]
+        serve = [python, "-m", "stateway", "serve", "--port", "0"]
+        serve += _backend_options(upstream, api, directory, backend)
+        serve += ["--database", f"sqlite:///{directory / 'gw.db'}"]
         stderr = stack.enter_context(gateway_log.open("w"))
         gateway = stack.enter_context(
             launch(
@@ -252,6 +256,20 @@ def gateway_over(
         hop_command = [python, str(_HOP), gateway.url, str(requests_log)]
         hop = stack.enter_context(launch(inside(namespace, hop_command), HOP_ANNOUNCEMENT))
         yield OfflineGateway(namespace, hop.url, requests_log, gateway_log, upstream)
+
+
+def _backend_options(
+    upstream: str, api: str, directory: Path, backend: Mapping[str, object] | None
+) -> list[str]:
+    """``serve``'s options for its one backend: flags, or a configuration file holding
+    ``backend``'s settings too (values JSON-encoded, which TOML reads alike)."""
+    if not backend:
+        return ["--upstream", upstream, "--upstream-api", api]
+    settings = {"name": "default", "url": upstream, "api": api, **backend}
+    lines = [f"{key} = {json.dumps(value)}" for key, value in settings.items()]
+    config = directory / "stateway.toml"
+    config.write_text("[[backends]]\n" + "\n".join(lines) + "\n")
+    return ["--config", str(config)]
 
 
 class GatewayPool:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from anthropic import Anthropic
 
+from stateway.fake_upstream.messages import NOT_FLAGGED
 from tests.e2e.configured import configured_gateway
 from tests.e2e.routing import fake_requests
 
@@ -18,7 +19,6 @@ MODEL = "fake-model"
 SAFEGUARDS = [
     {"type": "dangerous_tool_use", "classifier_context": {"v": 1, "permission_mode": "auto"}}
 ]
-RESULTS = [{"type": "dangerous_tool_use", "status": {"type": "available"}}]
 
 
 @pytest.mark.parametrize("runs", [True, False], ids=["runs-them", "does-not"])
@@ -30,7 +30,8 @@ def test_safeguards_reach_a_backend_that_runs_them_and_their_results_come_back(
     asked: dict[str, Any] = {
         "model": MODEL,
         "max_tokens": 100,
-        "messages": [{"role": "user", "content": f"{marker} [[words:2]]"}],
+        "messages": [{"role": "user", "content": f"{marker} [[tool:f:{{}}]]"}],
+        "tools": [{"name": "f", "input_schema": {"type": "object"}}],
     }
     with (
         configured_gateway(tmp_path, backend) as gateway,
@@ -38,10 +39,19 @@ def test_safeguards_reach_a_backend_that_runs_them_and_their_results_come_back(
     ):
         message = claude.messages.create(**asked, extra_body={"safeguards": SAFEGUARDS})
         events = claude.messages.create(**asked, stream=True, extra_body={"safeguards": SAFEGUARDS})
-        [ending] = [event for event in events if event.type == "message_delta"]
+        frames = list(events)
+        [ending] = [event for event in frames if event.type == "message_delta"]
+        streamed = [e.content_block for e in frames if e.type == "content_block_start"]
 
     sent = [request["body"].get("safeguards") for request in fake_requests(fake_upstream, marker)]
     assert sent == ([SAFEGUARDS] * 2 if runs else [None] * 2)
-    results = RESULTS if runs else None
-    assert (message.model_extra or {}).get("safeguard_results") == results
-    assert (ending.delta.model_extra or {}).get("safeguard_results") == results
+    for answer, results in (
+        (message.content, (message.model_extra or {}).get("safeguard_results")),
+        (streamed, (ending.delta.model_extra or {}).get("safeguard_results")),
+    ):
+        if not runs:
+            assert results is None
+            continue
+        [call] = [block for block in answer if block.type == "tool_use"]
+        status = {"type": "available", "tool_uses": {call.id: NOT_FLAGGED}}
+        assert results == [{"type": "dangerous_tool_use", "status": status}]

@@ -17,7 +17,7 @@ think: no thinking block, a scripted ``[[reason:...]]`` notwithstanding.
 ``safeguards`` (Claude Code's auto mode asking for Anthropic's check of risky tool calls)
 is answered a ``safeguard_results`` entry per safeguard, beside the stop reason (the
 message's, a stream's ``message_delta``'s): its ``type``, with the status ``available``
-(the fake judges no call).
+and, under ``tool_uses``, each tool call's id judged :data:`NOT_FLAGGED`.
 
 Each ``document`` with ``citations.enabled`` is cited, as Anthropic cites: after the
 answer's text, a text block quoting it whole, whose ``citations`` point at it by its
@@ -54,6 +54,8 @@ REFUSAL_DETAILS = {
     "explanation": "The fake model declined, as scripted.",
 }
 """The ``stop_details`` of a refusal (``[[refuse]]``): no named policy category."""
+NOT_FLAGGED = {"type": "evaluated", "outcome": "not_flagged"}
+"""The verdict on each tool call of an answer whose request asked for ``safeguards``."""
 
 
 def signature_of(thinking: str, *, omitted: bool = False) -> str:
@@ -298,8 +300,11 @@ def _stop(request: MessagesRequest, plan: Plan, sequence: str | None) -> dict[st
     if stop["stop_reason"] == "refusal":
         stop["stop_details"] = REFUSAL_DETAILS
     if request.safeguards:
-        results = [{"type": kind, "status": {"type": "available"}} for kind in request.safeguards]
-        stop["safeguard_results"] = results
+        verdicts = {call.call_id: dict(NOT_FLAGGED) for call in plan.tool_calls}
+        status = {"type": "available", "tool_uses": verdicts}
+        stop["safeguard_results"] = [
+            {"type": kind, "status": status} for kind in request.safeguards
+        ]
     return stop
 
 
