@@ -3,7 +3,8 @@ to change what" table name exists where they say, and the names a row gives a mo
 parentheses (``core/routing/plan.py`` (``Plan.order``, ...)) are that module's. And the
 layering it draws holds where it is easiest to break: the core imports nothing outside
 itself, the backends and the MCP client import the core (and what they share), not each
-other, the protocols only the core, and the surfaces never the store or the backends.
+other, the protocols only the core, and the surfaces never the store, the backends or
+each other (what surfaces share has a package of its own).
 The names a row places in a module (``Run.before_end`` in ``core/runs.py``) are that
 module's too."""
 
@@ -176,3 +177,26 @@ def test_a_package_imports_only_what_its_layer_may(layer: str, path: Path) -> No
     for name in _stateway_imports(path):
         ok = any(name == prefix or name.startswith(prefix + ".") for prefix in allowed)
         assert ok, f"{path.relative_to(PACKAGE)} imports {name}, outside what {layer}/ may"
+
+
+_SHARED_BY_SURFACES = ("auth", "asgi")
+"""The packages under ``surfaces/`` that are no surface but what the surfaces share:
+authentication, and the ASGI pieces every route stands on (the Host and Origin checks,
+JSON answers, a bounded body). Every other package there is a surface."""
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted((PACKAGE / "surfaces").rglob("*.py")),
+    ids=lambda path: str(path.relative_to(PACKAGE)),
+)
+def test_a_surface_imports_no_other_surface(path: Path) -> None:
+    """The surfaces are siblings: each imports its own modules and what they share, never
+    another surface's (what two of them need moves to a shared package); the shared
+    packages import no surface."""
+    parts = path.relative_to(PACKAGE / "surfaces").parts
+    own = parts[0] if len(parts) > 1 and parts[0] not in _SHARED_BY_SURFACES else None
+    for name in _stateway_imports(path):
+        package = name.split(".")[2] if name.startswith("stateway.surfaces.") else None
+        ok = package is None or package == own or package in _SHARED_BY_SURFACES
+        assert ok, f"{path.relative_to(PACKAGE)} imports {name}, another surface's"

@@ -24,13 +24,13 @@ from stateway.core.runs import RunRegistry
 from stateway.core.telemetry import REQUEST_ID
 from stateway.core.usage import Usage
 from stateway.identity.key_cache import KeyCache
+from stateway.surfaces.asgi.answers import JSONResponse
 from stateway.surfaces.auth.authenticator import Authenticator
 from stateway.surfaces.http.app import build_http_app
 from stateway.surfaces.http.messages import MessagesRoutes
 from stateway.surfaces.http.observed import CLIENT_GONE, ObservedApp
 from stateway.surfaces.http.responses import ResponsesRoutes
 from stateway.surfaces.http.service import ServiceRoutes
-from stateway.surfaces.http.transport import JSONResponse
 from tests.core.fakes import MemoryStore, ScriptedBackend
 from tests.identity.test_key_cache import Store
 from tests.surfaces.http.asgi import call

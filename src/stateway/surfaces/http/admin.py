@@ -18,8 +18,8 @@ from stateway.core.errors import Forbidden, Unauthorized
 from stateway.core.gateway import Gateway
 from stateway.core.generations import ConfigStatus
 from stateway.core.principal import Principal
+from stateway.surfaces.asgi.answers import JSONResponse
 from stateway.surfaces.auth.authenticator import identity_of
-from stateway.surfaces.http.transport import JSONResponse
 
 
 class AdminRoutes:

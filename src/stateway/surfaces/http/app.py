@@ -24,6 +24,7 @@ from starlette.routing import BaseRoute, Match, Route, WebSocketRoute, request_r
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from stateway.core.errors import GatewayError, InvalidRequest, NotFound
+from stateway.surfaces.asgi.hosts import HostGuard
 from stateway.surfaces.auth.authenticator import Authenticator
 from stateway.surfaces.http.admin import AdminRoutes
 from stateway.surfaces.http.authentication import Authentication
@@ -31,7 +32,6 @@ from stateway.surfaces.http.chat import ChatRoutes
 from stateway.surfaces.http.conversations import ConversationsRoutes
 from stateway.surfaces.http.errors import error_answer
 from stateway.surfaces.http.express import PlainApp, express_route
-from stateway.surfaces.http.hosts import HostGuard
 from stateway.surfaces.http.messages import (
     MESSAGES_PATH,
     MODELS_PATH,
@@ -72,8 +72,9 @@ def build_http_app(
     authenticator: Authenticator | None = None,
     websocket: ASGIApp | None = None,
 ) -> Starlette:
-    """``allowed_hosts``: the ``Host`` names served (None: any), see :mod:`.hosts`;
-    ``conversations``: the Conversations API's routes, ``messages`` the Anthropic Messages
+    """``allowed_hosts``: the ``Host`` names served (None: any), see
+    :mod:`stateway.surfaces.asgi.hosts`; ``conversations``: the Conversations API's
+    routes, ``messages`` the Anthropic Messages
     routes, ``chat`` the Chat Completions route, ``mcp`` the MCP surface (``/mcp``, every
     method; ``/mcp/`` too, which MCP clients are often given), ``admin`` the admin routes,
     ``metrics`` ``GET /metrics``, ``usage`` ``GET /v1/usage``, when served; ``observer`` is told

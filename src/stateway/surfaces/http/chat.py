@@ -29,19 +29,15 @@ from stateway.protocols.chat.decode import ChatCall, ChatRequest, decode_chat, p
 from stateway.protocols.chat.encode import encode_completion
 from stateway.protocols.chat.errors import chat_error
 from stateway.protocols.chat.stream import ChatStream, encode_error_chunk
+from stateway.surfaces.asgi.answers import JSONResponse
+from stateway.surfaces.asgi.bodies import read_body, require_json
 from stateway.surfaces.auth.authenticator import principal_of
 from stateway.surfaces.http.errors import error_answer
 from stateway.surfaces.http.relay import RelayResponse
 from stateway.surfaces.http.run_answers import failure_after_output, handed_over, wait_for_output
 from stateway.surfaces.http.sessions import session_of
 from stateway.surfaces.http.sse import KEEPALIVE_INTERVAL, Chunks, SSEResponse
-from stateway.surfaces.http.transport import (
-    DisconnectWatch,
-    JSONResponse,
-    read_body,
-    require_json,
-    watch_disconnect,
-)
+from stateway.surfaces.http.transport import DisconnectWatch, watch_disconnect
 
 INLINE_DECODE_BYTES = 1024 * 1024
 """Bodies up to this size are parsed and decoded on the event loop, larger ones in a

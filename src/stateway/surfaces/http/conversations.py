@@ -27,10 +27,11 @@ from stateway.protocols.conversations.encode import (
     encode_deleted,
     encode_item_list,
 )
+from stateway.surfaces.asgi.answers import JSONResponse
+from stateway.surfaces.asgi.bodies import read_body, require_json
 from stateway.surfaces.auth.authenticator import principal_of
 from stateway.surfaces.http.idempotency import answered_once
 from stateway.surfaces.http.responses import INLINE_DECODE_BYTES, include_of
-from stateway.surfaces.http.transport import JSONResponse, read_body, require_json
 
 T = TypeVar("T")
 

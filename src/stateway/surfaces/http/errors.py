@@ -11,7 +11,7 @@ from starlette.responses import Response
 from starlette.types import Scope
 
 from stateway.core.errors import GatewayError, InternalError, ServerShuttingDown
-from stateway.surfaces.http.transport import error_response
+from stateway.surfaces.asgi.answers import error_response
 
 log = logging.getLogger(__name__)
 

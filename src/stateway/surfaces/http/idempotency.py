@@ -25,7 +25,7 @@ from stateway.core.principal import Principal
 
 HEADER = "idempotency-key"
 HEADER_BYTES = HEADER.encode()
-"""As ASGI scopes name it (:func:`~.transport.header`)."""
+"""As ASGI scopes name it (:func:`~stateway.surfaces.asgi.bodies.header`)."""
 PARAM = "Idempotency-Key"
 
 

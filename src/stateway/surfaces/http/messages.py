@@ -39,6 +39,9 @@ from stateway.protocols.messages.errors import answer_status, encode_error
 from stateway.protocols.messages.media import refused_block
 from stateway.protocols.messages.signatures import signed_block
 from stateway.protocols.messages.stream import PING, MessagesStream, encode_error_event
+from stateway.surfaces.asgi.answers import JSONResponse
+from stateway.surfaces.asgi.answers import error_response as openai_error_response
+from stateway.surfaces.asgi.bodies import read_body, require_json
 from stateway.surfaces.auth.authenticator import principal_of
 from stateway.surfaces.http.errors import error_answer
 from stateway.surfaces.http.run_answers import (
@@ -49,14 +52,7 @@ from stateway.surfaces.http.run_answers import (
 )
 from stateway.surfaces.http.sessions import session_of
 from stateway.surfaces.http.sse import KEEPALIVE_INTERVAL, Chunks, SSEResponse
-from stateway.surfaces.http.transport import (
-    JSONResponse,
-    read_body,
-    require_json,
-    token_count_header,
-    while_present,
-)
-from stateway.surfaces.http.transport import error_response as openai_error_response
+from stateway.surfaces.http.transport import token_count_header, while_present
 
 log = logging.getLogger(__name__)
 

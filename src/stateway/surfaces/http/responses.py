@@ -38,6 +38,8 @@ from stateway.protocols.responses.stream import (
     encode_sse_error,
     encode_sse_payload,
 )
+from stateway.surfaces.asgi.answers import JSONResponse, error_response
+from stateway.surfaces.asgi.bodies import header, read_body, require_json
 from stateway.surfaces.auth.authenticator import principal_of
 from stateway.surfaces.http import idempotency
 from stateway.surfaces.http.errors import error_answer
@@ -51,15 +53,7 @@ from stateway.surfaces.http.sse import (
     Watcher,
     held,
 )
-from stateway.surfaces.http.transport import (
-    JSONResponse,
-    error_response,
-    header,
-    read_body,
-    require_json,
-    token_count_header,
-    while_present,
-)
+from stateway.surfaces.http.transport import token_count_header, while_present
 
 INLINE_DECODE_BYTES = 1024 * 1024
 """Bodies up to this size are decoded on the event loop (the hot path); larger ones in a

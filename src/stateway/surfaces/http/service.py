@@ -12,9 +12,9 @@ from stateway.core.gateway import Gateway
 from stateway.core.principal import Principal
 from stateway.core.routing.route import ListedModel
 from stateway.protocols.messages.models import model_info, model_page
+from stateway.surfaces.asgi.answers import JSONResponse
 from stateway.surfaces.auth.authenticator import principal_of
 from stateway.surfaces.http.messages import answers_anthropic, request_id_header
-from stateway.surfaces.http.transport import JSONResponse
 
 
 class ServiceRoutes:

@@ -24,8 +24,8 @@ from stateway.core.commands import GetUsage
 from stateway.core.errors import InvalidRequest
 from stateway.core.gateway import Gateway
 from stateway.core.principal import Principal
+from stateway.surfaces.asgi.answers import JSONResponse
 from stateway.surfaces.auth.authenticator import identity_of, principal_of
-from stateway.surfaces.http.transport import JSONResponse
 
 
 class UsageRoutes:

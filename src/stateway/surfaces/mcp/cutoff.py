@@ -14,8 +14,8 @@ import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from stateway.core.errors import CredentialRevoked
+from stateway.surfaces.asgi.answers import error_response
 from stateway.surfaces.auth.revocation import RevocationWatch
-from stateway.surfaces.http.transport import error_response
 
 
 async def serve_until_revoked(

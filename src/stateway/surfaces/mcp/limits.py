@@ -19,7 +19,7 @@ from typing import Final
 
 from starlette.types import Message, Receive, Scope
 
-from stateway.surfaces.http.transport import receive_body
+from stateway.surfaces.asgi.bodies import receive_body
 
 MAX_SESSIONS: Final = 1000
 """MCP sessions open at once in one process (the SDK's default is 10,000)."""

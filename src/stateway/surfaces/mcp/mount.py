@@ -21,7 +21,7 @@ from starlette.types import Receive, Scope, Send
 
 from stateway.core.errors import GatewayError, ServerShuttingDown
 from stateway.core.gateway import Gateway
-from stateway.surfaces.http.transport import error_response
+from stateway.surfaces.asgi.answers import error_response
 from stateway.surfaces.mcp.limits import McpLimits, body_read_ahead
 
 if TYPE_CHECKING:

@@ -73,9 +73,9 @@ from stateway.core.errors import GatewayError, InvalidRequest
 from stateway.core.gateway import Gateway
 from stateway.core.principal import Principal
 from stateway.mcp_session_logs import mask_session_ids
+from stateway.surfaces.asgi.answers import error_response
+from stateway.surfaces.asgi.hosts import cross_site
 from stateway.surfaces.auth.authenticator import principal_of
-from stateway.surfaces.http.hosts import cross_site
-from stateway.surfaces.http.transport import error_response
 from stateway.surfaces.mcp import resources
 from stateway.surfaces.mcp.answer_once import answer_once
 from stateway.surfaces.mcp.cutoff import serve_until_revoked

@@ -23,9 +23,9 @@ from starlette.types import Receive, Scope, Send
 
 from stateway.core.errors import InvalidRequest
 from stateway.core.gateway import Gateway
+from stateway.surfaces.asgi.answers import error_response
+from stateway.surfaces.asgi.hosts import cross_site
 from stateway.surfaces.auth.authenticator import identity_of
-from stateway.surfaces.http.hosts import cross_site
-from stateway.surfaces.http.transport import error_response
 from stateway.surfaces.websocket.session import Session
 from stateway.websocket_config import WebSocketConfig
 

@@ -10,8 +10,8 @@ from stateway.core.loop import Loop
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import RunRegistry
 from stateway.server_config import ServerConfig
+from stateway.surfaces.asgi.hosts import host_name
 from stateway.surfaces.http.app import build_http_app
-from stateway.surfaces.http.hosts import host_name
 from stateway.surfaces.http.responses import ResponsesRoutes
 from stateway.surfaces.http.service import ServiceRoutes
 from tests.core.fakes import MemoryStore, ScriptedBackend

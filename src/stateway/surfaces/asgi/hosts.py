@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from stateway.core.errors import InvalidRequest
-from stateway.surfaces.http.transport import error_response
+from stateway.surfaces.asgi.answers import error_response
 
 
 def host_name(header: str) -> str:
@@ -60,7 +60,7 @@ class HostGuard:
 
     def passes(self, scope: Scope) -> bool:
         """Whether the request's ``Host`` is served: it passes untouched (what an express
-        route asks first, :mod:`.express`)."""
+        route asks first, :mod:`stateway.surfaces.http.express`)."""
         return host_name(_host(scope)) in self.allowed
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
