@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from stateway.coordination import MemoryCommandResults
-from stateway.core import background
+from stateway.core import background, cancel_signals
 from stateway.core.commands import CancelResponse, DeleteResponse
 from stateway.core.coordination import MAX_COMMAND_ID, CancelHandler, CommandKey, Outcome
 from stateway.core.errors import (
@@ -369,7 +369,7 @@ async def test_a_delete_signal_the_owner_missed_is_sent_again(
     signal, and would run the deleted response to its end. The signal goes again in the
     background (a send failing meanwhile does not stop it) for as long as a cancel waits;
     the DELETE answers at once, and shutdown ends the resends."""
-    monkeypatch.setattr(background, "RESEND_INTERVAL", 0.0)
+    monkeypatch.setattr(cancel_signals, "RESEND_INTERVAL", 0.0)
     store = MemoryStore()
     body = {"id": "resp_x", "created_at": 1.0, "model": "m", "status": "in_progress"}
     await store.save(ResponseRecord("default", "resp_x", None, "in_progress", 1.0, body))

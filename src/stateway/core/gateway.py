@@ -7,7 +7,7 @@ from contextlib import AbstractAsyncContextManager
 from functools import partial
 from typing import overload
 
-from stateway.core import background, owner_position
+from stateway.core import background, cancel_signals, owner_position
 from stateway.core.accounting import UsageBucket, UsageLedger
 from stateway.core.backend import Relay
 from stateway.core.commands import (
@@ -136,11 +136,11 @@ class Gateway:
         self.reloads: Reloads | None = None
         """Set by the composition root: reloading serves the admin commands."""
         self.runs = runs
-        self.signalled = background.SignalledCancels(runs, store)
+        self.signalled = cancel_signals.SignalledCancels(runs, store)
         """The cancels other processes send for runs of this one (closed at shutdown)."""
         self.deletes = None
         if signals is not None and signals.shared:
-            self.deletes = background.DeleteSignals(signals)
+            self.deletes = cancel_signals.DeleteSignals(signals)
         """The signals of this process's ``DELETE``s to other processes' runs (closed at
         shutdown)."""
         self._conversations = (

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import overload
 
-from stateway.core.background import DeleteSignals
+from stateway.core.cancel_signals import DeleteSignals
 from stateway.core.commands import ListInputItems
 from stateway.core.errors import ResponseNotFound
 from stateway.core.included import included_items
