@@ -38,7 +38,7 @@ from stateway.core.items import Item
 from stateway.core.loop import Loop
 from stateway.core.principal import Principal
 from stateway.core.routing import Candidate, Route, Router
-from stateway.core.runs import RunRegistry
+from stateway.core.run_registry import RunRegistry
 from stateway.core.stages.chain import StageChain
 from stateway.route_config import StageConfig
 from stateway.stage_loader import load_stage

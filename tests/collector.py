@@ -17,7 +17,8 @@ from stateway.core.journal import EventEncoder
 from stateway.core.loop import Loop
 from stateway.core.principal import Principal
 from stateway.core.routing import BackendEntry, Router
-from stateway.core.runs import Run, RunRegistry
+from stateway.core.run_registry import RunRegistry
+from stateway.core.runs import Run
 from tests.core.fakes import MemoryStore, ScriptedBackend
 
 

@@ -21,7 +21,7 @@ from stateway.core.gateway import Gateway
 from stateway.core.loop import Loop
 from stateway.core.principal import Principal
 from stateway.core.routing import BackendEntry, Router
-from stateway.core.runs import RunRegistry
+from stateway.core.run_registry import RunRegistry
 from stateway.fake_upstream.launch import start_fake_upstream
 from tests.collector import collector_off, cyclic_garbage, freed, gateway_frames
 from tests.core.fakes import MemoryStore

@@ -9,7 +9,7 @@ from stateway.core.context import Prior
 from stateway.core.gateway import Gateway
 from stateway.core.loop import Loop
 from stateway.core.routing import Candidate, Capabilities, Needs, Route, Router
-from stateway.core.runs import RunRegistry
+from stateway.core.run_registry import RunRegistry
 from stateway.core.tools.toolset import Toolset
 from tests.core.fakes import MemoryStore, ScriptedBackend
 

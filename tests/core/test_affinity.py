@@ -13,7 +13,7 @@ from stateway.core.inference import Finish, TextDelta
 from stateway.core.loop import Loop
 from stateway.core.principal import Principal
 from stateway.core.routing.affinity import AffinityTable, chain_names
-from stateway.core.runs import RunRegistry
+from stateway.core.run_registry import RunRegistry
 from tests.core.conversation_fakes import MemoryConversations, TurnStore
 from tests.core.fakes import MemoryStore
 from tests.core.routing_fakes import Named, candidate, gateway, needs, route, router

@@ -19,7 +19,7 @@ from stateway.core.inference import Delta, Finish, TextDelta, ToolCallDelta, Usa
 from stateway.core.loop import Loop
 from stateway.core.principal import Principal
 from stateway.core.routing import BackendEntry, Router
-from stateway.core.runs import RunRegistry
+from stateway.core.run_registry import RunRegistry
 from stateway.core.tools.ports import McpTool
 from stateway.core.tools.toolset import GatewayTools
 from stateway.core.usage import Usage

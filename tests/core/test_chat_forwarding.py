@@ -31,7 +31,8 @@ from stateway.core.loop import Loop
 from stateway.core.principal import Principal
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.routing.health import HealthBoard
-from stateway.core.runs import CancelReason, Run, RunRegistry
+from stateway.core.run_registry import RunRegistry
+from stateway.core.runs import CancelReason, Run
 from stateway.core.tools.ports import McpTool
 from stateway.core.tools.toolset import GatewayTools
 from stateway.core.usage import Usage

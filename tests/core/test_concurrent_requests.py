@@ -33,7 +33,8 @@ from stateway.core.loop import Loop
 from stateway.core.ports import StoredChain
 from stateway.core.principal import Principal
 from stateway.core.routing import BackendEntry, Router
-from stateway.core.runs import Run, RunRegistry
+from stateway.core.run_registry import RunRegistry
+from stateway.core.runs import Run
 from stateway.core.usage import Usage
 from stateway.protocols.responses.stream import encode_event_json
 from tests.core.compaction.test_service import SEALER, SUMMARY

@@ -51,7 +51,8 @@ from stateway.core.ports import Sealer
 from stateway.core.principal import Principal
 from stateway.core.reasoning import wrapped
 from stateway.core.routing import BackendEntry, Router
-from stateway.core.runs import Run, RunRegistry
+from stateway.core.run_registry import RunRegistry
+from stateway.core.runs import Run
 from stateway.core.settling import Settler
 from stateway.protocols.responses.stream import encode_event_json
 from stateway.sealing import AesGcmSealer

@@ -14,7 +14,7 @@ from stateway.core.inference import Finish, InferenceRequest
 from stateway.core.loop import Loop
 from stateway.core.principal import Principal
 from stateway.core.routing import BackendEntry, Router
-from stateway.core.runs import RunRegistry
+from stateway.core.run_registry import RunRegistry
 from stateway.core.token_estimate import (
     IMAGE_TOKENS,
     LOW_DETAIL_IMAGE_TOKENS,

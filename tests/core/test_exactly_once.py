@@ -28,7 +28,8 @@ from stateway.core.loop import Loop
 from stateway.core.ports import ResponseRecord
 from stateway.core.principal import Credential, Principal
 from stateway.core.routing import BackendEntry, Router
-from stateway.core.runs import CancelReason, RunRegistry
+from stateway.core.run_registry import RunRegistry
+from stateway.core.runs import CancelReason
 from stateway.protocols.responses.stream import encode_event_json
 from tests.core.fakes import MemoryStore, ScriptedBackend
 from tests.core.test_background import create, ended, script, until_output

@@ -15,7 +15,8 @@ from stateway.core.loop import Loop
 from stateway.core.ports import EventBatch, EventLog
 from stateway.core.principal import Principal
 from stateway.core.routing import BackendEntry, Router
-from stateway.core.runs import CancelReason, RunRegistry
+from stateway.core.run_registry import RunRegistry
+from stateway.core.runs import CancelReason
 from stateway.core.watch import FollowedWatch, StoredWatch
 from tests.core.fakes import MemoryStore, ScriptedBackend
 from tests.core.sharing_fakes import MemoryFanout

@@ -9,7 +9,8 @@ import pytest
 
 from stateway.core.errors import ServerShuttingDown
 from stateway.core.foreign_waits import ForeignWait
-from stateway.core.runs import CancelReason, RunRegistry
+from stateway.core.run_registry import RunRegistry
+from stateway.core.runs import CancelReason
 
 WORDS = "The run goes on elsewhere: resume it with starting_after."
 

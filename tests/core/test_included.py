@@ -21,7 +21,7 @@ from stateway.core.principal import Principal
 from stateway.core.reasoning import SEALED_BY_RESPONSES, wrapped
 from stateway.core.response import ResponseState
 from stateway.core.routing import BackendEntry, Router
-from stateway.core.runs import RunRegistry
+from stateway.core.run_registry import RunRegistry
 from stateway.sealing.aesgcm import AesGcmSealer
 from tests.core.conversation_fakes import MemoryConversations, TurnStore
 from tests.core.fakes import ScriptedBackend

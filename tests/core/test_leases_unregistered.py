@@ -21,7 +21,8 @@ from stateway.core.ports import ResponseRecord
 from stateway.core.principal import Principal
 from stateway.core.response import UNFINISHED
 from stateway.core.routing import BackendEntry, Router
-from stateway.core.runs import Run, RunRegistry
+from stateway.core.run_registry import RunRegistry
+from stateway.core.runs import Run
 from stateway.core.settling import Settler
 from stateway.protocols.responses.event_log import decode_event_json
 from stateway.protocols.responses.stream import encode_event_json

@@ -27,7 +27,8 @@ from stateway.core.loop import Loop
 from stateway.core.principal import Credential, Principal
 from stateway.core.response import ResponseState
 from stateway.core.routing import BackendEntry, Router
-from stateway.core.runs import Run, RunRegistry
+from stateway.core.run_registry import RunRegistry
+from stateway.core.runs import Run
 from stateway.core.token_estimate import item_tokens
 from stateway.core.usage import Usage
 from tests.core.compaction.test_service import SEALER, SUMMARY

@@ -22,7 +22,7 @@ from stateway.core.inference import (
 from stateway.core.loop import Loop
 from stateway.core.principal import Principal
 from stateway.core.routing import BackendEntry, Capabilities, Router
-from stateway.core.runs import RunRegistry
+from stateway.core.run_registry import RunRegistry
 from stateway.core.usage import Usage
 from tests.core.fakes import MemoryStore, ScriptedBackend
 

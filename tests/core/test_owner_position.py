@@ -22,7 +22,8 @@ from stateway.core.loop import Loop
 from stateway.core.ports import EventBatch, EventLog
 from stateway.core.principal import Principal
 from stateway.core.routing import BackendEntry, Router
-from stateway.core.runs import Run, RunRegistry
+from stateway.core.run_registry import RunRegistry
+from stateway.core.runs import Run
 from stateway.core.watch import FollowedWatch
 from stateway.protocols.responses.stream import encode_event_json
 from tests.core.fakes import MemoryStore, ScriptedBackend

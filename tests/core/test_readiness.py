@@ -14,7 +14,7 @@ from stateway.core.loop import Loop
 from stateway.core.principal import Principal
 from stateway.core.results import Readiness
 from stateway.core.routing import BackendEntry, Router
-from stateway.core.runs import RunRegistry
+from stateway.core.run_registry import RunRegistry
 from tests.core.fakes import MemoryStore, ScriptedBackend
 
 

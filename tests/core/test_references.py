@@ -22,7 +22,7 @@ from stateway.core.references import (
     resolved_items,
 )
 from stateway.core.routing import BackendEntry, Router
-from stateway.core.runs import RunRegistry
+from stateway.core.run_registry import RunRegistry
 from stateway.sealing import AesGcmSealer
 from tests.core.fakes import MemoryStore, ScriptedBackend
 

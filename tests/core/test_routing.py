@@ -7,7 +7,7 @@ from stateway.core.loop import Loop
 from stateway.core.principal import Principal
 from stateway.core.routing import BackendEntry, Candidate, Capabilities, Route, Router
 from stateway.core.routing.route import ListedModel
-from stateway.core.runs import RunRegistry
+from stateway.core.run_registry import RunRegistry
 from tests.core.fakes import MemoryStore, ScriptedBackend
 
 

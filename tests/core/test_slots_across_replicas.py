@@ -26,7 +26,8 @@ from stateway.core.inference import Finish, TextDelta
 from stateway.core.limits import RateLimits
 from stateway.core.loop import Loop
 from stateway.core.routing import BackendEntry, Router
-from stateway.core.runs import Run, RunRegistry
+from stateway.core.run_registry import RunRegistry
+from stateway.core.runs import Run
 from stateway.protocols.responses.stream import encode_event_json
 from tests.core.compaction.test_service import SEALER
 from tests.core.fakes import MemoryStore, ScriptedBackend

@@ -14,7 +14,7 @@ from stateway.core.gateway import Gateway
 from stateway.core.inference import Finish, TextDelta
 from stateway.core.loop import Loop
 from stateway.core.principal import Principal
-from stateway.core.runs import RunRegistry
+from stateway.core.run_registry import RunRegistry
 from stateway.core.stages.chain import Stage, StageChain, StageFailed, before_planning
 from stateway.core.stages.context import POINTS, StageContext
 from stateway.core.stages.shipped import ParamClamp, ToolFilter

@@ -20,7 +20,7 @@ from stateway.core.inference import Answered, Finish, InferenceRequest, TextDelt
 from stateway.core.loop import Loop
 from stateway.core.principal import Principal
 from stateway.core.routing import BackendEntry, Router
-from stateway.core.runs import RunRegistry
+from stateway.core.run_registry import RunRegistry
 from stateway.core.telemetry import AttemptSpan, Attribute, RunReport, Span, ToolCall, ToolOutcome
 from stateway.core.tools.ports import SearchHit
 from stateway.core.tools.toolset import ConfiguredServer, GatewayTools, ToolPolicy

@@ -26,7 +26,7 @@ from stateway.core.inference import (
 )
 from stateway.core.loop import Loop
 from stateway.core.principal import Principal
-from stateway.core.runs import RunRegistry
+from stateway.core.run_registry import RunRegistry
 from stateway.core.tools.ports import McpServer, McpTool
 from stateway.core.tools.toolset import ConfiguredServer, GatewayTools
 from stateway.core.usage import Usage

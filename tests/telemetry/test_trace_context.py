@@ -25,7 +25,7 @@ from stateway.backends.admission import WaitingRoom
 from stateway.core.gateway import Gateway
 from stateway.core.loop import Loop
 from stateway.core.routing import BackendEntry, Router
-from stateway.core.runs import RunRegistry
+from stateway.core.run_registry import RunRegistry
 from stateway.core.tools.ports import McpServer
 from stateway.fake_upstream.launch import start_fake_upstream
 from stateway.mcp_client.pool import PooledMcpClient

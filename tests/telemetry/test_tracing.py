@@ -29,7 +29,7 @@ from stateway.core.gateway import Gateway
 from stateway.core.inference import Finish, TextDelta
 from stateway.core.loop import Loop
 from stateway.core.routing import BackendEntry, Router
-from stateway.core.runs import RunRegistry
+from stateway.core.run_registry import RunRegistry
 from stateway.core.telemetry import NO_SPAN
 from stateway.core.tools.ports import SearchHit
 from stateway.core.tools.toolset import GatewayTools, ToolPolicy

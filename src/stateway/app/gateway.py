@@ -28,7 +28,8 @@ from stateway.core.loop import Loop
 from stateway.core.ownership import ProcessIdentity, fail_abandoned
 from stateway.core.ports import CacheSalts, OwnerLeases, ResponsePurger, ResponseStore, Sealer
 from stateway.core.retention import RetentionSweeper
-from stateway.core.runs import CancelReason, RunRegistry
+from stateway.core.run_registry import RunRegistry
+from stateway.core.runs import CancelReason
 from stateway.core.settling import Settler
 from stateway.identity.keys import KeyStore
 from stateway.protocols.responses.event_log import decode_event_json

@@ -43,7 +43,8 @@ from stateway.core.ownership import sent_unstored
 from stateway.core.ports import EventBatch, EventLog, ResponseStore
 from stateway.core.principal import Principal
 from stateway.core.response import UNFINISHED, ResponseState, load_state
-from stateway.core.runs import CancelReason, Run, RunRegistry
+from stateway.core.run_registry import RunRegistry
+from stateway.core.runs import CancelReason, Run
 from stateway.core.settling import Settler, terminal_batch
 from stateway.core.watch import POLL_INTERVAL, FollowedWatch, LiveWatch, StoredWatch, Watch
 

@@ -16,7 +16,8 @@ from typing import Final
 from stateway.core.coordination import CancelSignals
 from stateway.core.errors import StorageError
 from stateway.core.ports import ResponseStore
-from stateway.core.runs import CancelReason, Run, RunRegistry
+from stateway.core.run_registry import RunRegistry
+from stateway.core.runs import CancelReason, Run
 
 log = logging.getLogger(__name__)
 

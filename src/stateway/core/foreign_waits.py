@@ -4,9 +4,9 @@ Nothing here ends what another gateway process runs, so a request of this proces
 waiting on it (a watch of a run there, following its stored log; a cancel sent there,
 waiting for the run's end) would outlive this process's drain window, until the server's
 last resort cut it without a word. Known to this process's
-:class:`~stateway.core.runs.RunRegistry` while it waits (one of the answers relayed from
-elsewhere, :class:`~stateway.core.runs.Relaying`), such a wait is ended with the runs
-(:meth:`RunRegistry.end_all <stateway.core.runs.RunRegistry.end_all>`): the wait under way
+:class:`~stateway.core.run_registry.RunRegistry` while it waits (one of the answers relayed from
+elsewhere, :class:`~stateway.core.run_registry.Relaying`), such a wait is ended with the runs
+(:meth:`RunRegistry.end_all <stateway.core.run_registry.RunRegistry.end_all>`): the wait under way
 is interrupted, and it and any later one raise
 :class:`~stateway.core.errors.ServerShuttingDown` with the words its request gets, which
 tell its client what goes on elsewhere and where to ask again.
@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from stateway.core.errors import GatewayError, ServerShuttingDown
-from stateway.core.runs import RunRegistry
+from stateway.core.run_registry import RunRegistry
 
 T = TypeVar("T")
 
@@ -66,7 +66,7 @@ class ForeignWait:
             self._guard = None
 
     async def end(self, error: GatewayError) -> None:
-        """:class:`~stateway.core.runs.Relaying`: interrupt the wait under way, if any,
+        """:class:`~stateway.core.run_registry.Relaying`: interrupt the wait under way, if any,
         and every later one (its client is told this wait's own words, not ``error``'s:
         what it waited on goes on elsewhere)."""
         self._ended = True

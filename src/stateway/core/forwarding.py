@@ -31,7 +31,8 @@ from stateway.core.principal import Principal
 from stateway.core.routing import Candidate
 from stateway.core.routing.attempts import Outcome, log_relayed, retry_after, unhealthy
 from stateway.core.routing.health import HealthBoard
-from stateway.core.runs import Run, RunRegistry
+from stateway.core.run_registry import RunRegistry
+from stateway.core.runs import Run
 from stateway.core.starting import RunStarter
 from stateway.core.telemetry import RunReport, Telemetry
 from stateway.core.token_estimate import BYTES_PER_TOKEN, image_tokens

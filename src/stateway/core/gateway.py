@@ -27,10 +27,7 @@ from stateway.core.commands import (
     ReloadConfig,
     WatchResponse,
 )
-from stateway.core.compaction.service import (
-    Compacted,
-    Compaction,
-)
+from stateway.core.compaction.service import Compacted, Compaction
 from stateway.core.concurrency import Slot
 from stateway.core.conversations.commands import (
     AddConversationItems,
@@ -43,10 +40,7 @@ from stateway.core.conversations.commands import (
     UpdateConversation,
 )
 from stateway.core.conversations.ports import Conversation, ConversationStore
-from stateway.core.conversations.service import (
-    ConversationDeleted,
-    Conversations,
-)
+from stateway.core.conversations.service import ConversationDeleted, Conversations
 from stateway.core.coordination import (
     MAX_COMMAND_ID,
     CancelSignals,
@@ -54,11 +48,7 @@ from stateway.core.coordination import (
     CommandResults,
     EventFanout,
 )
-from stateway.core.errors import (
-    InvalidRequest,
-    NotFound,
-    ServerShuttingDown,
-)
+from stateway.core.errors import InvalidRequest, NotFound, ServerShuttingDown
 from stateway.core.exactly_once import Attempt, attempt
 from stateway.core.forwarding import ChatForwarding
 from stateway.core.generations import ConfigStatus, Generations, HeldRelay, Reloads
@@ -74,7 +64,8 @@ from stateway.core.references import resolved, resolved_items
 from stateway.core.response import ResponseState
 from stateway.core.results import Deleted, ModelList, Readiness, Result, TokenCount
 from stateway.core.routing import Router
-from stateway.core.runs import Run, RunRegistry
+from stateway.core.run_registry import RunRegistry
+from stateway.core.runs import Run
 from stateway.core.settling import Settler
 from stateway.core.starting import RunStarter
 from stateway.core.stored_responses import StoredResponses

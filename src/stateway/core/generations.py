@@ -31,7 +31,7 @@ from stateway.core.routing.attempts import Outcome
 from stateway.core.usage import Usage
 
 if TYPE_CHECKING:
-    from stateway.core.runs import RunRegistry
+    from stateway.core.run_registry import RunRegistry
 
 log = logging.getLogger(__name__)
 

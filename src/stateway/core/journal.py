@@ -16,7 +16,7 @@ only). A ``deferred`` journal (WebSocket mode's creates) stores nothing unless
 :meth:`RunJournal.keep` is called before the run's end: then its writer starts from the
 first event, as if it had been running all along. Kept once the final save has begun, its
 whole log is written after that save; the run registry holds that write until it is done
-(:meth:`~stateway.core.runs.RunRegistry.storing_log`), since the run may leave meanwhile
+(:meth:`~stateway.core.run_registry.RunRegistry.storing_log`), since the run may leave meanwhile
 and a resume of its stored response, which shows no log yet, must wait for it rather than
 be refused. Other runs have no journal and pay nothing.
 
@@ -42,7 +42,8 @@ from stateway.core import events as ev
 from stateway.core.coordination import EventFanout
 from stateway.core.errors import StorageError
 from stateway.core.ports import EventBatch, ResponseStore
-from stateway.core.runs import Run, RunRegistry
+from stateway.core.run_registry import RunRegistry
+from stateway.core.runs import Run
 
 log = logging.getLogger(__name__)
 

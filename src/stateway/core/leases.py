@@ -59,7 +59,8 @@ from stateway.core.errors import StorageError
 from stateway.core.journal import EventDecoder, EventEncoder
 from stateway.core.ownership import died_running, fail_owned
 from stateway.core.ports import OwnerLeases, ResponseRecord, ResponseStore
-from stateway.core.runs import CancelReason, RunRegistry
+from stateway.core.run_registry import RunRegistry
+from stateway.core.runs import CancelReason
 
 log = logging.getLogger(__name__)
 

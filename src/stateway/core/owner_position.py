@@ -39,7 +39,7 @@ from stateway.core.coordination import EventFanout
 from stateway.core.errors import InvalidRequest
 from stateway.core.ports import EventLog, ResponseStore
 from stateway.core.response import UNFINISHED
-from stateway.core.runs import RunRegistry
+from stateway.core.run_registry import RunRegistry
 
 ASK_AGAIN: Final = 1.0
 """Seconds without an answer before the store is read and the question asked again."""

@@ -41,7 +41,8 @@ from stateway.core.response import ResponseState
 from stateway.core.results import TokenCount
 from stateway.core.routing import Plan
 from stateway.core.routing.affinity import chain_names
-from stateway.core.runs import CancelReason, Run, RunRegistry
+from stateway.core.run_registry import RunRegistry
+from stateway.core.runs import CancelReason, Run
 from stateway.core.telemetry import NoTelemetry, RunReport, Telemetry
 from stateway.core.token_estimate import estimate_tokens
 from stateway.core.tools.session import counted_catalog, round_choice

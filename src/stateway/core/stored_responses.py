@@ -19,7 +19,8 @@ from stateway.core.ports import ItemPage, ResponseStore, Sealer
 from stateway.core.principal import Principal
 from stateway.core.response import UNFINISHED, ResponseState, load_state
 from stateway.core.results import Deleted
-from stateway.core.runs import CancelReason, RunRegistry
+from stateway.core.run_registry import RunRegistry
+from stateway.core.runs import CancelReason
 from stateway.core.settling import Settler
 
 

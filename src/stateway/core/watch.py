@@ -32,7 +32,7 @@ read: the watch raises :class:`~stateway.core.errors.NotFound`, which its surfac
 as the protocol's error, rather than ending as if the stream were whole.
 
 A watch of a run another process runs is not ended by a run's end here: known to this
-process's :class:`~stateway.core.runs.RunRegistry` while it waits on that process (as an
+process's :class:`~stateway.core.run_registry.RunRegistry` while it waits on that process (as an
 answer relayed from elsewhere), it is ended with the runs when this process shuts down,
 its wait interrupted and :class:`~stateway.core.errors.ServerShuttingDown` raised, which
 its surface sends as the protocol's error: its client resumes from another process while
@@ -58,7 +58,8 @@ from stateway.core.journal import RunJournal
 from stateway.core.ownership import sent_unstored
 from stateway.core.ports import EventBatch, EventLog, ResponseStore
 from stateway.core.response import UNFINISHED
-from stateway.core.runs import Run, RunRegistry
+from stateway.core.run_registry import RunRegistry
+from stateway.core.runs import Run
 
 log = logging.getLogger(__name__)
 

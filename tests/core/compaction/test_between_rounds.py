@@ -27,7 +27,8 @@ from stateway.core.inference import (
 from stateway.core.loop import Loop
 from stateway.core.principal import Principal
 from stateway.core.routing import BackendEntry, Candidate, Capabilities, Route, Router
-from stateway.core.runs import CancelReason, Run, RunRegistry
+from stateway.core.run_registry import RunRegistry
+from stateway.core.runs import CancelReason, Run
 from stateway.core.token_estimate import estimate_context
 from stateway.core.tools.ports import McpServer, McpTool
 from stateway.core.tools.toolset import ConfiguredServer, GatewayTools

@@ -31,7 +31,7 @@ from stateway.core.loop import Loop
 from stateway.core.principal import Principal
 from stateway.core.reasoning import redacted_item, unwrapped
 from stateway.core.routing import BackendEntry, Capabilities, Router
-from stateway.core.runs import RunRegistry
+from stateway.core.run_registry import RunRegistry
 from stateway.core.token_estimate import estimate_context, estimate_tokens, item_tokens
 from stateway.core.usage import Iteration, Usage
 from stateway.sealing import AesGcmSealer

@@ -28,7 +28,8 @@ from stateway.core.inference import (
 from stateway.core.loop import Loop
 from stateway.core.principal import Principal
 from stateway.core.routing import BackendEntry, Router
-from stateway.core.runs import CancelReason, RunRegistry
+from stateway.core.run_registry import RunRegistry
+from stateway.core.runs import CancelReason
 from stateway.core.tools.history import model_items
 from stateway.core.tools.model_names import model_name
 from stateway.core.tools.ports import McpServer, McpTool, SearchHit, ToolError, ToolFailure

@@ -20,7 +20,8 @@ from stateway.core.loop import Loop
 from stateway.core.principal import Principal
 from stateway.core.response import ResponseState
 from stateway.core.routing import BackendEntry, Router
-from stateway.core.runs import Run, RunRegistry
+from stateway.core.run_registry import RunRegistry
+from stateway.core.runs import Run
 from stateway.core.usage import Usage
 from stateway.protocols.responses import stream
 from stateway.protocols.responses.encode import encode_response

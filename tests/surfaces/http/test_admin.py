@@ -11,7 +11,7 @@ from stateway.core.gateway import Gateway
 from stateway.core.generations import ConfigStatus
 from stateway.core.loop import Loop
 from stateway.core.routing import BackendEntry, Router
-from stateway.core.runs import RunRegistry
+from stateway.core.run_registry import RunRegistry
 from stateway.surfaces.auth.authenticator import Authenticator
 from stateway.surfaces.http.admin import AdminRoutes
 from stateway.surfaces.http.app import build_http_app

@@ -24,7 +24,7 @@ from stateway.core.inference import Finish, TextDelta
 from stateway.core.loop import Loop
 from stateway.core.ports import ResponseStore
 from stateway.core.routing import BackendEntry, Router
-from stateway.core.runs import RunRegistry
+from stateway.core.run_registry import RunRegistry
 from stateway.storage.sql import SqlConversationStore, SqlResponseStore, migrate, open_store
 from stateway.surfaces.http.app import build_http_app
 from stateway.surfaces.http.conversations import ConversationsRoutes

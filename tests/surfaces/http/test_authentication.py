@@ -17,7 +17,7 @@ from stateway.core.generations import ConfigStatus
 from stateway.core.inference import Finish, TextDelta
 from stateway.core.loop import Loop
 from stateway.core.routing import BackendEntry, Router
-from stateway.core.runs import RunRegistry
+from stateway.core.run_registry import RunRegistry
 from stateway.identity.key_cache import KeyCache
 from stateway.identity.oidc import OidcVerifier
 from stateway.surfaces.auth.authenticator import Authenticator

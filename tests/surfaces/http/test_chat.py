@@ -39,7 +39,7 @@ from stateway.core.inference import (
 from stateway.core.loop import Loop
 from stateway.core.principal import Principal
 from stateway.core.routing import BackendEntry, Router
-from stateway.core.runs import RunRegistry
+from stateway.core.run_registry import RunRegistry
 from stateway.core.usage import Usage
 from stateway.surfaces.auth.authenticator import IDENTITY, Identity
 from stateway.surfaces.http.app import build_http_app

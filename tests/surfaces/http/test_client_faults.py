@@ -20,7 +20,7 @@ from stateway.core.gateway import Gateway
 from stateway.core.inference import Finish, TextDelta
 from stateway.core.loop import Loop
 from stateway.core.routing import BackendEntry, Router
-from stateway.core.runs import RunRegistry
+from stateway.core.run_registry import RunRegistry
 from stateway.sealing import AesGcmSealer
 from stateway.surfaces.http.app import build_http_app
 from stateway.surfaces.http.messages import MessagesRoutes

@@ -15,7 +15,7 @@ from stateway.core.gateway import Gateway
 from stateway.core.inference import Finish, TextDelta
 from stateway.core.loop import Loop
 from stateway.core.routing import BackendEntry, Router
-from stateway.core.runs import RunRegistry
+from stateway.core.run_registry import RunRegistry
 from stateway.protocols.responses import decode
 from stateway.sealing import AesGcmSealer
 from stateway.surfaces.http import responses

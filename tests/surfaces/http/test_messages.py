@@ -36,7 +36,7 @@ from stateway.core.inference import (
 )
 from stateway.core.loop import Loop
 from stateway.core.routing import BackendEntry, Router
-from stateway.core.runs import RunRegistry
+from stateway.core.run_registry import RunRegistry
 from stateway.core.usage import Usage
 from stateway.protocols.messages.blocks import BLOCK_TYPES
 from stateway.sealing import AesGcmSealer

@@ -20,7 +20,7 @@ from stateway.core.gateway import Gateway
 from stateway.core.inference import Finish, TextDelta, UsageReport
 from stateway.core.loop import Loop
 from stateway.core.routing import BackendEntry, Router
-from stateway.core.runs import RunRegistry
+from stateway.core.run_registry import RunRegistry
 from stateway.core.telemetry import REQUEST_ID
 from stateway.core.usage import Usage
 from stateway.identity.key_cache import KeyCache

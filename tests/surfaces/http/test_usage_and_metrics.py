@@ -14,7 +14,7 @@ from stateway.core.errors import Unauthorized
 from stateway.core.gateway import Gateway
 from stateway.core.loop import Loop
 from stateway.core.routing import BackendEntry, Router
-from stateway.core.runs import RunRegistry
+from stateway.core.run_registry import RunRegistry
 from stateway.identity.key_cache import KeyCache
 from stateway.surfaces.auth.authenticator import Authenticator
 from stateway.surfaces.http.admin import AdminRoutes, require_admin

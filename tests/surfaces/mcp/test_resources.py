@@ -13,7 +13,7 @@ from stateway.core.inference import Finish, TextDelta
 from stateway.core.loop import Loop
 from stateway.core.principal import Principal
 from stateway.core.routing import BackendEntry, Router
-from stateway.core.runs import RunRegistry
+from stateway.core.run_registry import RunRegistry
 from stateway.surfaces.mcp.resources import protocol_error, read, resource_of, resource_uri
 from tests.core.fakes import MemoryStore, ScriptedBackend
 

@@ -26,7 +26,7 @@ from stateway.core.inference import Finish, TextDelta
 from stateway.core.loop import Loop
 from stateway.core.principal import Credential, Principal
 from stateway.core.routing import BackendEntry, Router
-from stateway.core.runs import RunRegistry
+from stateway.core.run_registry import RunRegistry
 from stateway.serving import bind_socket, server_config, socket_url
 from stateway.surfaces.auth.authenticator import IDENTITY, Identity
 from stateway.surfaces.mcp import tools

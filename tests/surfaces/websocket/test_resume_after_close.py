@@ -15,7 +15,7 @@ from stateway.core.inference import Finish, TextDelta
 from stateway.core.loop import Loop
 from stateway.core.principal import Principal
 from stateway.core.routing import BackendEntry, Router
-from stateway.core.runs import RunRegistry
+from stateway.core.run_registry import RunRegistry
 from stateway.protocols.responses.stream import encode_event_json
 from stateway.surfaces.auth.authenticator import IDENTITY, Identity
 from stateway.surfaces.websocket.endpoint import WebSocketResponses
