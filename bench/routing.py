@@ -31,8 +31,9 @@ from collections.abc import AsyncGenerator, Mapping
 
 from tests.core.fakes import MemoryStore
 
-from stateway.core.commands import CreateResponse, GenerationSettings
+from stateway.core.commands import CreateResponse
 from stateway.core.gateway import Gateway
+from stateway.core.generation_settings import GenerationSettings
 from stateway.core.inference import Delta, Finish, InferenceRequest, TextDelta
 from stateway.core.items import Item
 from stateway.core.loop import Loop

@@ -17,7 +17,6 @@ from stateway.backends.anthropic_request import AnthropicOptions, count_body, to
 from stateway.backends.upstream_http import UpstreamClient
 from stateway.backends.upstream_status import classify_reported
 from stateway.backends.upstream_target import UpstreamTarget
-from stateway.core.commands import GenerationSettings
 from stateway.core.errors import (
     GatewayError,
     InvalidRequest,
@@ -25,6 +24,7 @@ from stateway.core.errors import (
     UpstreamRejected,
     UpstreamUnavailable,
 )
+from stateway.core.generation_settings import GenerationSettings
 from stateway.core.inference import (
     PAUSED,
     Citation,

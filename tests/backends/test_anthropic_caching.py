@@ -11,7 +11,7 @@ import pytest
 
 from stateway.backends.anthropic_names import ToolNames
 from stateway.backends.anthropic_request import AnthropicOptions, to_upstream
-from stateway.core.commands import GenerationSettings
+from stateway.core.generation_settings import GenerationSettings
 from stateway.core.inference import InferenceRequest
 from stateway.core.items import Item
 from stateway.fake_upstream.messages_checks import check_messages_request

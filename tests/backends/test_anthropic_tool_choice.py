@@ -16,7 +16,7 @@ from stateway.backends.anthropic import AnthropicBackend
 from stateway.backends.anthropic_tool_choice import as_any
 from stateway.backends.upstream_http import UpstreamClient
 from stateway.backends.upstream_target import UpstreamTarget
-from stateway.core.commands import GenerationSettings
+from stateway.core.generation_settings import GenerationSettings
 from stateway.core.inference import Delta, InferenceRequest
 from stateway.core.items import Item
 from tests.backends.conftest import Loopback

@@ -10,7 +10,7 @@ import pytest
 
 from stateway.backends.chat_request import to_upstream
 from stateway.backends.guided_decoding import as_tool_input, guide
-from stateway.core.commands import GenerationSettings
+from stateway.core.generation_settings import GenerationSettings
 from stateway.core.inference import (
     Delta,
     Finish,

@@ -17,7 +17,7 @@ from stateway.backends.named_choice import as_required
 from stateway.backends.openai_chat import OpenAIChatBackend
 from stateway.backends.upstream_http import UpstreamClient
 from stateway.backends.upstream_target import UpstreamTarget
-from stateway.core.commands import GenerationSettings
+from stateway.core.generation_settings import GenerationSettings
 from stateway.core.inference import Delta, InferenceRequest
 from stateway.core.items import Item
 from tests.backends.conftest import Loopback

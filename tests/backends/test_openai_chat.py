@@ -14,9 +14,9 @@ from stateway.backends.openai_chat import OpenAIChatBackend
 from stateway.backends.responses_request import to_upstream as responses_to_upstream
 from stateway.backends.upstream_http import UpstreamClient
 from stateway.backends.upstream_target import UpstreamTarget
-from stateway.core.commands import GenerationSettings
 from stateway.core.context import build_context
 from stateway.core.errors import GatewayError, InvalidRequest
+from stateway.core.generation_settings import GenerationSettings
 from stateway.core.inference import (
     Answered,
     Finish,

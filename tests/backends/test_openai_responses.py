@@ -6,7 +6,7 @@ from pydantic import TypeAdapter
 
 from stateway.backends.responses_reply import Reported, StreamState, from_upstream_response
 from stateway.backends.responses_request import to_upstream
-from stateway.core.commands import GenerationSettings
+from stateway.core.generation_settings import GenerationSettings
 from stateway.core.inference import (
     Annotation,
     CallBegun,

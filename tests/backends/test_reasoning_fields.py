@@ -16,7 +16,7 @@ from stateway.app.generation import BACKEND_APIS
 from stateway.backend_config import BackendConfig
 from stateway.backends.upstream_http import UpstreamClient
 from stateway.backends.upstream_target import UpstreamTarget
-from stateway.core.commands import GenerationSettings
+from stateway.core.generation_settings import GenerationSettings
 from stateway.core.inference import InferenceRequest
 from tests.backends.conftest import Loopback
 

@@ -20,7 +20,7 @@ from stateway.backends.think_tags import CLOSE, OPEN, TaggedReply, ThinkTags
 from stateway.backends.upstream_http import UpstreamClient
 from stateway.backends.upstream_target import UpstreamTarget
 from stateway.core.backend import Backend, ChatForwarder
-from stateway.core.commands import GenerationSettings
+from stateway.core.generation_settings import GenerationSettings
 from stateway.core.inference import (
     Delta,
     Finish,

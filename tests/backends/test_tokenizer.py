@@ -17,8 +17,8 @@ from stateway.backends.openai_responses import OpenAIResponsesBackend
 from stateway.backends.responses_request import to_upstream as responses_body
 from stateway.backends.upstream_http import UpstreamClient
 from stateway.backends.upstream_target import UpstreamTarget
-from stateway.core.commands import GenerationSettings
 from stateway.core.errors import UpstreamError, UpstreamRejected
+from stateway.core.generation_settings import GenerationSettings
 from stateway.core.inference import InferenceRequest
 from stateway.fake_upstream.launch import start_fake_upstream
 from tests.backends.conftest import Loopback

@@ -16,8 +16,8 @@ from stateway.backends.chat_request import to_upstream as chat_to_upstream
 from stateway.backends.responses_reply import StreamState, from_upstream_response
 from stateway.backends.responses_request import to_upstream as responses_to_upstream
 from stateway.backends.upstream_status import classify_status
-from stateway.core.commands import GenerationSettings
 from stateway.core.errors import UpstreamError
+from stateway.core.generation_settings import GenerationSettings
 from stateway.core.inference import Delta, Finish, InferenceRequest
 from stateway.core.tools.catalog import model_tools
 from stateway.protocols.responses.decode import decode_create

@@ -16,7 +16,7 @@ from stateway.backends.upstream_http import UpstreamClient
 from stateway.backends.upstream_target import UpstreamTarget
 from stateway.backends.upstream_values import count
 from stateway.core.assembler import OutputAssembler
-from stateway.core.commands import GenerationSettings
+from stateway.core.generation_settings import GenerationSettings
 from stateway.core.inference import Finish, InferenceRequest, TextDelta, ToolCallDelta, UsageReport
 from stateway.core.usage import Usage
 from tests.backends.conftest import Loopback

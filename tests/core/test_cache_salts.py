@@ -12,8 +12,9 @@ import orjson
 import pytest
 from pydantic import BaseModel, ConfigDict
 
-from stateway.core.commands import CompactResponse, CreateResponse, ForwardChat, GenerationSettings
+from stateway.core.commands import CompactResponse, CreateResponse, ForwardChat
 from stateway.core.gateway import Gateway
+from stateway.core.generation_settings import GenerationSettings
 from stateway.core.generations import HeldRelay
 from stateway.core.inference import Delta, Finish, TextDelta, ToolCallDelta, UsageReport
 from stateway.core.loop import Loop

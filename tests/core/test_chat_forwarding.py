@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 import pytest
 
-from stateway.core.commands import CreateResponse, ForwardChat, GenerationSettings
+from stateway.core.commands import CreateResponse, ForwardChat
 from stateway.core.errors import (
     GatewayError,
     InvalidRequest,
@@ -25,6 +25,7 @@ from stateway.core.errors import (
 )
 from stateway.core.forwarding import takes_tools
 from stateway.core.gateway import Gateway
+from stateway.core.generation_settings import GenerationSettings
 from stateway.core.generations import HeldRelay
 from stateway.core.inference import Delta, Finish, TextDelta, ToolCallDelta, UsageReport
 from stateway.core.loop import Loop

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from stateway.core.commands import GenerationSettings
 from stateway.core.configuration_updates import updated_settings
 from stateway.core.errors import InvalidRequest
+from stateway.core.generation_settings import GenerationSettings
 from stateway.protocols.responses.items import decode_items
 
 SCHEMA = {"type": "json_schema", "name": "answer", "schema": {"type": "object"}}

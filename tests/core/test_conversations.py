@@ -14,7 +14,6 @@ from stateway.core.commands import (
     CountTokens,
     CreateResponse,
     DeleteResponse,
-    GenerationSettings,
     GetResponse,
     ThreadTurn,
 )
@@ -42,6 +41,7 @@ from stateway.core.errors import (
     UpstreamError,
 )
 from stateway.core.gateway import Gateway
+from stateway.core.generation_settings import GenerationSettings
 from stateway.core.inference import Delta, Finish, TextDelta
 from stateway.core.items import Item
 from stateway.core.journal import EventEncoder

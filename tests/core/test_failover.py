@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from stateway.core import events as ev
-from stateway.core.commands import CreateResponse, GenerationSettings
+from stateway.core.commands import CreateResponse
 from stateway.core.errors import (
     GatewayError,
     Overloaded,
@@ -19,6 +19,7 @@ from stateway.core.errors import (
     UpstreamTimeout,
     UpstreamUnavailable,
 )
+from stateway.core.generation_settings import GenerationSettings
 from stateway.core.inference import (
     Finish,
     MessageStart,

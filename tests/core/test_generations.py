@@ -15,13 +15,13 @@ from stateway.core.commands import (
     CheckReadiness,
     CountTokens,
     CreateResponse,
-    GenerationSettings,
     GetConfigStatus,
     ListModels,
     ReloadConfig,
 )
 from stateway.core.errors import ModelNotFound, NotFound
 from stateway.core.gateway import Gateway
+from stateway.core.generation_settings import GenerationSettings
 from stateway.core.generations import Generation
 from stateway.core.inference import Delta, Finish, TextDelta, ToolCallDelta, UsageReport
 from stateway.core.loop import Loop

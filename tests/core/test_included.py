@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 
-from stateway.core.commands import CreateResponse, GenerationSettings, GetResponse, ListInputItems
+from stateway.core.commands import CreateResponse, GetResponse, ListInputItems
 from stateway.core.compaction import sealed
 from stateway.core.conversations.commands import (
     AddConversationItems,
@@ -13,6 +13,7 @@ from stateway.core.conversations.commands import (
     ListConversationItems,
 )
 from stateway.core.gateway import Gateway
+from stateway.core.generation_settings import GenerationSettings
 from stateway.core.included import included
 from stateway.core.inference import Finish, ReasoningDelta, TextDelta
 from stateway.core.items import Item

@@ -10,8 +10,8 @@ import pytest
 
 from stateway.core import events as ev
 from stateway.core.assembler import OutputAssembler
-from stateway.core.commands import GenerationSettings
 from stateway.core.compaction.reasoning_output import ReasoningOutput
+from stateway.core.generation_settings import GenerationSettings
 from stateway.core.inference import ToolCallDelta
 from stateway.core.items import Item
 from stateway.core.logged_output import logged_output

@@ -5,9 +5,10 @@ from typing import Any
 import pytest
 
 from stateway.core import events as ev
-from stateway.core.commands import CreateResponse, GenerationSettings, GetResponse, ListInputItems
+from stateway.core.commands import CreateResponse, GetResponse, ListInputItems
 from stateway.core.errors import NotFound, PreviousResponseNotFound, UpstreamError, UpstreamRejected
 from stateway.core.gateway import Gateway
+from stateway.core.generation_settings import GenerationSettings
 from stateway.core.inference import (
     Citation,
     Delta,

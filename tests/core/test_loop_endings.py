@@ -7,8 +7,9 @@ import asyncio
 import pytest
 
 from stateway.core import events as ev
-from stateway.core.commands import CreateResponse, GenerationSettings
+from stateway.core.commands import CreateResponse
 from stateway.core.errors import UpstreamError, UpstreamRejected
+from stateway.core.generation_settings import GenerationSettings
 from stateway.core.inference import Delta, Finish, TextDelta, ToolCallDelta, UsageReport
 from stateway.core.limits import charged_tokens
 from stateway.core.principal import Principal

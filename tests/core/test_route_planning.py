@@ -6,8 +6,9 @@ from collections import Counter
 
 import pytest
 
-from stateway.core.commands import CreateResponse, GenerationSettings
+from stateway.core.commands import CreateResponse
 from stateway.core.errors import InvalidRequest, ModelNotFound
+from stateway.core.generation_settings import GenerationSettings
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.routing import router as router_module
 from tests.core.routing_fakes import Named, candidate, needs, route, router

@@ -10,8 +10,8 @@ import pytest
 
 from stateway.core import events as ev
 from stateway.core import settling
-from stateway.core.commands import GenerationSettings
 from stateway.core.errors import StorageError
+from stateway.core.generation_settings import GenerationSettings
 from stateway.core.ports import EventBatch, ResponseRecord
 from stateway.core.response import ResponseState, started_record
 from stateway.core.settling import Settler, store_failed

@@ -7,10 +7,11 @@ from typing import Any
 import orjson
 import pytest
 
-from stateway.core.commands import CountTokens, CreateResponse, GenerationSettings
+from stateway.core.commands import CountTokens, CreateResponse
 from stateway.core.conversations.commands import CreateConversation
 from stateway.core.errors import InvalidRequest
 from stateway.core.gateway import Gateway
+from stateway.core.generation_settings import GenerationSettings
 from stateway.core.inference import Finish, TextDelta
 from stateway.core.loop import Loop
 from stateway.core.principal import Principal

@@ -7,7 +7,7 @@ import dataclasses
 import orjson
 import pytest
 
-from stateway.core.commands import GenerationSettings
+from stateway.core.generation_settings import GenerationSettings
 from stateway.core.response import ResponseState, dump_state, load_state
 from stateway.core.usage import Usage
 

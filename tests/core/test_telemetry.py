@@ -13,9 +13,10 @@ import orjson
 import pytest
 
 from stateway.core.backend import Backend
-from stateway.core.commands import CompactResponse, CreateResponse, ForwardChat, GenerationSettings
+from stateway.core.commands import CompactResponse, CreateResponse, ForwardChat
 from stateway.core.errors import UpstreamError, UpstreamUnavailable
 from stateway.core.gateway import Gateway
+from stateway.core.generation_settings import GenerationSettings
 from stateway.core.inference import Answered, Finish, InferenceRequest, TextDelta, UsageReport
 from stateway.core.loop import Loop
 from stateway.core.principal import Principal

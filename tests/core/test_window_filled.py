@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from stateway.core import events as ev
-from stateway.core.commands import CreateResponse, GenerationSettings
+from stateway.core.commands import CreateResponse
+from stateway.core.generation_settings import GenerationSettings
 from stateway.core.inference import WINDOW_FILLED, Finish, TextDelta, UsageReport
 from stateway.core.principal import Principal
 from stateway.core.usage import Usage

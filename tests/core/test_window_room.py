@@ -12,9 +12,10 @@ from typing import Any
 import orjson
 import pytest
 
-from stateway.core.commands import CreateResponse, GenerationSettings
+from stateway.core.commands import CreateResponse
 from stateway.core.errors import UpstreamContextTooLong, UpstreamError, UpstreamOutputOverWindow
 from stateway.core.gateway import Gateway
+from stateway.core.generation_settings import GenerationSettings
 from stateway.core.inference import (
     WINDOW_FILLED,
     Delta,

@@ -31,7 +31,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any, Final, Literal
 
 from stateway.backends.anthropic_breakpoints import CACHE_CONTROL
-from stateway.core.commands import GenerationSettings
+from stateway.core.generation_settings import GenerationSettings
 from stateway.core.inference import InferenceRequest
 
 PromptCacheMode = Literal["implicit", "explicit"]

@@ -43,8 +43,8 @@ from stateway.backends.anthropic_content import conversation
 from stateway.backends.anthropic_names import ToolNames
 from stateway.backends.reasoning_efforts import NONE
 from stateway.core.adaptive_effort import ADAPTIVE_DEFAULT, ADAPTIVE_EFFORTS
-from stateway.core.commands import INTERLEAVED_THINKING
 from stateway.core.errors import InvalidRequest
+from stateway.core.generation_settings import INTERLEAVED_THINKING
 from stateway.core.inference import InferenceRequest
 from stateway.core.items import Item
 

@@ -1,6 +1,6 @@
 """The effort levels of adaptive thinking (Anthropic's ``output_config.effort``), where
 the model decides how long to think (:attr:`GenerationSettings.reasoning_adaptive
-<stateway.core.commands.GenerationSettings.reasoning_adaptive>`, at its
+<stateway.core.generation_settings.GenerationSettings.reasoning_adaptive>`, at its
 ``reasoning_effort``).
 
 One list for both directions: a Messages client's level is taken as it is, and one the

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from stateway.core.commands import GenerationSettings
 from stateway.core.deadline import FirstOutput
+from stateway.core.generation_settings import GenerationSettings
 from stateway.core.immutable import immutable
 from stateway.core.items import Item
 from stateway.core.tools.model_names import GatewayNames
@@ -160,7 +160,7 @@ PAUSED: Final = "paused"
 WINDOW_FILLED: Final = "model_context_window_exceeded"
 """The stop reason of an answer that filled the model's window: its output tokens lowered
 to what the window left beside the prompt, or its prompt and output reaching the window
-(:attr:`~stateway.core.commands.GenerationSettings.max_output_tokens_fit_window`):
+(:attr:`~stateway.core.generation_settings.GenerationSettings.max_output_tokens_fit_window`):
 Anthropic's word for it, which a Messages client is answered."""
 
 

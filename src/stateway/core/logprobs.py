@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from stateway.core.commands import GenerationSettings
+from stateway.core.generation_settings import GenerationSettings
 from stateway.core.items import MESSAGE, Item
 
 INCLUDE = "message.output_text.logprobs"

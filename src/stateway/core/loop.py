@@ -33,11 +33,11 @@ from dataclasses import replace
 from functools import partial
 
 from stateway.core.assembler import OutputAssembler
-from stateway.core.commands import GenerationSettings
 from stateway.core.compaction.reasoning_output import reasoning_output
 from stateway.core.compaction.service import CompactionStep
 from stateway.core.compaction.view import unsealed_output
 from stateway.core.errors import GatewayError, InternalError
+from stateway.core.generation_settings import GenerationSettings
 from stateway.core.inference import PAUSED, InferenceRequest
 from stateway.core.items import CUSTOM_TOOL_CALL, FUNCTION_CALL, TOOL_SEARCH_CALL, Item
 from stateway.core.leases import LeaseKeeper

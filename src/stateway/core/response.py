@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any, Final, Literal
 
-from stateway.core.commands import CreateResponse, GenerationSettings
+from stateway.core.commands import CreateResponse
 from stateway.core.compaction.sealed import COMPACTION_TRIGGER
 from stateway.core.errors import GatewayError
+from stateway.core.generation_settings import GenerationSettings
 from stateway.core.items import Item
 from stateway.core.ports import ConversationTurn, ResponseRecord
 from stateway.core.usage import Iteration, Usage

@@ -18,7 +18,8 @@ send a call's arguments only once it is whole): until then the attempt may time 
 fail over.
 
 A request whose ``max_output_tokens`` may be fitted to the window (Messages'
-``max_tokens``, :attr:`~stateway.core.commands.GenerationSettings.max_output_tokens_fit_window`)
+``max_tokens``,
+:attr:`~stateway.core.generation_settings.GenerationSettings.max_output_tokens_fit_window`)
 and that a candidate refused for asking more output tokens than its window has room for
 beside the prompt is sent to it again asking for that room, once; the run's later rounds
 ask that candidate, counted first, for the room their own prompt leaves
@@ -28,7 +29,7 @@ its upstream says did (Anthropic's stop reason), and one stopped at a limit when
 prompt and output tokens together reach the candidate's known window short of the output
 tokens asked (llama-server takes any ``max_tokens`` and stops there, a ``length`` finish
 like any other). A request whose API has no word for that
-(:attr:`~stateway.core.commands.GenerationSettings.window_filled_refused`: Responses)
+(:attr:`~stateway.core.generation_settings.GenerationSettings.window_filled_refused`: Responses)
 fails instead, as a context too long.
 """
 

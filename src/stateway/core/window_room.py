@@ -1,7 +1,7 @@
 """The room a model's window leaves for output beside the prompt, asked for by a request
 whose ``max_output_tokens`` may be fitted to it (Messages' ``max_tokens``: Claude Code asks
 32,000 whatever the window;
-:attr:`~stateway.core.commands.GenerationSettings.max_output_tokens_fit_window`).
+:attr:`~stateway.core.generation_settings.GenerationSettings.max_output_tokens_fit_window`).
 
 A candidate that refused such a request for asking more output tokens than its window has
 room for beside the prompt (vLLM's, SGLang's refusal saying both; a prompt vLLM's renderer

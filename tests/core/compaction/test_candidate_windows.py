@@ -8,8 +8,9 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator
 from typing import Any
 
-from stateway.core.commands import CountTokens, CreateResponse, GenerationSettings
+from stateway.core.commands import CountTokens, CreateResponse
 from stateway.core.errors import UpstreamError
+from stateway.core.generation_settings import GenerationSettings
 from stateway.core.inference import Delta, Finish, InferenceRequest, TextDelta
 from stateway.core.principal import Principal
 from stateway.core.routing import Candidate

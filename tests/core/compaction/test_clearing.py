@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from stateway.core.commands import CountTokens, CreateResponse, GenerationSettings
+from stateway.core.commands import CountTokens, CreateResponse
 from stateway.core.compaction.clearing import (
     CLEAR_THINKING,
     CLEAR_TOOL_USES,
     PLACEHOLDER,
     clear,
 )
+from stateway.core.generation_settings import GenerationSettings
 from stateway.core.principal import Principal
 from stateway.core.token_estimate import estimate_context, item_tokens
 from tests.core.compaction.test_service import ANSWER, SUMMARY, assistant, build, user

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from stateway.core import events as ev
-from stateway.core.commands import CompactResponse, CountTokens, CreateResponse, GenerationSettings
+from stateway.core.commands import CompactResponse, CountTokens, CreateResponse
 from stateway.core.compaction import sealed
 from stateway.core.compaction.prompt import SUMMARY_PREFIX, SUMMARY_PROMPT
 from stateway.core.compaction.service import compact_threshold, prefill
@@ -17,6 +17,7 @@ from stateway.core.compaction.view import SHOWN
 from stateway.core.conversations.commands import AddConversationItems
 from stateway.core.errors import InternalError, InvalidRequest, UpstreamError, UpstreamRejected
 from stateway.core.gateway import Gateway
+from stateway.core.generation_settings import GenerationSettings
 from stateway.core.inference import (
     Delta,
     Finish,

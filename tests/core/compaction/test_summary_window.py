@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from stateway.core.commands import CompactResponse, CreateResponse, GenerationSettings
+from stateway.core.commands import CompactResponse, CreateResponse
 from stateway.core.compaction.prompt import SUMMARY_PROMPT
 from stateway.core.compaction.summary_window import ATTEMPTS, SHARE, SummaryWindow
 from stateway.core.errors import (
@@ -19,6 +19,7 @@ from stateway.core.errors import (
     UpstreamError,
     UpstreamRejected,
 )
+from stateway.core.generation_settings import GenerationSettings
 from stateway.core.inference import InferenceRequest
 from stateway.core.principal import Principal
 from stateway.core.token_estimate import estimate_context, item_tokens

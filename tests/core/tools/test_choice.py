@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 
-from stateway.core.commands import CountTokens, CreateResponse, GenerationSettings
+from stateway.core.commands import CountTokens, CreateResponse
 from stateway.core.errors import InvalidRequest
 from stateway.core.gateway import Gateway
+from stateway.core.generation_settings import GenerationSettings
 from stateway.core.inference import Finish, TextDelta
 from stateway.core.items import Item
 from stateway.core.principal import Principal

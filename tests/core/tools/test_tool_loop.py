@@ -12,9 +12,10 @@ import orjson
 import pytest
 
 from stateway.core import events as ev
-from stateway.core.commands import CreateResponse, GenerationSettings, GetResponse
+from stateway.core.commands import CreateResponse, GetResponse
 from stateway.core.errors import InvalidRequest, UpstreamError
 from stateway.core.gateway import Gateway
+from stateway.core.generation_settings import GenerationSettings
 from stateway.core.inference import (
     Delta,
     Finish,

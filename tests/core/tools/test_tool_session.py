@@ -10,8 +10,9 @@ from dataclasses import replace
 from typing import Any
 
 from stateway.core import events as ev
-from stateway.core.commands import CreateResponse, GenerationSettings
+from stateway.core.commands import CreateResponse
 from stateway.core.errors import UpstreamError
+from stateway.core.generation_settings import GenerationSettings
 from stateway.core.inference import Finish, ToolCallDelta, UsageReport
 from stateway.core.principal import Principal
 from stateway.core.runs import CancelReason

@@ -11,7 +11,8 @@ import pytest
 
 from stateway.core import events as ev
 from stateway.core.assembler import OutputAssembler
-from stateway.core.commands import CreateResponse, GenerationSettings
+from stateway.core.commands import CreateResponse
+from stateway.core.generation_settings import GenerationSettings
 from stateway.core.inference import Finish, OutputItem, TextDelta, ToolCallDelta, UsageReport
 from stateway.core.items import Item
 from stateway.core.principal import Principal

@@ -11,8 +11,8 @@ from openai.lib.streaming.chat import ChatCompletionStreamState
 from openai.types.chat import ChatCompletion, ChatCompletionChunk, ParsedChatCompletion
 
 from stateway.core import events as ev
-from stateway.core.commands import GenerationSettings
 from stateway.core.errors import UpstreamError
+from stateway.core.generation_settings import GenerationSettings
 from stateway.core.items import Item
 from stateway.core.response import ResponseState
 from stateway.core.usage import Usage

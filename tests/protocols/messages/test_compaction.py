@@ -11,10 +11,10 @@ from anthropic.types.beta import BetaMessage, BetaRawMessageStreamEvent
 from pydantic import TypeAdapter
 
 from stateway.core import events as ev
-from stateway.core.commands import GenerationSettings
 from stateway.core.compaction.prompt import STANDALONE_SUMMARY_PROMPT
 from stateway.core.compaction.sealed import CONTENT_MISMATCH, SIGNATURE_INVALID
 from stateway.core.errors import InvalidRequest
+from stateway.core.generation_settings import GenerationSettings
 from stateway.core.response import ResponseState
 from stateway.core.usage import Iteration, Usage
 from stateway.protocols.messages import compaction

@@ -12,8 +12,8 @@ from anthropic.types.beta import BetaMessage, BetaMessageTokensCount, BetaRawMes
 from pydantic import TypeAdapter
 
 from stateway.core import events as ev
-from stateway.core.commands import GenerationSettings
 from stateway.core.errors import InvalidRequest
+from stateway.core.generation_settings import GenerationSettings
 from stateway.core.response import ResponseState
 from stateway.core.results import TokenCount
 from stateway.protocols.messages.context_edits import (

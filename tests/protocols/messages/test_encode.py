@@ -12,7 +12,6 @@ from anthropic.types import Message, RawMessageStreamEvent
 from pydantic import TypeAdapter
 
 from stateway.core import events as ev
-from stateway.core.commands import GenerationSettings
 from stateway.core.errors import (
     ContextTooLong,
     GatewayError,
@@ -28,6 +27,7 @@ from stateway.core.errors import (
     UpstreamError,
     UpstreamOutputOverWindow,
 )
+from stateway.core.generation_settings import GenerationSettings
 from stateway.core.reasoning import redacted_item
 from stateway.core.response import ResponseState
 from stateway.core.usage import Usage

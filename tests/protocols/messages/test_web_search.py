@@ -10,7 +10,7 @@ import pytest
 from anthropic.types import Message
 
 from stateway.core import events as ev
-from stateway.core.commands import GenerationSettings
+from stateway.core.generation_settings import GenerationSettings
 from stateway.protocols.messages.decode import decode_messages
 from stateway.protocols.messages.encode import encode_message
 from stateway.protocols.messages.stream import MessagesStream

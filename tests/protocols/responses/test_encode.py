@@ -5,9 +5,10 @@ import pytest
 from openai.types.responses import Response, ResponseStreamEvent
 from pydantic import TypeAdapter
 
-from stateway.core.commands import CreateResponse, GenerationSettings
+from stateway.core.commands import CreateResponse
 from stateway.core.errors import UpstreamError
 from stateway.core.gateway import Gateway
+from stateway.core.generation_settings import GenerationSettings
 from stateway.core.inference import (
     Delta,
     Finish,

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 from openai.types.responses import Response
 
-from stateway.core.commands import CreateResponse, GenerationSettings
+from stateway.core.commands import CreateResponse
+from stateway.core.generation_settings import GenerationSettings
 from stateway.core.ports import ItemPage
 from stateway.core.response import ResponseState
 from stateway.protocols.responses.encode import encode_item_page, encode_response

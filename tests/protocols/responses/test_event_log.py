@@ -7,7 +7,7 @@ import orjson
 import pytest
 
 from stateway.core import events as ev
-from stateway.core.commands import GenerationSettings
+from stateway.core.generation_settings import GenerationSettings
 from stateway.core.response import ResponseState
 from stateway.protocols.responses.event_log import decode_event_json
 from stateway.protocols.responses.stream import encode_event_json

@@ -17,8 +17,8 @@ import pytest
 from starlette.applications import Starlette
 
 from stateway.backends.upstream_status import classify_status
-from stateway.core.commands import GenerationSettings
 from stateway.core.errors import GatewayError, UpstreamError, UpstreamResponseTooLarge
+from stateway.core.generation_settings import GenerationSettings
 from stateway.core.inference import Delta, Finish, TextDelta
 from stateway.core.response import ResponseState
 from stateway.surfaces.http.run_answers import failure_after_output

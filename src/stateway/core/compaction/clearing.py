@@ -2,7 +2,7 @@
 (Anthropic's ``clear_thinking_20251015`` and ``clear_tool_uses_20250919`` edits of
 ``context_management``), for any upstream.
 
-The edits (:attr:`~stateway.core.commands.GenerationSettings.context_edits`, checked and
+The edits (:attr:`~stateway.core.generation_settings.GenerationSettings.context_edits`, checked and
 given their defaults by the surface) apply in their order to the context's model view as
 the response starts (:meth:`~.service.Compaction.prepare`), so a compaction threshold and
 ``truncation`` judge what they left; the items themselves are never changed: the client

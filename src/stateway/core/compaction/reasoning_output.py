@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Final
 
-from stateway.core.commands import GenerationSettings
 from stateway.core.compaction import sealed
+from stateway.core.generation_settings import GenerationSettings
 from stateway.core.ports import Sealer
 
 INCLUDE_ENCRYPTED: Final = "reasoning.encrypted_content"

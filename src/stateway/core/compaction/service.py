@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from stateway.core import events as ev
-from stateway.core.commands import CompactResponse, CreateResponse, GenerationSettings
+from stateway.core.commands import CompactResponse, CreateResponse
 from stateway.core.compaction import sealed
 from stateway.core.compaction.clearing import Cleared, clear
 from stateway.core.compaction.prompt import SUMMARY_PROMPT
@@ -44,6 +44,7 @@ from stateway.core.compaction.truncation import Fitted
 from stateway.core.compaction.view import SHOWN, kept_messages, model_view
 from stateway.core.context import build_context
 from stateway.core.errors import InvalidRequest
+from stateway.core.generation_settings import GenerationSettings
 from stateway.core.ids import new_id
 from stateway.core.immutable import immutable
 from stateway.core.items import MESSAGE, Item

@@ -16,10 +16,10 @@ from contextlib import aclosing
 from dataclasses import dataclass, field
 
 from stateway.core.backend import Backend
-from stateway.core.commands import GenerationSettings
 from stateway.core.compaction.prompt import SUMMARY_PROMPT, prompt_message
 from stateway.core.compaction.summary_window import ATTEMPTS, SummaryWindow
 from stateway.core.errors import CONTEXT_LENGTH_EXCEEDED, UpstreamError
+from stateway.core.generation_settings import GenerationSettings
 from stateway.core.inference import InferenceRequest, TextDelta, UsageReport
 from stateway.core.items import Item
 from stateway.core.usage import Usage

@@ -166,7 +166,7 @@ class ContextTooLong(InvalidRequest):
 class WindowFilled(InvalidRequest):
     """An answer that filled the model's context window before it ended, refused where the
     API has no other word for it (Responses: see
-    :attr:`~stateway.core.commands.GenerationSettings.window_filled_refused`). ``window``
+    :attr:`~stateway.core.generation_settings.GenerationSettings.window_filled_refused`). ``window``
     and ``prompt``: the window and the prompt's tokens when known, for the message."""
 
     code = CONTEXT_LENGTH_EXCEEDED

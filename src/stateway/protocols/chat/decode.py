@@ -41,8 +41,9 @@ import orjson
 import pydantic
 
 from stateway.core import logprobs
-from stateway.core.commands import CreateResponse, GenerationSettings
+from stateway.core.commands import CreateResponse
 from stateway.core.errors import InvalidRequest
+from stateway.core.generation_settings import GenerationSettings
 from stateway.core.immutable import immutable
 from stateway.core.items import Item
 from stateway.protocols.chat.messages import decode_messages

@@ -7,7 +7,7 @@ gateway for every upstream (:mod:`stateway.core.compaction.clearing`).
   (``trigger``: ``input_tokens`` or ``tool_uses``, 100,000 input tokens without it;
   ``keep``: 3 tool uses without it; ``clear_at_least``; ``exclude_tools``;
   ``clear_tool_inputs``, true or the tools' names) become the core's edits
-  (:attr:`~stateway.core.commands.GenerationSettings.context_edits`), every field given.
+  (:attr:`~stateway.core.generation_settings.GenerationSettings.context_edits`), every field given.
   Their fields are checked as the body is (:mod:`.edit_params`, worded by :mod:`.validation`:
   an unknown trigger type names its ``type``, with the tags expected; an edit of a type
   not served is accepted without effect: :class:`~.edit_params.OtherEdit`); thinking

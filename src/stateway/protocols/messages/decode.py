@@ -42,9 +42,10 @@ from typing import Any, TypeVar
 import orjson
 import pydantic
 
-from stateway.core.commands import CountTokens, CreateResponse, GenerationSettings, ThreadTurn
+from stateway.core.commands import CountTokens, CreateResponse, ThreadTurn
 from stateway.core.compaction.reasoning_output import INCLUDE_ENCRYPTED
 from stateway.core.errors import InvalidRequest
+from stateway.core.generation_settings import GenerationSettings
 from stateway.core.nesting import MAX_NESTING, nests_too_deep
 from stateway.core.tools.changes import tools_in_effect
 from stateway.protocols.messages import compaction

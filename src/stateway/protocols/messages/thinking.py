@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from typing import Final
 
 from stateway.core.adaptive_effort import ADAPTIVE_DEFAULT, ADAPTIVE_EFFORTS
-from stateway.core.commands import INTERLEAVED_THINKING, GenerationSettings
+from stateway.core.generation_settings import INTERLEAVED_THINKING, GenerationSettings
 from stateway.protocols.messages.blocks import ToolResultBlock
 from stateway.protocols.messages.encode import HIDDEN
 from stateway.protocols.messages.errors import field_error

@@ -15,8 +15,9 @@ from typing import Any
 
 import pydantic
 
-from stateway.core.commands import CompactResponse, CountTokens, CreateResponse, GenerationSettings
+from stateway.core.commands import CompactResponse, CountTokens, CreateResponse
 from stateway.core.errors import InvalidRequest
+from stateway.core.generation_settings import GenerationSettings
 from stateway.protocols.moderation import check_moderation
 from stateway.protocols.responses.body import (
     check_item_count,
