@@ -11,7 +11,7 @@ import orjson
 import pytest
 from aiohttp import web
 
-from stateway.backends.openai_chat import OpenAIChatBackend
+from stateway.backends.chat_forwarder import OpenAIChatBackend
 from stateway.backends.openai_responses import OpenAIResponsesBackend
 from stateway.backends.upstream_http import UpstreamClient
 from stateway.backends.upstream_target import UpstreamTarget

@@ -11,7 +11,7 @@ import pytest
 from aiohttp import web
 from starlette.applications import Starlette
 
-from stateway.backends.openai_chat import OpenAIChatBackend
+from stateway.backends.chat_forwarder import OpenAIChatBackend
 from stateway.backends.upstream_http import UpstreamClient
 from stateway.backends.upstream_target import UpstreamTarget
 from stateway.core.errors import GatewayError, UpstreamContextTooLong

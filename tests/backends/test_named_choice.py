@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from stateway.backends.chat_forwarder import OpenAIChatBackend
 from stateway.backends.named_choice import as_required
-from stateway.backends.openai_chat import OpenAIChatBackend
 from stateway.backends.upstream_http import UpstreamClient
 from stateway.backends.upstream_target import UpstreamTarget
 from stateway.core.generation_settings import GenerationSettings

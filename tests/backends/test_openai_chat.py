@@ -8,9 +8,9 @@ from aiohttp import web
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from stateway.backends.chat_forwarder import OpenAIChatBackend
 from stateway.backends.chat_reply import from_upstream_chunk, from_upstream_completion
 from stateway.backends.chat_request import to_upstream
-from stateway.backends.openai_chat import OpenAIChatBackend
 from stateway.backends.responses_request import to_upstream as responses_to_upstream
 from stateway.backends.upstream_http import UpstreamClient
 from stateway.backends.upstream_target import UpstreamTarget

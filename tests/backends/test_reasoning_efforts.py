@@ -2,8 +2,8 @@ import orjson
 import pytest
 from aiohttp import web
 
+from stateway.backends.chat_forwarder import OpenAIChatBackend
 from stateway.backends.chat_request import to_upstream
-from stateway.backends.openai_chat import OpenAIChatBackend
 from stateway.backends.reasoning_efforts import LADDER, effort_levels
 from stateway.backends.upstream_http import UpstreamClient
 from stateway.backends.upstream_target import UpstreamTarget

@@ -14,7 +14,7 @@ import orjson
 import pytest
 from aiohttp import web
 
-from stateway.backends.openai_chat import OpenAIChatBackend
+from stateway.backends.chat_forwarder import OpenAIChatBackend
 from stateway.backends.upstream_http import UpstreamClient
 from stateway.backends.upstream_relay import UpstreamRelay
 from stateway.backends.upstream_reply import UpstreamReply, cut_short

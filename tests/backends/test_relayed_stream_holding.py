@@ -13,7 +13,7 @@ import random
 import pytest
 from aiohttp import web
 
-from stateway.backends.openai_chat import OpenAIChatBackend
+from stateway.backends.chat_forwarder import OpenAIChatBackend
 from stateway.backends.upstream_http import UpstreamClient
 from stateway.backends.upstream_target import UpstreamTarget
 from tests.backends.conftest import Loopback

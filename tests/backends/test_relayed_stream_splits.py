@@ -19,8 +19,8 @@ import orjson
 import pytest
 from aiohttp import web
 
+from stateway.backends.chat_forwarder import OpenAIChatBackend
 from stateway.backends.chat_reply import gave_up
-from stateway.backends.openai_chat import OpenAIChatBackend
 from stateway.backends.upstream_http import UpstreamClient
 from stateway.backends.upstream_reply import cut_short, no_answer
 from stateway.backends.upstream_status import classify_event, classify_reported

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from stateway.backends.openai_chat import OpenAIChatBackend
+from stateway.backends.chat_forwarder import OpenAIChatBackend
 from stateway.backends.upstream_http import UpstreamClient
 from stateway.backends.upstream_target import UpstreamTarget
 from stateway.core import events as ev

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from stateway.backends.chat_forwarder import OpenAIChatBackend
 from stateway.backends.chat_request import to_upstream
-from stateway.backends.openai_chat import OpenAIChatBackend
 from stateway.backends.openai_responses import OpenAIResponsesBackend
 from stateway.backends.responses_request import to_upstream as responses_body
 from stateway.backends.upstream_http import UpstreamClient

@@ -10,8 +10,8 @@ import orjson
 import pytest
 from aiohttp import web
 
+from stateway.backends.chat_forwarder import OpenAIChatBackend
 from stateway.backends.chat_reply import from_upstream_chunk, from_upstream_completion
-from stateway.backends.openai_chat import OpenAIChatBackend
 from stateway.backends.upstream_http import UpstreamClient
 from stateway.backends.upstream_target import UpstreamTarget
 from stateway.backends.upstream_values import count

@@ -1,6 +1,6 @@
 import pytest
 
-from stateway.backends.openai_chat import OpenAIChatBackend
+from stateway.backends.chat_forwarder import OpenAIChatBackend
 from stateway.backends.upstream_http import UpstreamClient
 from stateway.backends.upstream_target import UpstreamTarget
 from stateway.core.commands import CreateResponse

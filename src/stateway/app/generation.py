@@ -11,7 +11,8 @@ from stateway.backend_config import BackendConfig
 from stateway.backends.admission import WaitingRoom
 from stateway.backends.anthropic import AnthropicBackend
 from stateway.backends.anthropic_request import AnthropicOptions
-from stateway.backends.openai_chat import ChatBackend, OpenAIChatBackend
+from stateway.backends.chat_forwarder import OpenAIChatBackend
+from stateway.backends.openai_chat import ChatBackend
 from stateway.backends.openai_responses import OpenAIResponsesBackend
 from stateway.backends.upstream_http import UpstreamClient
 from stateway.backends.upstream_target import UpstreamTarget

@@ -22,7 +22,8 @@ forces it: as named, or, to llama.cpp, as ``required`` over that function alone
 content holds between ``<think>`` tags is taken out of its text as reasoning
 (:mod:`stateway.backends.think_tags`): such a backend is a :class:`ChatBackend`, which
 forwards no Chat Completions request untouched (its answers need rewriting); any other is
-an :class:`OpenAIChatBackend`, which does (the fast path; one whose ``tool_choice`` names
+an :class:`~stateway.backends.chat_forwarder.OpenAIChatBackend`, which does (the fast
+path, :mod:`stateway.backends.chat_forwarder`; one whose ``tool_choice`` names
 a function only to a server known to force it as named, one declaring a custom tool only
 to a server known to take it: hosted OpenAI's). With ``reasoning_efforts``, an effort the
 server does not take is sent at its nearest level, on the fast path too
@@ -37,7 +38,6 @@ core splices it into the client's body (:meth:`ForwardChat.salted_body_for
 from __future__ import annotations
 
 import functools
-import itertools
 from collections.abc import AsyncGenerator, Callable, Iterable, Mapping
 from contextlib import aclosing
 from typing import Any, Literal
@@ -48,16 +48,14 @@ from stateway.backends.chat_call_names import CallNames
 from stateway.backends.chat_custom_calls import CustomInputs
 from stateway.backends.chat_reply import from_upstream_chunk, from_upstream_completion
 from stateway.backends.chat_request import REASONING_FIELDS, TEXT_PARTS, to_upstream
-from stateway.backends.chat_system_messages import merge_user_turns
 from stateway.backends.guided_decoding import GuidedDecoding, as_tool_input, guide
 from stateway.backends.listed_trait import ListedTrait
 from stateway.backends.model_windows import listed_windows, takes_custom_tools
 from stateway.backends.named_choice import NamedChoices
-from stateway.backends.reasoning_efforts import effort_levels, level_sent
+from stateway.backends.reasoning_efforts import effort_levels
 from stateway.backends.think_tags import TaggedReply, untagged
 from stateway.backends.tokenizer import UpstreamTokenizer
 from stateway.backends.upstream_http import UpstreamClient
-from stateway.backends.upstream_relay import UpstreamRelay
 from stateway.backends.upstream_reply import cut_short, no_answer
 from stateway.backends.upstream_status import (
     STREAMED_LOGPROBS_UNSUPPORTED,
@@ -311,70 +309,6 @@ class ChatBackend:
 
     async def aclose(self) -> None:
         await self._client.aclose()
-
-
-class OpenAIChatBackend(ChatBackend):
-    """A Chat Completions upstream whose answers need no rewriting (no ``think_tags``):
-    also a :class:`~stateway.core.backend.ChatForwarder`, a Chat Completions request going
-    to it untouched where its route allows (the fast path)."""
-
-    @property
-    def takes_named_choice(self) -> bool:
-        """Whether its server is known to force a named ``tool_choice`` as sent: else a
-        request naming a function is translated, not forwarded, so that :meth:`infer`
-        sends the choice as the server takes it."""
-        return self._choices.taken is True
-
-    @property
-    def takes_custom_tools(self) -> bool:
-        """Whether its server is known to take custom tools (and a ``custom`` or
-        ``allowed_tools`` choice) as sent: else a request declaring one is translated,
-        the tool offered as a function."""
-        return self._custom_tools.known is True
-
-    async def forward_chat(self, body: bytes) -> UpstreamRelay:
-        """The stateless fast path: ``body`` as the client sent it (given the backend's
-        ``extra_body`` fields it does not set, its effort at a level the server takes, and
-        with ``alternate_roles`` each run of user messages made one), the answer as
-        bytes."""
-        if self._target.extra_body or self._efforts or self._alternate:
-            body = self._forwarded(body)
-        return await self._client.relay("/chat/completions", body)
-
-    def _forwarded(self, body: bytes) -> bytes:
-        """``body`` re-encoded with what the backend changes in it; the very bytes when
-        that is nothing."""
-        fields = orjson.loads(body)
-        effort = fields.get("reasoning_effort")
-        level = level_sent(self._efforts, effort)
-        messages = fields.get("messages")
-        merged = _alternated(messages) if self._alternate else messages
-        if level == effort and merged is messages and not self._target.extra_body:
-            return body
-        if level != effort:
-            fields["reasoning_effort"] = level
-        if merged is not messages:
-            fields["messages"] = merged
-        return orjson.dumps(self._target.filled(fields))
-
-
-def _alternated(messages: object) -> object:
-    """A fast-path body's ``messages`` with each run of user messages made one; the very
-    list when it has no such run, or when they are malformed (the upstream judges them)."""
-    if not isinstance(messages, list) or not all(_well_formed(m) for m in messages):
-        return messages
-    roles = [m["role"] for m in messages]
-    if not any(a == b == "user" for a, b in itertools.pairwise(roles)):
-        return messages
-    return merge_user_turns(messages)
-
-
-def _well_formed(message: object) -> bool:
-    """A message :func:`merge_user_turns` can take: a role, and a user's content text or
-    parts."""
-    if not isinstance(message, dict) or "role" not in message:
-        return False
-    return message["role"] != "user" or isinstance(message.get("content"), str | list)
 
 
 def _streamed(body: dict[str, Any]) -> bool:
