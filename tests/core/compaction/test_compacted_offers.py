@@ -9,7 +9,8 @@ from typing import Any
 
 import orjson
 
-from stateway.core.commands import CreateResponse, GenerationSettings
+from stateway.core.commands import CreateResponse
+from stateway.core.generation_settings import GenerationSettings
 from stateway.core.inference import Delta, Finish, InferenceRequest, ToolCallDelta, UsageReport
 from stateway.core.principal import Principal
 from stateway.core.tools.session import ToolSession
