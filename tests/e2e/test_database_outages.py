@@ -136,6 +136,7 @@ async def test_a_database_gone_silent_fails_what_needs_it_in_time_then_serves_ag
         assert refused.value.status_code == 503
         assert isinstance(refused.value.body, dict)
         assert refused.value.body["type"] == "server_error"
+        assert refused.value.response.headers["retry-after"] == "5"  # an outage's wait
         for ended in (dump(streamed[-1]), replayed[-1]):  # not stored: every client is told
             assert ended["type"] == "response.failed"
             assert ended["response"]["error"]["message"] == "The response could not be stored."

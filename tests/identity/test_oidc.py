@@ -199,6 +199,18 @@ async def test_an_issuer_that_is_down_makes_tokens_unavailable_not_unauthorized(
     assert (await checking.verify(issuer.token())).tenant_id == "acme"
 
 
+@pytest.mark.parametrize(("cooldown", "wait"), [(2.5, "3"), (0.0, "1"), (1.0, "1")])
+async def test_an_issuer_that_is_down_asks_to_wait_out_the_cooldown(
+    issuer: OidcIssuer, cooldown: float, wait: str
+) -> None:
+    """A token sent again before the cooldown passes meets the same failure, the provider
+    unasked: the 503 asks that long a wait, in whole seconds (at least one)."""
+    issuer.down = True
+    with pytest.raises(IdentityUnavailable) as unavailable:
+        await verifier(issuer, Clock(), cooldown=cooldown).verify(issuer.token())
+    assert unavailable.value.headers == {"Retry-After": wait}
+
+
 async def test_keys_fetched_before_serve_while_the_issuer_is_down(issuer: OidcIssuer) -> None:
     clock = Clock()
     checking = verifier(issuer, clock)

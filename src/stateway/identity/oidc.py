@@ -31,6 +31,7 @@ import asyncio
 import http.client
 import json
 import logging
+import math
 import time
 import urllib.request
 from collections.abc import Callable
@@ -154,7 +155,7 @@ class OidcVerifier:
         if key is not None:
             return key
         if self._failing:
-            raise _unavailable()
+            raise _unavailable(self._settings.refetch_cooldown)
         raise Unauthorized("The token is signed with a key the identity provider does not publish.")
 
     def _fetch(self) -> dict[str, PyJWK]:
@@ -165,7 +166,7 @@ class OidcVerifier:
             jwk_set = self._client.get_jwk_set(refresh=True)
         except (jwt.PyJWTError, OSError, http.client.HTTPException, ValueError) as exc:
             log.warning("oidc: the identity provider %s gave no key set: %s", self._issuer, exc)
-            raise _unavailable() from None
+            raise _unavailable(self._settings.refetch_cooldown) from None
         return {
             key.key_id: key
             for key in jwk_set.keys
@@ -243,5 +244,10 @@ def _header(token: str) -> tuple[str, str | None]:
     return alg, kid
 
 
-def _unavailable() -> IdentityUnavailable:
-    return IdentityUnavailable("The identity provider could not be reached to check the token.")
+def _unavailable(cooldown: float) -> IdentityUnavailable:
+    """The 503 of a provider that failed: retried before ``cooldown`` passes, a token
+    meets the same failure unasked (whole seconds, at least one)."""
+    return IdentityUnavailable(
+        "The identity provider could not be reached to check the token.",
+        retry_after=max(1, math.ceil(cooldown)),
+    )

@@ -248,6 +248,8 @@ async def test_an_unreachable_identity_provider_is_a_503_in_each_shape(
     anthropic = await call(app, "POST", "/v1/messages", MESSAGES_BODY, headers=token)
     assert anthropic.status == 503
     assert anthropic.json()["error"]["type"] == "api_error"  # not an overload (no 529)
+    # the verifier asks the provider again after its cooldown (1 s), not before
+    assert (openai.headers["retry-after"], anthropic.headers["retry-after"]) == ("1", "1")
     assert token[0][1].decode().split()[1] not in anthropic.body.decode()
 
 

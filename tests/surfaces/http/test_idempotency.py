@@ -10,6 +10,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 
 from stateway.coordination import MemoryCommandResults
+from stateway.core.coordination import CommandResults
 from stateway.core.errors import UpstreamUnavailable
 from stateway.core.exactly_once import fingerprint
 from stateway.core.gateway import Gateway
@@ -42,7 +43,7 @@ STREAM = b'{"model": "m", "input": "hi", "stream": true}'
 
 def build(
     backend: ScriptedBackend,
-    results: MemoryCommandResults | None = None,
+    results: CommandResults | None = None,
     authenticator: Authenticator | None = None,
 ) -> Starlette:
     conversations = MemoryConversations()

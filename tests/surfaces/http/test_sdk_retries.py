@@ -17,7 +17,17 @@ import pytest
 from starlette.applications import Starlette
 
 from stateway.backends.upstream_status import classify_status
-from stateway.core.errors import GatewayError, UpstreamError, UpstreamResponseTooLarge
+from stateway.coordination.redis import RedisCommandResults, connect
+from stateway.core.errors import (
+    GatewayError,
+    ServerRestarted,
+    ServerShuttingDown,
+    StorageError,
+    StorageFull,
+    StorageReadOnly,
+    UpstreamError,
+    UpstreamResponseTooLarge,
+)
 from stateway.core.generation_settings import GenerationSettings
 from stateway.core.inference import Delta, Finish, TextDelta
 from stateway.core.response import ResponseState
@@ -189,6 +199,67 @@ async def test_a_messages_client_retries_after_the_wait_asked(status: int, kind:
     assert (error.status_code, error.body["error"]["type"]) == (status, kind)  # type: ignore[index]
     assert (len(sent.paths), sent.waits) == (3, [2.0, 2.0])
     assert (error.request_id or "").startswith("req_")
+
+
+UNAVAILABLE = [
+    (StorageError("Storage failed while saving a response."), 5.0),
+    (StorageFull("Storage failed while saving a response."), 5.0),
+    (StorageReadOnly("Storage failed while saving a response."), 5.0),
+    (ServerShuttingDown(), 1.0),
+    (ServerRestarted(), 1.0),
+]
+"""The gateway's own 503s, and the wait each asks: an outage of its database (or Redis)
+takes seconds to pass (a failover, a restart); a process shutting down or judged dead
+leaves the retry to another (or to itself, restarted) at once."""
+
+
+@pytest.mark.parametrize(("unavailable", "wait"), UNAVAILABLE)
+async def test_the_gateways_own_503_is_retried_after_the_wait_it_carries(
+    unavailable: GatewayError, wait: float
+) -> None:
+    """Each of the gateway's own 503s tells when to try again, as its full queue's does
+    (``overloaded``): the SDKs wait that out rather than their own back-off (Claude Code's
+    grows to half a minute), and nothing marks it final."""
+    sent = Sent()
+    async with openai_client(test_idempotency.build(ScriptedBackend([unavailable])), sent) as sdk:
+        with pytest.raises(openai.InternalServerError) as refused:
+            await sdk.responses.create(model="m", input="hi")
+    assert (len(sent.paths), sent.waits) == (3, [wait, wait])
+    assert refused.value.code == unavailable.code
+    assert "x-should-retry" not in refused.value.response.headers
+
+
+@pytest.mark.parametrize(("unavailable", "wait"), UNAVAILABLE)
+async def test_a_messages_client_retries_the_gateways_own_503_after_its_wait(
+    unavailable: GatewayError, wait: float
+) -> None:
+    sent = Sent()
+    async with anthropic_client(test_messages.build(ScriptedBackend([unavailable])), sent) as sdk:
+        with pytest.raises(anthropic.InternalServerError) as refused:
+            await sdk.messages.create(
+                model="m", max_tokens=16, messages=[{"role": "user", "content": "hi"}]
+            )
+    assert (len(sent.paths), sent.waits) == (3, [wait, wait])
+    assert refused.value.body["error"]["type"] == "api_error"  # type: ignore[index]
+
+
+async def test_a_keyed_request_redis_cannot_take_is_retried_after_the_outage_wait() -> None:
+    """Redis refusing connections (down, restarting): a keyed request cannot be claimed,
+    and its 503 asks the wait the gateway's own outages ask, not the SDK's half second."""
+    sent = Sent()
+    results = RedisCommandResults(connect("redis://127.0.0.1:9/0", timeout=2.0))
+    backend = ScriptedBackend(OK)
+    try:
+        async with openai_client(test_idempotency.build(backend, results), sent) as sdk:
+            with pytest.raises(openai.InternalServerError) as refused:
+                await sdk.responses.create(
+                    model="m", input="hi", extra_headers={"Idempotency-Key": "k1"}
+                )
+    finally:
+        await results.aclose()
+    assert (refused.value.code, len(backend.requests)) == ("storage_unavailable", 0)
+    assert (len(sent.paths), sent.waits) == (3, [5.0, 5.0])
+    assert refused.value.response.headers["retry-after"] == "5"
 
 
 class FailingFirst(ScriptedBackend):

@@ -151,3 +151,4 @@ async def test_a_shutdown_refuses_requests_but_takes_frames_that_ask_no_answer()
     assert [(f["type"], f["status"], f["error"]["code"]) for f in frames] == [
         ("error", 503, "server_shutting_down")
     ]
+    assert frames[0]["headers"] == {"retry-after": "1"}  # another process takes it at once

@@ -68,21 +68,23 @@ Import the tree from here. Its branches are kept one concept to a module:
     │   └── UpstreamRejected      4xx the model server refused the request itself
     │       ├── UpstreamContextTooLong  400 code=context_length_exceeded (saying by how much)
     │       └── UpstreamOutputOverWindow  400 output tokens asked beyond the whole window
-    ├── Overloaded                503 code=overloaded, Retry-After (the gateway's own queue)
-    ├── StorageError              503 code=storage_unavailable
-    │   └── StorageNotWritable    503 (the database answers, refuses every write; the
-    │       │                         message names why, readiness fails until one lands)
-    │       ├── StorageFull       503 code=storage_full (its disk, or its size limit)
-    │       ├── StorageReadOnly   503 code=storage_read_only (a standby after a failover,
-    │       │                         a SQLite file the gateway may not write)
-    │       ├── StorageLocked     503 code=storage_unavailable (another process holds the
-    │       │                         SQLite file's write lock past the busy timeout)
-    │       └── StorageWriteFailed  503 code=storage_write_failed (the file system refused
-    │                                 a SQLite write: a disk quota, a file size limit)
-    ├── IdentityUnavailable       503 code=identity_provider_unavailable (OIDC discovery
-    │                                 or JWKS unreachable)
-    ├── ServerShuttingDown        503 code=server_shutting_down
-    ├── ServerRestarted           503 code=server_restarted (its process judged stopped)
+    ├── Unavailable               503 server_error, the gateway's own: Retry-After: 1
+    │   ├── Overloaded            code=overloaded (the gateway's own queue)
+    │   ├── StorageError          code=storage_unavailable, Retry-After: 5 (an outage of
+    │   │   │                         the database or Redis: OUTAGE_RETRY_AFTER)
+    │   │   └── StorageNotWritable    (the database answers, refuses every write; the
+    │   │       │                     message names why, readiness fails until one lands)
+    │   │       ├── StorageFull   code=storage_full (its disk, or its size limit)
+    │   │       ├── StorageReadOnly   code=storage_read_only (a standby after a failover,
+    │   │       │                     a SQLite file the gateway may not write)
+    │   │       ├── StorageLocked     code=storage_unavailable (another process holds the
+    │   │       │                     SQLite file's write lock past the busy timeout)
+    │   │       └── StorageWriteFailed  code=storage_write_failed (the file system
+    │   │                             refused a SQLite write: a disk quota, a file size limit)
+    │   ├── IdentityUnavailable   code=identity_provider_unavailable (OIDC discovery or
+    │   │                             JWKS unreachable; Retry-After: its refetch cooldown)
+    │   ├── ServerShuttingDown    code=server_shutting_down
+    │   └── ServerRestarted       code=server_restarted (its process judged stopped)
     └── InternalError             500 server_error (a gateway bug, logged; no details leak)
 """
 
@@ -143,6 +145,7 @@ from stateway.core.errors.unavailable import (
     StorageNotWritable,
     StorageReadOnly,
     StorageWriteFailed,
+    Unavailable,
 )
 from stateway.core.errors.upstream import (
     IMAGE_INPUT_UNSUPPORTED,
@@ -208,6 +211,7 @@ __all__ = [
     "ToolNameConflict",
     "ToolReferenceUnresolved",
     "Unauthorized",
+    "Unavailable",
     "UncarriedPart",
     "UpstreamContextTooLong",
     "UpstreamError",

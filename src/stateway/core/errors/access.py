@@ -7,6 +7,7 @@ import math
 from typing import Literal
 
 from stateway.core.errors.gateway_error import MAX_RETRY_WAIT, GatewayError
+from stateway.core.errors.unavailable import Unavailable
 
 
 class Unauthorized(GatewayError):
@@ -36,12 +37,11 @@ class Forbidden(GatewayError):
     code = "permission_denied"
 
 
-class IdentityUnavailable(GatewayError):
+class IdentityUnavailable(Unavailable):
     """The identity provider (OIDC discovery or its JWKS) could not be reached or gave
-    no usable answer, so a token could not be checked."""
+    no usable answer, so a token could not be checked; ``Retry-After`` is how long the
+    verifier waits before asking it again (a retry sooner meets the same failure)."""
 
-    status = 503
-    type = "server_error"
     code = "identity_provider_unavailable"
 
 

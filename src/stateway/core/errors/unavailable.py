@@ -1,28 +1,52 @@
 """The gateway cannot serve now (503 ``server_error``): its own queue is full, its
 database is unreachable or refuses writes, it is shutting down, or the process that ran
-a response stopped."""
+a response stopped.
+
+Each says when to try again (``Retry-After``, :attr:`Unavailable.retry_after`): the
+SDKs and Claude Code wait that out in place of their own back-off (which starts at half
+a second, and Claude Code's grows to half a minute), so the wait fits what failed."""
 
 from __future__ import annotations
 
+from typing import Final
+
 from stateway.core.errors.gateway_error import GatewayError
 
+OUTAGE_RETRY_AFTER: Final = 5
+"""Seconds an outage of what the gateway stores in (its database, Redis) asks a client to
+wait: a failover or a restart takes seconds, so the SDKs' two retries span ten, where
+their own back-off would spend them within two. Redis is probed again as often by the
+limits it lets requests past meanwhile (``coordination/outage.py``)."""
 
-class Overloaded(GatewayError):
+
+class Unavailable(GatewayError):
+    """The gateway's own 503: retryable, with ``Retry-After`` of :attr:`retry_after`
+    seconds (or the wait given)."""
+
+    status = 503
+    type = "server_error"
+    retry_after: int = 1
+    """Seconds to wait before trying again, by default: one for what another process, or
+    a slot freed in a moment, serves."""
+
+    def __init__(self, message: str, *, retry_after: int | None = None) -> None:
+        wait = self.retry_after if retry_after is None else retry_after
+        super().__init__(message, headers={"Retry-After": str(wait)})
+
+
+class Overloaded(Unavailable):
     """Too many requests are already waiting for a connection slot to the model server, or
     this one waited longer than ``pool_timeout``: refused early, with ``Retry-After``."""
 
-    status = 503
-    type = "server_error"
     code = "overloaded"
 
-    def __init__(self, message: str, *, retry_after: int = 1) -> None:
-        super().__init__(message, headers={"Retry-After": str(retry_after)})
 
+class StorageError(Unavailable):
+    """The database (or Redis, which keeps command outcomes) cannot be reached, did not
+    answer in time, or failed what was asked of it."""
 
-class StorageError(GatewayError):
-    status = 503
-    type = "server_error"
     code = "storage_unavailable"
+    retry_after = OUTAGE_RETRY_AFTER
     reason: str | None = None
     """What the database said (the driver's own error, without SQL text or parameters):
     for the log lines, which show ``str(error)``; a client gets only :attr:`message`."""
@@ -88,9 +112,9 @@ class StorageLocked(StorageNotWritable):
     )
 
 
-class ServerShuttingDown(GatewayError):
-    status = 503
-    type = "server_error"
+class ServerShuttingDown(Unavailable):
+    """This process is stopping: another (or this one, started again) serves a retry."""
+
     code = "server_shutting_down"
 
     def __init__(
@@ -100,12 +124,10 @@ class ServerShuttingDown(GatewayError):
         super().__init__(message)
 
 
-class ServerRestarted(GatewayError):
+class ServerRestarted(Unavailable):
     """The response's process was judged stopped (it died, or was paused past its lease)
     and the response was marked failed: the same words for the store and the clients."""
 
-    status = 503
-    type = "server_error"
     code = "server_restarted"
 
     def __init__(self) -> None:

@@ -36,6 +36,7 @@ from stateway.core.errors import (
     GatewayError,
     InternalError,
     InvalidRequest,
+    ServerShuttingDown,
 )
 from stateway.core.exactly_once import fingerprint
 from stateway.core.runs import CancelReason
@@ -183,10 +184,8 @@ class Session:
     async def _admit(self, kind: str, fields: dict[str, Any], size: int) -> None:
         principal = await current_principal(self._scope)
         if self._surface.draining and kind not in ANSWERLESS:
-            raise GatewayError(
-                "The server is shutting down; send this request on a new connection.",
-                code="server_shutting_down",
-                status=503,
+            raise ServerShuttingDown(
+                "The server is shutting down; send this request on a new connection."
             )
         frame = decode_frame(kind, fields, max_input_items=self._surface.max_input_items)
         if isinstance(frame, SteerFrame):
