@@ -78,7 +78,9 @@ Import the tree from here. Its branches are kept one concept to a module:
     │   │       ├── StorageReadOnly   code=storage_read_only (a standby after a failover,
     │   │       │                     a SQLite file the gateway may not write)
     │   │       ├── StorageLocked     code=storage_unavailable (another process holds the
-    │   │       │                     SQLite file's write lock past the busy timeout)
+    │   │       │   │                 SQLite file's write lock past the busy timeout)
+    │   │       │   └── StorageTableLocked  (another PostgreSQL session holds a table
+    │   │       │                     the gateway writes locked against writes)
     │   │       └── StorageWriteFailed  code=storage_write_failed (the file system
     │   │                             refused a SQLite write: a disk quota, a file size limit)
     │   ├── IdentityUnavailable   code=identity_provider_unavailable (OIDC discovery or
@@ -144,6 +146,7 @@ from stateway.core.errors.unavailable import (
     StorageLocked,
     StorageNotWritable,
     StorageReadOnly,
+    StorageTableLocked,
     StorageWriteFailed,
     Unavailable,
 )
@@ -204,6 +207,7 @@ __all__ = [
     "StorageLocked",
     "StorageNotWritable",
     "StorageReadOnly",
+    "StorageTableLocked",
     "StorageWriteFailed",
     "ThreadAlreadyContinued",
     "ThreadContinueInFlight",

@@ -112,6 +112,19 @@ class StorageLocked(StorageNotWritable):
     )
 
 
+class StorageTableLocked(StorageLocked):
+    """Another PostgreSQL session holds a lock that writes to a table of the gateway's
+    wait for (``LOCK TABLE``; an ``ALTER TABLE``, a ``VACUUM FULL``, a ``CREATE INDEX``
+    without ``CONCURRENTLY``): PostgreSQL's ``lock_not_available``, which the ping's own
+    short wait for such a lock meets (``storage/sql/ping.py``); each write meanwhile
+    waits ``database_timeout`` and fails."""
+
+    cause = (
+        "A table the gateway writes is locked by another database session (each write"
+        " waits for the lock to be let go)."
+    )
+
+
 class ServerShuttingDown(Unavailable):
     """This process is stopping: another (or this one, started again) serves a retry."""
 

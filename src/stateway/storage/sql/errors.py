@@ -24,7 +24,9 @@ index or journal not writable); a write the file system refused, :class:`Storage
 only; a disk quota's ``EDQUOT``, a file size limit's ``EFBIG``, a failing disk's ``EIO``
 are this); a write that waited for another process's lock past SQLite's busy timeout,
 :class:`StorageLocked` (``SQLITE_BUSY``: every write after it waits and fails alike
-until the lock is let go). The client's message then says so.
+until the lock is let go); on PostgreSQL, a wait for a table's lock past a
+``lock_timeout`` (``lock_not_available``: the ping's, or one an operator set),
+:class:`StorageTableLocked`. The client's message then says so.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ from stateway.core.errors import (
     StorageLocked,
     StorageNotWritable,
     StorageReadOnly,
+    StorageTableLocked,
     StorageWriteFailed,
 )
 from stateway.storage.sql.refusals import WriteRefusals
@@ -74,6 +77,7 @@ _MAX_REASON = 300
 _SQLSTATES: Final[dict[str, type[StorageNotWritable]]] = {
     "53100": StorageFull,  # disk_full
     "25006": StorageReadOnly,  # read_only_sql_transaction
+    "55P03": StorageTableLocked,  # lock_not_available: a lock_timeout passed
 }
 _SQLITE_CODES: Final[dict[int, type[StorageNotWritable]]] = {
     sqlite3.SQLITE_FULL: StorageFull,

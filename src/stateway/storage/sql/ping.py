@@ -28,6 +28,15 @@ writes nothing.
   readiness with it, until a later probe or save lands. A probe that does not land
   within the ping's time (a lock another process holds: writes wait SQLite's busy
   timeout, 5 s, for it) fails the ping naming the refusal met before it.
+- **Not locked against writes** (PostgreSQL): another session may hold a table the
+  gateway writes locked (``LOCK TABLE``, an ``ALTER TABLE``, a ``VACUUM FULL``, a
+  ``CREATE INDEX`` without ``CONCURRENTLY``) while every read answers: each write then
+  waits ``database_timeout`` for it and fails, and no refusal is ever met. So each ping
+  also takes the lock writes take (``ROW EXCLUSIVE``, which no writer, reader or
+  autovacuum holds against it) on every table the store writes, waiting half its time
+  at most (:data:`LOCK_WAIT`), in a transaction of its own that writes nothing and ends
+  at once: a lock held against writes fails it (:class:`StorageTableLocked`). One round
+  trip more than the read-only question, on ``GET /ready`` alone.
 """
 
 from __future__ import annotations
@@ -36,6 +45,7 @@ import asyncio
 import os
 from typing import Final
 
+from sqlalchemy import TextClause, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from stateway.core.errors import StorageError, StorageNotWritable, StorageReadOnly
@@ -43,6 +53,15 @@ from stateway.storage.sql import queries
 from stateway.storage.sql.errors import storage_errors
 from stateway.storage.sql.group_commit import GroupCommitter, Rows
 from stateway.storage.sql.refusals import WriteRefusals
+from stateway.storage.sql.schema import (
+    conversation_items,
+    conversations,
+    items,
+    response_events,
+    responses,
+    run_owners,
+    write_probes,
+)
 
 PING_TIMEOUT: Final = 2.0
 """Seconds a ping waits for the database: one that stopped answering without closing (its
@@ -53,6 +72,32 @@ PROBE_BYTES: Final = 4096
 """A write probe's row: SQLite's page, of random bytes, which PostgreSQL cannot compress
 (4 KiB of zeros it stores in 56 bytes, in a page it may already have)."""
 _FAILED: Final = "Storage failed while checking the database."
+LOCK_WAIT: Final = 0.5
+"""The part of :data:`PING_TIMEOUT` the ping waits for the lock writes take (PostgreSQL):
+a lock held against them longer is another session's, not a write's."""
+WRITTEN: Final = (
+    responses,
+    items,
+    response_events,
+    conversations,
+    conversation_items,
+    run_owners,
+    write_probes,
+)
+"""The tables the store writes (not ``api_keys``, written by ``stateway keys``, nor
+``gateway_secrets``, at start-up)."""
+
+
+def _write_locks() -> TextClause:
+    """The lock writes take on every table the store writes, waited for
+    ``LOCK_WAIT * PING_TIMEOUT`` at most (``lock_timeout``, local to the block's own
+    transaction: the reader's connections run each statement in one)."""
+    wait = max(1, int(PING_TIMEOUT * LOCK_WAIT * 1000))
+    tables = ", ".join(table.name for table in WRITTEN)
+    return text(
+        f"DO $$BEGIN PERFORM set_config('lock_timeout', '{wait}', true); "
+        f"LOCK TABLE {tables} IN ROW EXCLUSIVE MODE; END$$"
+    )
 
 
 def _probe() -> Rows:
@@ -100,6 +145,7 @@ class Ping:
                     await connection.execute(queries.PING)
                     return
                 if not await connection.scalar(queries.READ_ONLY):
+                    await connection.execute(_write_locks())
                     return
                 self._found_read_only = True
                 read_only = StorageReadOnly(_FAILED)
