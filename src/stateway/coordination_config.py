@@ -44,7 +44,9 @@ class CoordinationConfig(Section):
     """Seconds a command's outcome is remembered (retries within it get the same answer)."""
     claim_ttl: float = Field(default=30.0, gt=0)
     """Redis: seconds a claim outlives a process that died while running its command
-    (the claim is renewed while the command runs)."""
+    (the claim is renewed every third of it while the command runs): a retry elsewhere
+    waits that long, not for the process's lease (ADR 0011). Shorter, a holder paused
+    longer than it may run its command beside the retry's."""
     lease_timeout: float = Field(default=10.0, gt=0)
     """Seconds a process may go without renewing its lease (it renews every third of
     this) before another process sharing the database fails its runs (server_restarted)."""
