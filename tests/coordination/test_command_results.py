@@ -346,6 +346,36 @@ async def test_a_claim_whose_holder_died_expires_and_the_command_runs_again(
         await alive.aclose()
 
 
+@pytest.mark.redis
+async def test_a_holder_whose_claim_is_gone_stops_renewing_it_and_says_so(
+    redis_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Its process was paused past ``claim_ttl`` (or Redis lost the key): a retry elsewhere
+    may have claimed the command meanwhile. The holder's renewals touch nothing but its
+    own claim, so they stop, once it is gone, with one warning: the command may run twice."""
+    prefix = f"test:{uuid.uuid4().hex}:"
+    paused = RedisCommandResults(connect(redis_url), prefix, claim_ttl=0.3)
+    retry = RedisCommandResults(connect(redis_url), prefix)
+    probe = connect(redis_url)
+    try:
+        assert await paused.claim(KEY, "f") is None
+        [name] = await probe.keys(prefix + "*")
+        await probe.delete(name)  # expired while its holder could not renew it
+        assert await retry.claim(KEY, "f") is None  # the retry runs it now
+        _, renewing = paused._held[KEY]
+        async with asyncio.timeout(WAIT):
+            await renewing
+        assert await probe.pttl(name) > 10_000  # the retry's claim, untouched
+        assert [r.getMessage() for r in caplog.records if r.name == redis_module.log.name] == [
+            "a command's claim expired while it ran (this process paused, or Redis lost the"
+            " key, for longer than claim_ttl): a retry may run the command meanwhile"
+        ]
+    finally:
+        await paused.aclose()
+        await retry.aclose()
+        await probe.aclose()
+
+
 async def test_an_unreachable_redis_is_a_503() -> None:
     results = RedisCommandResults(connect("redis://127.0.0.1:1/0"), "test:")
     try:

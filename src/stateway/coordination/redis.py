@@ -243,13 +243,23 @@ class RedisCommandResults:
         return self._prefix + "outcomes:" + digest, self._prefix + "outcome-bytes:" + digest
 
     async def _keep(self, name: str, mine: bytes) -> None:
-        """Renew the claim's expiry every third of it while the command runs."""
+        """Renew the claim's expiry every third of it while the command runs; stop once it
+        is gone (its expiry passed while this process could not renew it), saying so: a
+        retry elsewhere may have claimed the command, and run it, meanwhile."""
         while True:
             await asyncio.sleep(self._claim_ms / 3000)
             try:
-                await self._renew(keys=[name], args=[mine, self._claim_ms])
+                renewed = await self._renew(keys=[name], args=[mine, self._claim_ms])
             except RedisError as exc:
                 log.warning("renewing a command's claim failed: %s", exc)
+                continue
+            if not renewed:
+                log.warning(
+                    "a command's claim expired while it ran (this process paused, or Redis"
+                    " lost the key, for longer than claim_ttl): a retry may run the command"
+                    " meanwhile"
+                )
+                return
 
 
 class RedisCancelSignals:
