@@ -229,6 +229,16 @@ async def test_the_gateways_own_503_is_retried_after_the_wait_it_carries(
     assert "x-should-retry" not in refused.value.response.headers
 
 
+def test_the_gateways_own_503_told_final_asks_no_wait() -> None:
+    """Told final (a retry would make the MCP calls the gateway made again), a 503 asks no
+    wait the client is not to take; told retryable again, it asks its own."""
+    error = StorageError("Storage failed while saving a response.")
+    error.told_retryable(False)
+    assert error.headers == {"x-should-retry": "false"}
+    error.told_retryable(True)
+    assert error.headers == {"Retry-After": "5"}
+
+
 @pytest.mark.parametrize(("unavailable", "wait"), UNAVAILABLE)
 async def test_a_messages_client_retries_the_gateways_own_503_after_its_wait(
     unavailable: GatewayError, wait: float

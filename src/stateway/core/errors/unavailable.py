@@ -21,7 +21,8 @@ limits it lets requests past meanwhile (``coordination/outage.py``)."""
 
 class Unavailable(GatewayError):
     """The gateway's own 503: retryable, with ``Retry-After`` of :attr:`retry_after`
-    seconds (or the wait given)."""
+    seconds (the class's, or the wait given); told final (a retry would make again the
+    MCP calls the gateway made for the request), it asks no wait."""
 
     status = 503
     type = "server_error"
@@ -30,8 +31,16 @@ class Unavailable(GatewayError):
     a slot freed in a moment, serves."""
 
     def __init__(self, message: str, *, retry_after: int | None = None) -> None:
-        wait = self.retry_after if retry_after is None else retry_after
-        super().__init__(message, headers={"Retry-After": str(wait)})
+        if retry_after is not None:
+            self.retry_after = retry_after
+        super().__init__(message)
+
+    def told_retryable(self, retryable: bool) -> None:
+        super().told_retryable(retryable)
+        if retryable:
+            self.headers["Retry-After"] = str(self.retry_after)
+        else:
+            self.headers.pop("Retry-After", None)
 
 
 class Overloaded(Unavailable):
