@@ -260,6 +260,47 @@ async def test_a_fork_that_fails_on_another_lane_leaves_the_source_lanes_parent(
     assert (evicted.type, evicted.error.code) == ("error", "previous_response_not_found")
 
 
+async def test_a_continuation_whose_body_is_refused_evicts_its_parent_as_a_failed_one(
+    async_client: AsyncOpenAI,
+) -> None:
+    """As hosted (the SDK's WebSocket guide: a same-lane continuation "returning a 4xx or
+    5xx" evicts its parent): a continuation refused for its body (a 400 before any run)
+    forgets the ``store: false`` parent it named, as one whose run failed does; a fork
+    from another lane refused so leaves the parent to its lane. Before, a refused body
+    left the parent kept, and the chain went on from it."""
+    async with async_client.responses.connect() as connection:
+        await connection.response.create(
+            model=MODEL, input="the word is fig", store=False, stream_id="source"
+        )
+        parent = (await until_done(connection))[-1].response.id
+        refused = {"model": MODEL, "input": "x", "store": False, "temperature": 5}
+        await connection.response.create(**refused, stream_id="fork", previous_response_id=parent)
+        [fork] = await until_done(connection)
+        await connection.response.create(
+            model=MODEL,
+            input="[[echo]]",
+            store=False,
+            stream_id="source",
+            previous_response_id=parent,
+        )
+        source = await until_done(connection)
+        child = source[-1].response.id
+        await connection.response.create(**refused, stream_id="source", previous_response_id=child)
+        [same_lane] = await until_done(connection)
+        await connection.response.create(
+            model=MODEL,
+            input="again",
+            store=False,
+            stream_id="source",
+            previous_response_id=child,
+        )
+        [evicted] = await until_done(connection)
+    assert (fork.status, fork.error.code) == (400, "decimal_above_max_value")
+    assert "the word is fig" in output_text(source)
+    assert (same_lane.status, same_lane.error.code) == (400, "decimal_above_max_value")
+    assert (evicted.type, evicted.error.code) == ("error", "previous_response_not_found")
+
+
 async def test_the_sdks_lane_helper_takes_a_lane_of_the_longest_name_it_allows(
     async_client: AsyncOpenAI,
 ) -> None:

@@ -187,7 +187,12 @@ class Session:
             raise ServerShuttingDown(
                 "The server is shutting down; send this request on a new connection."
             )
-        frame = decode_frame(kind, fields, max_input_items=self._surface.max_input_items)
+        try:
+            frame = decode_frame(kind, fields, max_input_items=self._surface.max_input_items)
+        except GatewayError:
+            if kind == "response.create":
+                self._forget_continued(fields)
+            raise
         if isinstance(frame, SteerFrame):
             self.steering.steer(frame)
             return
@@ -206,6 +211,16 @@ class Session:
                 body = orjson.dumps(fingerprinted, option=orjson.OPT_SORT_KEYS)
                 request.digest = fingerprint(b"websocket", b"response.create", body)
         self.lanes.admit(frame.stream_id, request, size)
+
+    def _forget_continued(self, fields: dict[str, Any]) -> None:
+        """A create refused for its body is a continuation that failed, as one whose run
+        failed is: the response it names is forgotten if it is the lane's own (hosted
+        evicts the parent of a same-lane continuation answered with any 4xx or 5xx; a
+        fork from another lane leaves it to its lane)."""
+        previous = fields.get("previous_response_id")
+        lane = stream_id_of(fields)
+        if isinstance(previous, str) and (lane is not None or fields.get("stream_id") is None):
+            self.checkpoints.evict(previous, lane)
 
     def _refuse(self, error: GatewayError, stream_id: str | None = None) -> None:
         frame = encode_error_frame(error, stream_id)
