@@ -5,7 +5,7 @@
     [websocket]
     max_requests = 64                  # active + queued requests per connection
     max_queued_bytes = 12582912        # bytes of request frames waiting to start
-    max_lanes = 128                    # distinct stream_ids a connection holds
+    max_lanes = 128                    # named lanes (stream_ids) with requests
     max_checkpoint_bytes = 33554432    # bytes of responses kept for continuation
     max_pending_steers = 16            # steers queued per response (response.steer)
     outbox_bytes = 1048576             # events a connection may trail its runs by
@@ -34,7 +34,8 @@ class WebSocketConfig(Section):
     max_queued_bytes: int = Field(default=12 * MIB, ge=1024)
     """Bytes of request frames a connection may have waiting to start."""
     max_lanes: int = Field(default=128, ge=1)
-    """Lanes (distinct ``stream_id``s, the default lane among them) a connection holds."""
+    """Named lanes (distinct ``stream_id``s) a connection holds with requests; the default
+    lane is not counted (as hosted)."""
     max_checkpoint_bytes: int = Field(default=32 * MIB, ge=0)
     """Bytes of the responses a connection keeps (its last one per lane, stored or not) to
     continue them with ``previous_response_id``; past it the oldest are let go."""

@@ -98,6 +98,30 @@ async def test_a_cap_is_a_429_that_keeps_nothing(
     assert (len(lanes), lanes.requests, lanes.queued_bytes) == (0, 0, 0)
 
 
+async def test_the_default_lane_is_not_counted_against_the_lanes_cap() -> None:
+    """As hosted (the SDK's WebSocket guide: "32 distinct named IDs per connection; the
+    default lane does not count"): ``max_lanes`` caps the named lanes only, so a busy
+    default lane takes no named lane's room, and named lanes at their cap leave the
+    default lane open."""
+    recorder = Recorder()
+    lanes: Lanes[str] = Lanes(WebSocketConfig(max_lanes=1), recorder.run)
+    lanes.admit(None, "d1", 1)
+    lanes.admit("a", "a1", 1)
+    lanes.admit(None, "d2", 1)
+    with pytest.raises(InvalidRequest) as caught:
+        lanes.admit("b", "refused", 1)
+    assert caught.value.code == "websocket_stream_limit_reached"
+    lanes.cancel()
+    await lanes.idle()
+    assert (len(lanes), lanes.requests) == (0, 0)
+    lanes = Lanes(WebSocketConfig(max_lanes=1), recorder.run)
+    lanes.admit("a", "a2", 1)
+    lanes.admit(None, "d3", 1)
+    assert len(lanes) == 2
+    lanes.cancel()
+    await lanes.idle()
+
+
 async def test_a_frame_its_lane_starts_at_once_waits_for_nothing() -> None:
     """``max_queued_bytes`` bounds the frames waiting behind others: a frame larger than it
     runs at once on an idle lane (the frame is bounded by ``max_frame_bytes``), and is

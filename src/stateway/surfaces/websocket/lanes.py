@@ -5,8 +5,8 @@ A lane runs its requests one after the other (FIFO), lanes run side by side; the
 lane (no ``stream_id``) is a lane like the others. A lane exists while it has requests;
 its task exists while it runs one. Caps are checked before anything is kept, so a refused
 frame (429) changes nothing: requests running or waiting (``max_requests``), bytes of
-request frames waiting to start (``max_queued_bytes``), lanes with requests
-(``max_lanes``).
+request frames waiting to start (``max_queued_bytes``), named lanes with requests
+(``max_lanes``; the default lane is not counted, as hosted).
 
 A *checkpoint* is the last response of a lane, kept whether or not it is stored: its
 whole context (the items before its output, then its output), so that a frame naming it
@@ -89,7 +89,8 @@ class Lanes(Generic[W]):
         if self.queued_bytes + waiting > config.max_queued_bytes:
             raise limit_exceeded(f"{config.max_queued_bytes} bytes of queued requests")
         if lane is None:
-            if len(self._lanes) >= config.max_lanes:
+            named = len(self._lanes) - (None in self._lanes)  # the default lane is free
+            if key is not None and named >= config.max_lanes:
                 raise limit_exceeded(
                     f"{config.max_lanes} lanes (distinct stream_id values)",
                     "websocket_stream_limit_reached",

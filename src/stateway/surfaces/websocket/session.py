@@ -104,7 +104,8 @@ class Session:
         config = surface.config
         self.outbox = Outbox(self._send_text, config.outbox_bytes, self._behind, self._slow)
         self.checkpoints = Checkpoints(config.max_checkpoint_bytes)
-        self.steering = Steering(config.max_pending_steers, config.max_lanes, self.outbox.put)
+        lanes = config.max_lanes + 1  # the named lanes and the default one
+        self.steering = Steering(config.max_pending_steers, lanes, self.outbox.put)
         self._closing = False
         self._closer: asyncio.Task[None] | None = None
         self._logs = KeptLogs(self.outbox)
