@@ -447,3 +447,49 @@ async def test_compact_and_input_tokens_take_post_only() -> None:
             error = reply.json()["error"]
             assert error["code"] == "method_not_allowed"
             assert error["message"] == f"Method {method} is not allowed on {path}."
+
+
+async def test_an_upgrade_of_a_path_with_no_websocket_route_is_an_unknown_route() -> None:
+    """A WebSocket upgrade elsewhere than ``/v1/responses`` (a base URL without ``/v1``,
+    a typo) is answered as any unknown route: a 404 in the OpenAI shape, not Starlette's
+    bare 403, which reads as a refused credential; a server that cannot answer an
+    upgrade over HTTP has it closed, as before."""
+    app = build()
+    for path in ["/responses", "/v1/chat/completions", "/v1/responses/"]:
+        sent = await upgrade(app, path, {"websocket.http.response": {}})
+        start, body = sent[0], b"".join(m.get("body", b"") for m in sent[1:])
+        assert (start["type"], start["status"]) == ("websocket.http.response.start", 404)
+        error = orjson.loads(body)["error"]
+        assert (error["code"], error["message"]) == ("not_found", f"Unknown route: GET {path}.")
+    sent = await upgrade(app, "/responses")
+    assert [m["type"] for m in sent] == ["websocket.close"]
+
+
+async def upgrade(
+    app: Starlette, path: str, extensions: dict[str, object] | None = None
+) -> list[dict[str, object]]:
+    """A WebSocket upgrade of ``path``: what the app sent back (``extensions``: the
+    server's, such as the HTTP answer to an upgrade it refuses)."""
+    sent: list[dict[str, object]] = []
+
+    async def receive() -> dict[str, object]:
+        return {"type": "websocket.connect"}
+
+    async def send(message: dict[str, object]) -> None:
+        sent.append(message)
+
+    scope: dict[str, object] = {
+        "type": "websocket",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "headers": [(b"host", b"127.0.0.1")],
+        "scheme": "ws",
+        "server": ("127.0.0.1", 80),
+        "client": ("127.0.0.1", 1),
+        "subprotocols": [],
+        "state": {},
+        "extensions": extensions or {},
+    }
+    await app(scope, receive, send)
+    return sent

@@ -22,6 +22,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Match, Route, WebSocketRoute, request_response
 from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.websockets import WebSocketClose
 
 from stateway.core.errors import GatewayError, InvalidRequest, NotFound
 from stateway.surfaces.asgi.hosts import HostGuard
@@ -133,6 +134,7 @@ def build_http_app(
         lifespan=lifespan,
     )
     app.router.redirect_slashes = False
+    app.router.default = _no_route
     app.observer = observer
     # The hot routes: the three creates (Chat Completions' fast path is one hop), and
     # WebSocket mode, each of whose frames would pass Starlette's exception wrapper.
@@ -182,6 +184,18 @@ class _PostOnly:
         await self._app(scope, receive, send)
 
 
+async def _no_route(scope: Scope, receive: Receive, send: Send) -> None:
+    """No route takes it: a 404 in the OpenAI shape (:func:`_http_error`), an upgrade's
+    too where the server can answer one over HTTP (Starlette's bare 403 would read as a
+    refused credential); else the upgrade is closed, as Starlette closes it."""
+    if scope["type"] == "websocket" and "websocket.http.response" not in scope.get(
+        "extensions", {}
+    ):
+        await WebSocketClose()(scope, receive, send)
+        return
+    raise HTTPException(404)
+
+
 async def _client_gone(request: Request, exc: Exception) -> None:
     """Nobody to answer: no answer (Starlette sends none for None), nothing logged."""
 
@@ -191,10 +205,12 @@ async def _gateway_error(request: Request, exc: Exception) -> Response:
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
+    """``request``: a WebSocket for an upgrade of an unknown path (its 404), as a GET."""
     assert isinstance(exc, HTTPException)
     respond = error_response_for(request.scope)
     if exc.status_code == 404:
-        return respond(NotFound(f"Unknown route: {request.method} {request.url.path}."))
+        method = request.scope.get("method", "GET")
+        return respond(NotFound(f"Unknown route: {method} {request.url.path}."))
     if exc.status_code == 405:
         allowed = _allowed_methods(request)
         return respond(_method_not_allowed(request.method, request.url.path, allowed))
