@@ -3,11 +3,14 @@ error (``isError``): in memory, the SDK's result types built here."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import mcp_types as types
 import pytest
+from pydantic import ValidationError
 
 from stateway.core.tools.ports import ToolError, ToolFailure
-from stateway.mcp_client.results import checked_text, result_text
+from stateway.mcp_client.results import checked_text, input_required, result_text
 
 TALLY = {"count": 3}
 
@@ -47,3 +50,21 @@ def test_an_error_result_fails_with_its_content_or_else_its_structured_content(
     with pytest.raises(ToolFailure) as failure:
         checked_text(reported)
     assert failure.value.error == error
+
+
+def refused(answer: dict[str, Any]) -> ValidationError:
+    """What the SDK raises for ``answer`` checked as a ``CallToolResult``."""
+    with pytest.raises(ValidationError) as failure:
+        types.CallToolResult.model_validate(answer)
+    return failure.value
+
+
+def test_only_a_result_itself_asking_for_input_is_told_apart_from_a_malformed_one() -> None:
+    """The result's own ``resultType`` asks for input; an object inside it saying so (a
+    malformed content block) leaves it a reply that is not MCP."""
+    asking = {"resultType": "input_required", "inputRequests": {}}
+    block = {"type": "text", "text": 1, "resultType": "input_required"}
+
+    assert input_required(refused(asking))
+    assert not input_required(refused({"content": [block]}))
+    assert not input_required(refused({"content": {"resultType": "input_required"}}))

@@ -60,9 +60,14 @@ def input_required(refused: ValidationError) -> bool:
     revision's ``CallToolResult`` before any caller sees it) is an ``InputRequiredResult``:
     MCP 2026-07-28's answer asking for input first (``resultType: "input_required"``),
     which a server written for that revision sends on any session. A well-formed answer,
-    then, not a reply that is not MCP."""
+    then, not a reply that is not MCP. Only the result's own ``resultType`` counts: the
+    error of a field it lacks (its ``content``) is the one whose ``input`` is the result
+    itself; an object inside it saying so (a malformed content block) does not."""
     return any(
-        isinstance(found := error.get("input"), dict) and found.get("resultType") == INPUT_REQUIRED
+        error["type"] == "missing"
+        and len(error["loc"]) == 1
+        and isinstance(found := error.get("input"), dict)
+        and found.get("resultType") == INPUT_REQUIRED
         for error in refused.errors()
     )
 
