@@ -211,6 +211,16 @@ async def test_an_issuer_that_is_down_asks_to_wait_out_the_cooldown(
     assert unavailable.value.headers == {"Retry-After": wait}
 
 
+async def test_a_cooldown_past_the_sdks_retries_is_told_not_retried(issuer: OidcIssuer) -> None:
+    """A wait longer than the SDKs retry after (the ``anthropic`` SDK, Claude Code's,
+    would sleep any through): told, with the answer not to retry, as a long rate limit."""
+    issuer.down = True
+    with pytest.raises(IdentityUnavailable) as unavailable:
+        await verifier(issuer, Clock(), cooldown=600.0).verify(issuer.token())
+    assert unavailable.value.headers == {"Retry-After": "600", "x-should-retry": "false"}
+    assert not unavailable.value.retryable
+
+
 async def test_keys_fetched_before_serve_while_the_issuer_is_down(issuer: OidcIssuer) -> None:
     clock = Clock()
     checking = verifier(issuer, clock)

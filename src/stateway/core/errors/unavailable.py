@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from stateway.core.errors.gateway_error import GatewayError
+from stateway.core.errors.gateway_error import MAX_RETRY_WAIT, GatewayError
 
 OUTAGE_RETRY_AFTER: Final = 5
 """Seconds an outage of what the gateway stores in (its database, Redis) asks a client to
@@ -22,7 +22,9 @@ limits it lets requests past meanwhile (``coordination/outage.py``)."""
 class Unavailable(GatewayError):
     """The gateway's own 503: retryable, with ``Retry-After`` of :attr:`retry_after`
     seconds (the class's, or the wait given); told final (a retry would make again the
-    MCP calls the gateway made for the request), it asks no wait."""
+    MCP calls the gateway made for the request), it asks no wait. A wait longer than the
+    SDKs retry after (:data:`MAX_RETRY_WAIT`: the ``anthropic`` SDK would sleep it
+    through) is told with the answer not to retry, as a long rate limit's is."""
 
     status = 503
     type = "server_error"
@@ -36,7 +38,7 @@ class Unavailable(GatewayError):
         super().__init__(message)
 
     def told_retryable(self, retryable: bool) -> None:
-        super().told_retryable(retryable)
+        super().told_retryable(retryable and self.retry_after <= MAX_RETRY_WAIT)
         if retryable:
             self.headers["Retry-After"] = str(self.retry_after)
         else:
