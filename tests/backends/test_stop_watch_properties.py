@@ -77,3 +77,26 @@ def test_the_watch_passes_on_what_a_naive_look_through_the_whole_text_would(
         if watch.ended():
             break
     assert _said(watch.flush()) == naive.flush()
+
+
+def _spelled(piece: str) -> list[dict[str, object]]:
+    """A token for each character of ``piece``, as logprobs carry them."""
+    return [{"token": c, "bytes": list(c.encode()), "logprob": 0.0} for c in piece]
+
+
+@settings(max_examples=300, deadline=None)
+@given(_SEQUENCES, st.lists(_STEP, max_size=12))
+def test_the_tokens_passed_on_spell_the_text_passed_on(
+    sequences: list[str], steps: list[tuple[str, str]]
+) -> None:
+    watch, said, tokens = StopWatch(sequences), [], []
+    for kind, piece in steps:
+        delta = TextDelta(piece, _spelled(piece)) if kind == "text" else ReasoningDelta("")
+        said += watch.feed(delta)
+        if watch.ended():
+            break
+    said += watch.flush()
+    for delta in said:
+        if isinstance(delta, TextDelta) and delta.logprobs:
+            tokens += delta.logprobs
+    assert bytes(b for token in tokens for b in token["bytes"]) == _said(said).encode()
