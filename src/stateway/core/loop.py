@@ -242,6 +242,8 @@ class Loop:
                         summarized = usage.output_tokens
                         context = await step.run(run, plan.first, usage)
                         tools.compacted(context)
+                        if number == 1:  # the request's choice, of what is offered now
+                            choice = round_choice(toolset, tools.catalog, settings.tool_choice)
                         generated_before += usage.output_tokens - summarized
                         state.usage = usage
                         compacted, output = state.output[-1], []

@@ -10,15 +10,21 @@ from typing import Any
 import orjson
 
 from stateway.core.commands import CreateResponse
+from stateway.core.gateway import Gateway
 from stateway.core.generation_settings import GenerationSettings
 from stateway.core.inference import Delta, Finish, InferenceRequest, ToolCallDelta, UsageReport
+from stateway.core.loop import Loop
 from stateway.core.principal import Principal
+from stateway.core.routing import BackendEntry, Router
+from stateway.core.run_registry import RunRegistry
+from stateway.core.tools.ports import McpServer, McpTool
 from stateway.core.tools.session import ToolSession
-from stateway.core.tools.toolset import GatewayTools, Toolset
+from stateway.core.tools.toolset import ConfiguredServer, GatewayTools, Toolset
 from stateway.core.usage import Usage
 from tests.core.compaction.test_between_rounds import (
     ANSWER,
     DOCS,
+    SEALER,
     SUMMARY,
     THRESHOLD,
     build,
@@ -26,7 +32,7 @@ from tests.core.compaction.test_between_rounds import (
     is_summary_call,
     user,
 )
-from tests.core.fakes import RoundsBackend
+from tests.core.fakes import FakeMcp, MemoryStore, RoundsBackend
 
 WEATHER: dict[str, Any] = {
     "type": "function",
@@ -139,3 +145,40 @@ def test_a_gateway_tool_offered_apart_keeps_its_name_and_shows_what_is_searchabl
     assert "- get_weather: Current weather for a city." in listing
     assert "get_weather" not in before[2]["description"]
     assert [e.tool["name"] for e in session.catalog.deferred()] == ["get_weather"]
+
+
+async def test_choosing_a_tool_held_back_by_a_first_round_compaction_sends_auto() -> None:
+    """The first round's listing of an MCP server crosses the threshold: the response
+    compacts before that round, and a ``tool_choice`` naming a tool a search loaded
+    earlier, summarized away, falls back to ``auto`` as it would have at the start (the
+    upstream refuses a choice of a tool it is not offered)."""
+    wordy = McpTool("read", {"type": "object"}, "Read a file. " + "x" * 8000, {})
+    backend = RoundsBackend([searching(), ANSWER, SUMMARY, ANSWER])
+    tools = GatewayTools(
+        mcp=FakeMcp({"docs": [wordy]}),
+        servers={"docs": ConfiguredServer(McpServer("docs", "http://docs.test/mcp"))},
+    )
+    store = MemoryStore()
+    loop = Loop(store, tools=tools, sealer=SEALER)
+    router = Router([BackendEntry(backend, {}, catch_all=True)])
+    gateway = Gateway(store, router, loop, RunRegistry(), sealer=SEALER)
+    unlisted = GenerationSettings(tools=[WEATHER, SEARCH])  # the server joins later
+    first = await gateway.execute(Principal(), CreateResponse("m", [user("hi")], settings=unlisted))
+    await first.wait()
+    assert "get_weather" in offered(backend.requests[-1])
+
+    entries = [{"type": "compaction", "compact_threshold": THRESHOLD}]
+    forced = {"type": "function", "name": "get_weather"}
+    settings = GenerationSettings(tools=TOOLS, context_management=entries, tool_choice=forced)
+    second = await gateway.execute(
+        Principal(),
+        CreateResponse(
+            "m", [user("again")], settings=settings, previous_response_id=first.state.id
+        ),
+    )
+    await second.wait()
+    types = [item["type"] for item in second.state.output]
+    assert types == ["mcp_list_tools", "compaction", "message"], second.state.error
+    last = backend.requests[-1]
+    assert "get_weather" not in offered(last)
+    assert last.tool_choice == "auto"
