@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from stateway.backends.stop_sequences import stopping
 from stateway.core.generation_settings import GenerationSettings
 from stateway.core.inference import (
@@ -199,3 +202,73 @@ async def test_a_long_held_text_is_not_compared_again_at_every_size_for_each_pie
     deltas = await run(Upstream([*pieces, Finish("stop")]), request(other, spelled))
     assert text_of(deltas) == "".join(words)
     assert Counted.pieces <= 2 * len("".join(words))
+
+
+class Touched(str):
+    """A stop sequence that counts each time the matcher measures or slices it."""
+
+    count = 0
+
+    def __len__(self) -> int:
+        Touched.count += 1
+        return str.__len__(self)
+
+    def __getitem__(self, key: object) -> str:
+        Touched.count += 1
+        return str.__getitem__(self, key)  # type: ignore[index]
+
+
+async def test_many_sequences_are_not_each_looked_at_for_every_piece() -> None:
+    """Thousands of sequences that all begin with a space, as the reply's every piece ends:
+    each piece is compared only with the sequences it could continue or begin, not with
+    each of them (that was thousands of comparisons a piece: a reply of 20,000 words held
+    the process for half a minute)."""
+    letters = "abcdefghijklmnopqrstuvwxy"
+    stops = [Touched(f" {a}{b}{c}!") for a in letters for b in letters for c in letters[:4]]
+    words = [f"z{i} " for i in range(4000)]
+    Touched.count = 0
+    pieces: list[Delta] = [TextDelta(w) for w in words]
+    deltas = await run(Upstream([*pieces, Finish("stop")]), request(*stops))
+    assert text_of(deltas) == "".join(words)
+    assert Touched.count <= 5 * len(stops) + 5 * len(words)
+    ended = await run(Upstream([*pieces[:9], TextDelta("abc!"), *pieces]), request(*stops))
+    assert text_of(ended) == "".join(words[:9]).rstrip()
+    assert ended[-1] == Finish("stop", " abc!")
+
+
+def reference(pieces: list[str], stops: list[str]) -> tuple[list[str], str | None]:
+    """What passes, piece by piece, by the plain rule: the text up to the first sequence
+    completed (ending first, then beginning first), else all but the longest end that
+    begins a sequence; the rest once the text ends."""
+    sequences = [s for s in dict.fromkeys(stops) if s]
+    text, passed, out = "", 0, []
+    for piece in pieces:
+        text += piece
+        found = [(at + len(s), at, s) for s in sequences if (at := text.find(s)) >= 0]
+        if found:
+            _, at, matched = min(found)
+            return [*out, text[passed:at]], matched
+        held = max((k for s in sequences for k in range(len(s)) if text.endswith(s[:k])), default=0)
+        out.append(text[passed : len(text) - held])
+        passed = len(text) - held
+    return [*out, text[passed:]], None
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    pieces=st.lists(st.text("ab c", max_size=6), max_size=12),
+    stops=st.lists(st.text("ab c", max_size=4), max_size=12),
+)
+async def test_the_pieces_passed_are_the_plain_rules(pieces: list[str], stops: list[str]) -> None:
+    expected, matched = reference(pieces, stops)
+    script: list[Delta] = [*(TextDelta(p) for p in pieces), Finish("length")]
+    deltas = await run(Upstream(script), request(*stops))
+    assert [d.text for d in deltas if isinstance(d, TextDelta)] == [t for t in expected if t]
+    assert deltas[-1] == (Finish("length") if matched is None else Finish("stop", matched))
+
+
+async def test_an_empty_piece_passes_its_tokens_on_when_nothing_is_held() -> None:
+    token: Item = {"token": "", "logprob": -0.1, "bytes": [], "top_logprobs": []}
+    script: list[Delta] = [TextDelta("a "), TextDelta("", [token]), Finish("stop")]
+    deltas = await run(Upstream(script), request("STOP"))
+    assert deltas == [TextDelta("a "), TextDelta("", [token]), Finish("stop")]

@@ -80,19 +80,36 @@ def _output_bytes(delta: Delta) -> int:
 
 
 class StopWatch:
-    """Watches one round's text for stop sequences; holds back what could begin one."""
+    """Watches one round's text for stop sequences; holds back what could begin one.
 
-    __slots__ = ("_held", "_open", "_sequences", "_tokens", "matched")
+    A piece is compared only with the sequences it could continue or begin: those whose
+    beginning ends the held text (each with the length of it), and those whose first two
+    characters it holds (one character, for a sequence that long). The sequences whose
+    first character is the held text's last are one group, not each listed, until the next
+    piece shows which of them it continues: a reply whose every piece ends with a space
+    is not compared with every sequence beginning with one (a client may send thousands)."""
+
+    __slots__ = ("_head", "_heads", "_held", "_open", "_pairs", "_sequences", "_tokens", "matched")
 
     def __init__(self, sequences: list[str]) -> None:
         self._sequences = tuple(dict.fromkeys(s for s in sequences if s))
         self._held = ""
         """Text not passed on yet: it may be the beginning of a stop sequence."""
-        self._open = [0] * len(self._sequences)
-        """For each sequence, the longest end of the held text that begins it. Text added
-        can lengthen it by its own length at most, so each piece is compared from there
-        down, not from the whole held text's length (which a reply spelling the beginning
-        of a long sequence makes long): the comparisons add up to the text's length."""
+        self._open: dict[int, int] = {}
+        """For each sequence the held text ends with two or more characters of the
+        beginning of, by rank, the longest such end. Text added can lengthen it by its own
+        length at most, so each piece is compared from there down, not from the whole held
+        text's length (which a reply spelling the beginning of a long sequence makes long):
+        the comparisons add up to the text's length."""
+        self._head = ""
+        """The held text's last character when it begins a sequence (longer than it): each
+        such sequence's held beginning is that character."""
+        pairs: dict[str, list[int]] = {}
+        for rank, sequence in enumerate(self._sequences):
+            pairs.setdefault(sequence[:2], []).append(rank)
+        self._pairs = pairs
+        """The sequences by their first two characters (a one-character one by it)."""
+        self._heads = frozenset(s[0] for s in self._sequences if len(s) > 1)
         self._tokens: list[tuple[int, list[Item]]] = []
         """The held text's tokens (``logprobs``), each delta's with where its text ends."""
         self.matched: str | None = None
@@ -110,10 +127,16 @@ class StopWatch:
     def text(self, delta: TextDelta) -> list[Delta]:
         """What of the text so far can be passed on: up to the first stop sequence, once
         it is there; else all but the tail that could begin one."""
-        held = self._held + delta.text
+        added = delta.text
+        held = self._held + added
         if delta.logprobs is not None:
             self._tokens.append((len(held), delta.logprobs))
-        hit = _first(held, self._sequences, len(self._held))
+        if not added:  # nothing to compare: its tokens may go
+            return self._release(len(held) - self._holding())
+        new = len(self._held)
+        head, most = self._head, self._open
+        ranks = self._touched(added)
+        hit = _first(held, [(rank, self._sequences[rank]) for rank in ranks], new)
         if hit is not None:
             at, self.matched = hit
             self._held = held[:at]
@@ -122,18 +145,34 @@ class StopWatch:
                 for end, tokens in self._tokens
             ]
             return self.flush()
-        added = len(delta.text)
-        self._open = [
-            _open_tail(held, sequence, most + added)
-            for sequence, most in zip(self._sequences, self._open, strict=True)
-        ]
-        cut = len(held) - max(self._open, default=0)
+        self._open = {}
+        for rank in ranks:
+            sequence = self._sequences[rank]
+            bound = most.get(rank, 1 if sequence[0] == head else 0) + len(added)
+            if (size := _open_tail(held, sequence, bound)) > 1:
+                self._open[rank] = size
+        self._head = added[-1] if added[-1] in self._heads else ""
         self._held = held
-        return self._release(cut)
+        return self._release(len(held) - self._holding())
+
+    def _holding(self) -> int:
+        """The length of the held text's longest end that begins a sequence."""
+        return max(max(self._open.values(), default=0), len(self._head))
+
+    def _touched(self, added: str) -> set[int]:
+        """The ranks of the sequences ``added`` could continue or begin."""
+        pairs = self._pairs
+        ranks = set(self._open)
+        if self._head:
+            ranks.update(pairs.get(self._head + added[0], ()))
+        starts = {added[at : at + 2] for at in range(len(added) - 1)} | set(added)
+        for start in starts & pairs.keys():
+            ranks.update(pairs[start])
+        return ranks
 
     def flush(self) -> list[Delta]:
         """The held text, passed on: what follows it is not text of the same message."""
-        self._open = [0] * len(self._sequences)
+        self._open, self._head = {}, ""
         return self._release(len(self._held))
 
     def _release(self, cut: int) -> list[Delta]:
@@ -156,16 +195,16 @@ def _before(tokens: list[Item], over: int) -> list[Item]:
     return tokens[:kept]
 
 
-def _first(text: str, sequences: tuple[str, ...], new: int) -> tuple[int, str] | None:
+def _first(text: str, sequences: list[tuple[int, str]], new: int) -> tuple[int, str] | None:
     """Where the first stop sequence in ``text`` begins, and which: the one the model
     completed first (ending first, as a server checking each token stops there), of two
     ending together the one beginning first, then the earlier listed. So a whole reply and
     a stream stop alike, wherever its pieces split the text. The text before ``new`` holds
     none (it was looked through already), so each is looked for only where it would end
-    past it."""
+    past it. ``sequences``: those to look for, each with its rank in the list."""
     found = [
         (at + len(s), at, rank, s)
-        for rank, s in enumerate(sequences)
+        for rank, s in sequences
         if (at := text.find(s, max(0, new - len(s) + 1))) >= 0
     ]
     if not found:
