@@ -17,16 +17,22 @@ from typing import Any, Final
 MAX_NESTING: Final = 128
 
 
+_CONTAINERS: Final = (dict, list)
+
+
 def nests_too_deep(value: dict[str, Any] | list[Any]) -> bool:
     """Whether ``value`` nests deeper than :data:`MAX_NESTING`."""
-    # Iterative: a parsed value may nest 1,024 levels, past Python's recursion limit.
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        node, depth = stack.pop()
-        children = node.values() if isinstance(node, dict) else node
-        for child in children:
-            if isinstance(child, dict | list):
-                if depth == MAX_NESTING:
-                    return True
-                stack.append((child, depth + 1))
-    return False
+    # Level by level: a parsed value may nest 1,024 levels, past Python's recursion limit,
+    # and one list of the containers a level holds is the least to keep (a body of a
+    # million parts is that many objects at one level) and the fewest steps to walk.
+    level: list[Any] = [value]
+    for _ in range(MAX_NESTING):
+        level = [
+            child
+            for node in level
+            for child in (node.values() if isinstance(node, dict) else node)
+            if isinstance(child, _CONTAINERS)
+        ]
+        if not level:
+            return False
+    return True
