@@ -207,6 +207,9 @@ class SSEResponse(Response):
                 return
             headers = [*_SSE_HEADERS, *self._extra_headers]
             self._started = True
+            # Only a stream not yet open is refused with an answer of its own: what that
+            # answer needs (a Messages request's body, to name a block) goes now.
+            self._error_response = None
             await send({"type": "http.response.start", "status": 200, "headers": headers})
             now = asyncio.get_running_loop().time()
             self._idle_from(now, send)
