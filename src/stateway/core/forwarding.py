@@ -18,6 +18,7 @@ is translated into a ``CreateResponse`` and started as any run (:func:`takes_too
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -36,6 +37,17 @@ from stateway.core.runs import Run
 from stateway.core.starting import RunStarter
 from stateway.core.telemetry import RunReport, Telemetry
 from stateway.core.token_estimate import BYTES_PER_TOKEN, image_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class _Asked:
+    """What a relayed answer's end needs of its request (:meth:`ChatForwarding._relayed`)."""
+
+    model: str
+    fields: dict[str, Any]
+    """The body parsed: its images, for an estimate of the prompt's tokens."""
+    sent: int
+    """The bytes of the body sent upstream."""
 
 
 class ChatForwarding:
@@ -85,9 +97,10 @@ class ChatForwarding:
                     body = command.body_for(route.upstream_model)
                 health = generation.router.state.health
                 candidate = route.candidates[0]
-                ended = partial(
-                    self._relayed, principal, command, route.name, candidate, health, len(body)
-                )
+                # What the relay's end needs of the request, not the request: its body
+                # (megabytes, maybe) is not held while the answer is relayed.
+                asked = _Asked(command.model, command.fields, len(body))
+                ended = partial(self._relayed, principal, asked, route.name, candidate, health)
                 held = HeldRelay(generations, generation, self._runs, ended)
                 return await held.open(forwarder, body)
             return await self._starter.admit(principal, await command.translate(), generation)
@@ -98,11 +111,10 @@ class ChatForwarding:
     def _relayed(
         self,
         principal: Principal,
-        command: ForwardChat,
+        asked: _Asked,
         route: str,
         candidate: Candidate,
         health: HealthBoard,
-        sent: int,
         relay: Relay | None,
         outcome: Outcome,
         error: GatewayError | None,
@@ -111,7 +123,7 @@ class ChatForwarding:
         None when the upstream never answered), and take the tokens it reported out of
         its principal's bucket; or, when it reported none (its client left before the
         usage came, or it was cut short), its output's, estimated, and once its output
-        began, its prompt's too (from the ``sent`` bytes of the body), as a translated
+        began, its prompt's too (from the bytes of the body sent), as a translated
         run's (:func:`~stateway.core.limits.charged_tokens`): leaving before the end must
         not make an answer free. Its candidate's circuit is told how it ended
         (:func:`_counted`), and the log, as a translated attempt's end is logged."""
@@ -121,14 +133,14 @@ class ChatForwarding:
         log_relayed(route, candidate.key, outcome, detail, status)
         attempt = {"backend": candidate.backend.name, "outcome": outcome}
         usage = None if relay is None else relay.usage()
-        report = RunReport(principal.tenant_id, command.model, usage, [attempt])
+        report = RunReport(principal.tenant_id, asked.model, usage, [attempt])
         self._telemetry.run_ended(report)
         if self._limits is None or relay is None:
             return
         if usage is not None:
             self._limits.charge_after(principal, None, lambda: usage.total_tokens)
         elif relay.status < 400:
-            estimated = partial(_estimated, relay, sent, command.fields)
+            estimated = partial(_estimated, relay, asked.sent, asked.fields)
             self._limits.charge_after(principal, None, estimated)
 
 

@@ -73,6 +73,7 @@ class ChatRoutes:
                 raw = await self._read(scope, receive)
                 watch = DisconnectWatch(receive)
                 answer = await self._answer(scope, receive, principal, raw, watch, translated)
+                del raw  # not held while the answer goes out: a body may be megabytes
             except ClientDisconnect:
                 return  # gone before its body arrived: nobody to answer
             except Exception as error:  # noqa: BLE001 - the route's error boundary (express)

@@ -105,10 +105,11 @@ class ResponsesRoutes:
             command = await asyncio.to_thread(decode_create, body, max_input_items=self._max_items)
         command.session = session_of(scope)
         key = header(scope, idempotency.HEADER_BYTES)
-        if key is None:
+        digest = None if key is None else idempotency.request_digest(Request(scope), body)
+        del body  # not held while the run goes on: a body may be megabytes
+        if key is None or digest is None:
             run = await started(self._gateway, principal, command, receive)
             return await self._answer(scope, receive, command.stream, run, run.cancel)
-        digest = idempotency.request_digest(Request(scope), body)
         async with self._gateway.once(principal, key, digest, param=idempotency.PARAM) as once:
             if once.outcome is None:
                 command.replayable = command.stream
