@@ -993,3 +993,19 @@ def test_a_response_format_type_the_api_has_not_is_refused_in_hosted_words() -> 
         "invalid_value",
         "Invalid value: 'object'. Supported values are: 'json_object', 'json_schema', and 'text'.",
     )
+
+
+def test_content_parts_past_ten_a_message_allowed_are_refused_on_the_fast_path_too() -> None:
+    """Ten content parts for each message the gateway takes, counted as the fast path
+    reads the body (a forwarded request is held to the same bounds)."""
+    part = {"type": "text", "text": "a"}
+    within = [{"role": "user", "content": [part] * 20}, {"role": "user", "content": "x"}]
+    assert peek_chat(orjson.dumps({"model": "m", "messages": within}), max_input_items=2)
+    past = [{"role": "user", "content": [part] * 21}]
+    with pytest.raises(InvalidRequest) as caught:
+        peek_chat(orjson.dumps({"model": "m", "messages": past}), max_input_items=2)
+    assert (caught.value.param, caught.value.code) == ("messages", "array_above_max_length")
+    assert caught.value.message == (
+        "'messages' holds 21 content parts, more than the 20 this gateway takes (ten for "
+        "each message)."
+    )

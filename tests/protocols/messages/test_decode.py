@@ -1529,3 +1529,20 @@ def test_count_tokens_ignores_a_compaction_request() -> None:
         }
     )
     assert decode_count_tokens(raw).request.model == "m"
+
+
+def test_content_blocks_past_ten_a_message_allowed_are_refused_before_validation() -> None:
+    """Ten blocks (a tool result's own among them) for each message the gateway takes:
+    each block costs as much as a message, and no client sends that many."""
+    text = {"type": "text", "text": "a"}
+    result = {"type": "tool_result", "tool_use_id": "t", "content": [text] * 9}
+    within = [{"role": "user", "content": [text] * 10}]
+    assert decode_messages(body(messages=within), max_input_items=1).input
+    past = [{"role": "user", "content": [result, {"type": "robot"}]}]
+    with pytest.raises(InvalidRequest) as caught:
+        decode_messages(body(messages=past), max_input_items=1)
+    assert (caught.value.param, caught.value.code) == ("messages", "array_above_max_length")
+    assert caught.value.message == (
+        "messages: 11 content blocks are more than the 10 this gateway takes "
+        "(ten for each message)."
+    )

@@ -438,3 +438,23 @@ def test_json_schema_format_keeps_only_the_keys_given() -> None:
     full = {**fmt, "strict": True, "description": "d"}
     command = decode_create(orjson.dumps({"model": "m", "input": "x", "text": {"format": full}}))
     assert command.settings.text_format == full
+
+
+def test_content_parts_past_ten_an_item_allowed_are_refused_before_validation() -> None:
+    """A request may carry ten content parts (a message's, a tool output's) for each
+    input item it may carry: each part costs the gateway as much as an item (a million
+    one-letter parts held a gigabyte), and no client sends that many."""
+    part = {"type": "input_text", "text": "a"}
+    within = [{"role": "user", "content": [part] * 30}, {"role": "user", "content": "x"}]
+    assert (
+        len(decode_create(orjson.dumps({"model": "m", "input": within}), max_input_items=3).input)
+        == 2
+    )
+    output = {"type": "function_call_output", "call_id": "c", "output": [part] * 20}
+    past = [{"role": "user", "content": [{"type": "robot"}] * 11}, output]
+    error = refusal({"model": "m", "input": past}, max_input_items=3)
+    assert (error.status, error.param, error.code) == (400, "input", "array_above_max_length")
+    assert error.message == (
+        "Invalid 'input': 31 content parts are more than the 30 this gateway takes "
+        "(ten for each input item)."
+    )

@@ -58,6 +58,7 @@ from stateway.protocols.chat.tools import (
     decode_tool_choice,
     decode_tools,
 )
+from stateway.protocols.input_parts import part_limit, parts_in
 from stateway.protocols.moderation import check_moderation
 from stateway.protocols.responses.metadata import decode_metadata
 from stateway.protocols.responses.nesting import check_nesting
@@ -125,6 +126,7 @@ def peek_chat(raw: bytes, *, max_input_items: int | None = None) -> ChatCall:
     messages = fields.get("messages")
     if max_input_items is not None and isinstance(messages, list):
         _check_count(len(messages), max_input_items)
+        _check_parts(parts_in(messages, ("content",)), part_limit(max_input_items))
     searching = fields.get(WEB_SEARCH_OPTIONS) is not None
     return ChatCall(model, fields, fields.get("stream") is True, searching)
 
@@ -246,6 +248,16 @@ def _check_count(count: int, limit: int) -> None:
         raise InvalidRequest(
             f"'messages' holds {count} messages and items, more than the {limit} this "
             "gateway takes.",
+            param="messages",
+            code="array_above_max_length",
+        )
+
+
+def _check_parts(count: int, limit: int) -> None:
+    if count > limit:
+        raise InvalidRequest(
+            f"'messages' holds {count} content parts, more than the {limit} this gateway "
+            "takes (ten for each message).",
             param="messages",
             code="array_above_max_length",
         )

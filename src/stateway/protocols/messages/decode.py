@@ -48,6 +48,7 @@ from stateway.core.errors import InvalidRequest
 from stateway.core.generation_settings import GenerationSettings
 from stateway.core.nesting import MAX_NESTING, nests_too_deep
 from stateway.core.tools.changes import tools_in_effect
+from stateway.protocols.input_parts import part_limit, parts_in
 from stateway.protocols.messages import compaction
 from stateway.protocols.messages.billing_header import without_billing_header
 from stateway.protocols.messages.blocks import TextBlock
@@ -207,8 +208,16 @@ def _validated(raw: bytes, model: type[Body], max_input_items: int | None) -> Bo
         raise InvalidRequest("The request body must be a JSON object.", code="invalid_type")
     messages = data.get("messages")
     limit = max_input_items
-    if limit is not None and isinstance(messages, list) and len(messages) > limit:
-        raise _too_many(len(messages), limit)
+    if limit is not None and isinstance(messages, list):
+        if len(messages) > limit:
+            raise _too_many(len(messages), limit)
+        if (blocks := parts_in(messages, ("content",), "content")) > part_limit(limit):
+            raise field_error(
+                "messages",
+                f"{blocks} content blocks are more than the {part_limit(limit)} this gateway "
+                "takes (ten for each message).",
+                "array_above_max_length",
+            )
     for key, value in data.items():
         if isinstance(value, dict | list) and nests_too_deep(value):
             raise field_error(

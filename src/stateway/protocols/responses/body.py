@@ -10,6 +10,7 @@ import pydantic
 
 from stateway.core.errors import InvalidRequest
 from stateway.protocols import validation
+from stateway.protocols.input_parts import part_limit, parts_in
 
 
 def parse_body(raw: bytes, max_input_items: int | None) -> Any:
@@ -30,10 +31,24 @@ def parse_body(raw: bytes, max_input_items: int | None) -> Any:
 
 
 def check_item_count(data: Any, limit: int) -> None:
-    """Refuse an ``input`` array longer than ``limit`` (before validating its items)."""
+    """Refuse an ``input`` array longer than ``limit``, or carrying more content parts
+    than :mod:`~stateway.protocols.input_parts` allows (before validating its items)."""
     items = data.get("input") if isinstance(data, dict) else None
-    if isinstance(items, list) and len(items) > limit:
+    if not isinstance(items, list):
+        return
+    if len(items) > limit:
         raise validation.array_too_long("input", limit, len(items))
+    if (parts := parts_in(items, _PARTS)) > (most := part_limit(limit)):
+        raise InvalidRequest(
+            f"Invalid 'input': {parts} content parts are more than the {most} this gateway "
+            "takes (ten for each input item).",
+            param="input",
+            code="array_above_max_length",
+        )
+
+
+_PARTS: Final = ("content", "output")
+"""Where an input item holds its parts: a message's content, a tool output's output."""
 
 
 def invalid_request(exc: pydantic.ValidationError) -> InvalidRequest:
