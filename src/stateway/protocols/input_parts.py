@@ -7,8 +7,8 @@ its validated model, its canonical copy (some 500 bytes to a kilobyte each). A b
 within the size limit made of a million one-letter parts held a gigabyte and seconds of
 CPU; the clients' histories (Codex's, Claude Code's: thousands of items, megabytes of
 tool output) carry a part or two an item. A message's parts are its content array's;
-a tool output's (Responses ``output``, a Messages ``tool_result``'s ``content``) count
-as well.
+a tool output's (Responses ``output``, a Messages ``tool_result``'s ``content``) and a
+Messages ``system`` prompt's blocks count as well.
 """
 
 from __future__ import annotations

@@ -1546,3 +1546,8 @@ def test_content_blocks_past_ten_a_message_allowed_are_refused_before_validation
         "messages: 11 content blocks are more than the 10 this gateway takes "
         "(ten for each message)."
     )
+    system = [text] * 6  # the system prompt's blocks count too
+    assert decode_messages(body(system=system, messages=within[:1]), max_input_items=2).input
+    with pytest.raises(InvalidRequest) as caught:
+        decode_messages(body(system=system, messages=[*within, *within]), max_input_items=2)
+    assert caught.value.message.startswith("messages: 26 content blocks are more than the 20")

@@ -211,13 +211,7 @@ def _validated(raw: bytes, model: type[Body], max_input_items: int | None) -> Bo
     if limit is not None and isinstance(messages, list):
         if len(messages) > limit:
             raise _too_many(len(messages), limit)
-        if (blocks := parts_in(messages, ("content",), "content")) > part_limit(limit):
-            raise field_error(
-                "messages",
-                f"{blocks} content blocks are more than the {part_limit(limit)} this gateway "
-                "takes (ten for each message).",
-                "array_above_max_length",
-            )
+        _check_blocks(data, messages, limit)
     for key, value in data.items():
         if isinstance(value, dict | list) and nests_too_deep(value):
             raise field_error(
@@ -230,6 +224,19 @@ def _validated(raw: bytes, model: type[Body], max_input_items: int | None) -> Bo
         return model.model_validate(data, strict=True)
     except pydantic.ValidationError as exc:
         raise invalid_body(exc) from None
+
+
+def _check_blocks(data: dict[str, Any], messages: list[Any], limit: int) -> None:
+    """Refuse more content blocks than :mod:`~stateway.protocols.input_parts` allows: the
+    messages' (a tool result's own among them) and the system prompt's."""
+    blocks = parts_in(messages, ("content",), "content") + parts_in([data], ("system",))
+    if blocks > (most := part_limit(limit)):
+        raise field_error(
+            "messages",
+            f"{blocks} content blocks are more than the {most} this gateway takes (ten for "
+            "each message).",
+            "array_above_max_length",
+        )
 
 
 def _check_prefill(last: MessageParam) -> None:
