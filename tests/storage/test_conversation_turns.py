@@ -132,6 +132,22 @@ async def test_a_stale_lock_is_taken_and_a_live_one_is_not(
     assert await loaded(conversations, tenant) == ["hello"]
 
 
+async def test_a_queued_turn_holds_the_conversation(
+    store: SqlResponseStore,
+    conversations: SqlConversationStore,
+    record: RecordFactory,
+    tenant: str,
+    conversation: str,
+) -> None:
+    """A background turn waiting for a worker holds it as a running one does: its holder
+    has not ended."""
+    await store.save(replace(start(record, "r1"), status="queued"))
+    with pytest.raises(ConversationLocked):
+        await store.save(start(record, "r2"))
+    with pytest.raises(ConversationLocked):
+        await conversations.add_items(tenant, conversation, [message("x", "msg_x")])
+
+
 async def test_a_late_end_of_a_turn_another_process_failed_appends_nothing(
     store: SqlResponseStore,
     conversations: SqlConversationStore,
@@ -331,3 +347,26 @@ async def test_the_items_come_with_the_candidate_of_the_last_turn_that_appended_
     await store.save(second)
     await store.finish(replace(end(second), served_by="b/b-model"))
     assert await served_by() == ("b/b-model", "r3")
+
+
+async def test_the_last_turn_is_the_conversations_own(
+    store: SqlResponseStore,
+    conversations: SqlConversationStore,
+    record: RecordFactory,
+    tenant: str,
+    conversation: str,
+) -> None:
+    """Not the tenant's latest in another conversation, whose items lie at later positions."""
+    first = start(record, "r1")
+    await store.save(first)
+    await store.finish(replace(end(first), served_by="a/a-model"))
+    items = [message(str(n), f"msg_{n}") for n in range(4)]
+    await conversations.create(Conversation(tenant, "conv_2", 1.0, {}), items)
+    elsewhere = replace(start(record, "r2"), turn=ConversationTurn("conv_2", seen=4))
+    await store.save(elsewhere)
+    appended = ConversationTurn("conv_2", items=[message("a", "out_r2")])
+    await store.finish(replace(end(elsewhere), served_by="b/b-model", turn=appended))
+
+    loaded = await conversations.load_items(tenant, conversation)
+    assert loaded is not None
+    assert (loaded.served_by, loaded.last_response_id) == ("a/a-model", "r1")

@@ -254,6 +254,26 @@ async def test_pages_follow_the_cursor(
     assert (unknown.items, unknown.has_more) == ([], False), "an unknown cursor is an empty page"
 
 
+async def test_a_cursor_is_looked_up_in_its_own_conversation(
+    conversations: SqlConversationStore, tenant: str
+) -> None:
+    """Ids are unique within a conversation only: the same ids elsewhere, at other
+    positions, move no cursor."""
+    await new(conversations, tenant, [message(str(n), f"msg_{n}") for n in range(3)])
+    other = [message("b", "msg_2"), message("c", "msg_0"), message("d", "msg_9")]
+    await conversations.create(Conversation(tenant, "conv_2", 1.0, {}), other)
+
+    async def page(after: str, order: Any) -> tuple[list[str], bool]:
+        found = await conversations.list_items(tenant, "conv_1", after=after, limit=5, order=order)
+        assert found is not None
+        return texts(found.items), found.has_more
+
+    assert await page("msg_2", "asc") == ([], False)
+    assert await page("msg_0", "desc") == ([], False)
+    assert await page("msg_9", "asc") == ([], False), "an unknown cursor here"
+    assert await page("msg_0", "asc") == (["1", "2"], False)
+
+
 @pytest.mark.parametrize("order", ["asc", "desc"])
 async def test_a_cursor_naming_a_deleted_item_goes_on_after_it(
     conversations: SqlConversationStore, tenant: str, order: Any

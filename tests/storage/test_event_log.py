@@ -21,8 +21,8 @@ def running(record: RecordFactory, response_id: str, status: str = "in_progress"
 
 
 def payloads(start: int, end: int) -> list[bytes]:
-    """Wire payloads, non-ASCII text and an escaped line break included."""
-    body = '{"type":"e","sequence_number":%d,"text":"\u00e9\u6f22\\n"}'
+    """Wire payloads: text with spaces, non-ASCII and an escaped line break included."""
+    body = '{"type":"e","sequence_number":%d,"text":"a \u00e9 \u6f22\\n"}'
     return [(body % n).encode() for n in range(start, end)]
 
 

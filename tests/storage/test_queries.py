@@ -115,3 +115,25 @@ async def test_load_context_reads_the_responses_served_by_in_its_one_statement(
     assert (chain.status, chain.served_by, len(chain.items)) == ("completed", "b/org/model", 2)
     assert (parent.items, parent.served_by) == ([], "a/a-model")
     assert len(executed) == 1
+
+
+async def test_reads_open_no_transaction(
+    store: SqlResponseStore, record: RecordFactory, tenant: str
+) -> None:
+    """No ``BEGIN`` and ``ROLLBACK`` round trips around a read: PostgreSQL's run in
+    autocommit, SQLite's driver begins a transaction for writes only."""
+    await store.save(record("r1", inputs=["q"], outputs=["a"]))
+    within: list[bool] = []
+
+    def seen(connection: Any, *args: Any) -> None:
+        driver = connection.connection.driver_connection
+        is_in = getattr(driver, "is_in_transaction", None)  # asyncpg's; aiosqlite's is a property
+        within.append(is_in() if is_in is not None else driver.in_transaction)
+
+    event.listen(store.engine.sync_engine, "after_cursor_execute", seen)
+    try:
+        assert await store.get(tenant, "r1") is not None
+        assert await store.load_context(tenant, "r1") is not None
+    finally:
+        event.remove(store.engine.sync_engine, "after_cursor_execute", seen)
+    assert within == [False, False, False]

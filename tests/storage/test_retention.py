@@ -17,7 +17,7 @@ from sqlalchemy import event, text
 from sqlalchemy.util import await_only
 
 from stateway.core.conversations.ports import Conversation
-from stateway.core.ports import EventBatch, ResponseRecord
+from stateway.core.ports import ConversationTurn, EventBatch, ResponseRecord
 from stateway.storage.sql import SqlConversationStore, SqlResponseStore, open_store
 from stateway.storage.sql.retention import SqlResponsePurger
 from tests.storage.conftest import RecordFactory
@@ -178,3 +178,23 @@ async def test_conversations_and_their_items_are_kept(
     page = await conversations.list_items(tenant, "conv_old", after=None, limit=10, order="asc")
     assert page is not None
     assert [i["content"][0]["text"] for i in page.items] == ["k"]
+
+
+async def test_a_conversation_whose_last_turn_is_gone_takes_the_next(
+    store: SqlResponseStore, purger: SqlResponsePurger, record: RecordFactory, tenant: str
+) -> None:
+    """A turn lets its conversation go as it ends: the purge of its response leaves
+    nothing holding it."""
+    conversations = SqlConversationStore(store)
+    await conversations.create(Conversation(tenant, "conv_old", 0.5, {}), [])
+    turn = at(record("resp_old", inputs=["q"]), 0.5, "in_progress")
+    turn.turn = ConversationTurn("conv_old")
+    await store.save(turn)
+    answered = ConversationTurn("conv_old", items=[*turn.input_items, *turn.output_items])
+    await store.finish(dataclasses.replace(turn, status="completed", turn=answered))
+    assert await purger.purge(CUTOFF, 100) == 1
+
+    after = at(record("resp_after", inputs=["q2"]), 0.9, "in_progress")
+    after.turn = ConversationTurn("conv_old", seen=1)
+    await store.save(after)
+    assert await store.get(tenant, "resp_after") is not None

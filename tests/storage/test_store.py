@@ -43,13 +43,14 @@ async def test_save_then_get_round_trips_everything(
 ) -> None:
     unusual: Item = {"type": "some_future_item", "nested": {"a": [1, 2.5, None, True]}, "s": "é😀"}
     body: dict[str, Any] = {"id": "r1", "instructions": "Be brief.", "usage": {"total": 3}}
-    saved = record("r1", inputs=["hello"], outputs=["hi there", unusual], body=body)
+    saved = record("r1", "r0", inputs=["hello"], outputs=["hi there", unusual], body=body)
+    await store.save(record("r0"))
     await store.save(saved)
 
     got = await store.get(tenant, "r1")
 
     assert got is not None
-    assert (got.tenant_id, got.id, got.previous_response_id) == (tenant, "r1", None)
+    assert (got.tenant_id, got.id, got.previous_response_id) == (tenant, "r1", "r0")
     assert (got.status, got.created_at, got.body) == ("completed", 1_700_000_000.25, body)
     assert got.output_items == saved.output_items
     assert got.input_items == []
@@ -200,6 +201,8 @@ async def test_input_item_page_edge_cases(
     assert await ids("r1", after="unknown", limit=10, order="asc") == ([], False)
     assert await ids("r2", after=None, limit=10, order="asc") == ([], False)
     assert await ids("missing", after=None, limit=10, order="asc") is None
+    assert await ids("r1", after=None, limit=1, order="asc") == (["x"], True)
+    assert await ids("r1", after="y", limit=1, order="desc") == ([None], True)
     with pytest.raises(ValueError, match="limit"):
         await store.list_input_items(tenant, "r1", after=None, limit=0, order="asc")
 
@@ -289,4 +292,4 @@ async def test_nul_bytes_in_keys_match_nothing_and_labels_with_them_still_save(
     assert page.items == [labelled]
     after = await store.list_input_items(tenant, "nul-label", after="a\x00b", limit=5, order="asc")
     assert after is not None
-    assert after.items == []
+    assert (after.items, after.has_more) == ([], False)

@@ -133,16 +133,18 @@ async def test_a_failed_response_lends_its_input_but_not_its_output(
 async def test_in_progress_lists_every_running_response_with_its_owner(
     store: SqlResponseStore, record: RecordFactory, tenant: str
 ) -> None:
-    await store.save(started(record, "running", "q"))
     await store.save(record("done", inputs=["q"]))
+    await store.save(started(record, "running", "q", previous="done"))
     deleted = started(record, "deleted", "q")
     await store.save(deleted)
     await store.delete(tenant, "deleted")
 
     mine = {r.id: r for r in await store.in_progress() if r.tenant_id == tenant}
     assert set(mine) == {"running", "deleted"}
-    assert mine["running"].owner == "host 1 2"
-    assert mine["running"].body == {"id": "running", "model": "m"}
+    running = mine["running"]
+    assert (running.owner, running.previous_response_id) == ("host 1 2", "done")
+    assert (running.status, running.created_at) == ("in_progress", 1_700_000_000.25)
+    assert running.body == {"id": "running", "model": "m"}
 
 
 async def test_starts_and_ends_arriving_together_share_one_transaction(
