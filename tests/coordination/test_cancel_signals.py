@@ -66,10 +66,11 @@ async def test_sending_without_redis_is_a_503() -> None:
 
 
 async def test_redis_down_at_start_up_is_subscribed_to_once_it_answers(
-    redis_url: str, monkeypatch: pytest.MonkeyPatch
+    redis_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Start-up does not fail when Redis is unreachable (the gateway serves on, as when
-    Redis goes away later): the listener subscribes once it answers and hears cancels."""
+    Redis goes away later), and says so with Redis's error: the listener subscribes once
+    it answers and hears cancels."""
     monkeypatch.setattr(redis_module, "_RESUBSCRIBE_DELAY", 0.05)
     target = urlsplit(redis_url)
     with socket.socket() as probe:  # a port nothing listens on yet
@@ -78,7 +79,12 @@ async def test_redis_down_at_start_up_is_subscribed_to_once_it_answers(
     prefix = f"test:{uuid.uuid4().hex}:"
     owner = RedisCancelSignals(connect(f"redis://127.0.0.1:{port}{target.path}"), prefix)
     heard: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
-    await owner.start(lambda t, r: heard.put_nowait((t, r)))  # does not raise
+    with caplog.at_level(logging.WARNING, logger=redis_module.__name__):
+        await owner.start(lambda t, r: heard.put_nowait((t, r)))  # does not raise
+    [warned] = [r.getMessage() for r in ours(caplog)]
+    assert warned.startswith("cancel signals: Redis is unreachable (")
+    assert f"127.0.0.1:{port}" in warned, "the client's error"
+    assert warned.endswith("); subscribing again every 0.05s")
 
     async def forward(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         to_redis = await asyncio.open_connection(target.hostname, target.port or 6379)

@@ -512,4 +512,5 @@ async def test_a_settle_redis_cannot_take_is_one_warning(
             await results.aclose()
     [warned] = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert logged in warned
-    assert "The coordination store (Redis) is unavailable. (" in warned, "what Redis said"
+    assert "The coordination store (Redis) is unavailable. (" in warned
+    assert "Connection closed" in warned, "what Redis's client said of the cut"
