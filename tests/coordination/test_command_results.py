@@ -327,6 +327,29 @@ async def test_a_claim_is_renewed_while_its_command_runs(redis_url: str) -> None
 
 
 @pytest.mark.redis
+async def test_a_renewal_redis_cannot_take_is_warned_of_with_its_error(
+    redis_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Renewing goes on through an outage, each failure told with what Redis's client
+    said (the claim may expire meanwhile: a retry then runs the command again)."""
+    async with Switch(redis_url) as switch:
+        results = RedisCommandResults(
+            connect(switch.url), f"test:{uuid.uuid4().hex}:", claim_ttl=0.3
+        )
+        try:
+            assert await results.claim(KEY, "f") is None
+            with caplog.at_level(logging.WARNING, logger=redis_module.__name__):
+                switch.off()
+                await switch.refused(4)  # renewals, and their sends on new connections
+        finally:
+            await results.aclose()
+    warned = [r.getMessage() for r in caplog.records if r.name == redis_module.__name__]
+    assert warned
+    for message in warned:
+        assert message.startswith("renewing a command's claim failed: Connection closed")
+
+
+@pytest.mark.redis
 async def test_a_claim_whose_holder_died_expires_and_the_command_runs_again(
     redis_url: str,
 ) -> None:
