@@ -129,13 +129,14 @@ async def test_a_tenants_record_of_expired_outcomes_is_bounded_and_expires(
             await _remember(results, key, b"x")
             await probe.delete(_command(prefix, key))  # expired
 
-        records = [k for k in await probe.keys(prefix + "*") if b":cmd:" not in k]
-        assert records, "the tenant's record of its outcomes"
-        for record in records:
-            assert await probe.type(record) in (b"zset", b"hash")
+        digest = hashlib.sha256(b"bob").hexdigest()
+        order, sizes = f"{prefix}outcomes:{digest}", f"{prefix}outcome-bytes:{digest}"
+        records = {k for k in await probe.keys(prefix + "*") if b":cmd:" not in k}
+        assert records == {order.encode(), sizes.encode()}, "the documented keys"
+        assert (await probe.type(order), await probe.type(sizes)) == (b"zset", b"hash")
+        for record in (order, sizes):
             assert 99_000 < await probe.pttl(record) <= 100_000
-            if await probe.type(record) == b"zset":
-                assert await probe.zcard(record) == 3
+        assert await probe.zcard(order) == 3
     finally:
         await results.aclose()
         await probe.aclose()
