@@ -40,20 +40,34 @@ async def test_a_cancel_sent_by_one_process_reaches_every_process(redis_url: str
             await signals.aclose()
 
 
-async def test_malformed_messages_on_the_channel_are_ignored(redis_url: str) -> None:
+async def test_malformed_messages_on_the_channel_are_ignored(
+    redis_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Ignored, those that are no such message with a warning: ids that are no strings
+    are dropped quietly."""
     prefix = f"test:{uuid.uuid4().hex}:"
     owner = RedisCancelSignals(connect(redis_url), prefix)
     heard: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
     await owner.start(lambda t, r: heard.put_nowait((t, r)))
     publisher = Redis.from_url(redis_url)
+    junk = (
+        b"not json",
+        b'{"tenant": "default"}',
+        b'{"tenant": 1, "response": 2}',
+        b'{"tenant": "t", "response": 2}',
+        b'{"tenant": 1, "response": "r"}',
+    )
     try:
-        for junk in (b"not json", b'{"tenant": "default"}', b'{"tenant": 1, "response": 2}'):
-            await publisher.publish(prefix + "cancel", junk)
-        await publisher.publish(prefix + "cancel", b'{"tenant": "t", "response": "r"}')
-        assert await heard.get() == ("t", "r")  # the first one heard is the valid one
+        with caplog.at_level(logging.WARNING, logger=redis_module.__name__):
+            for message in junk:
+                await publisher.publish(prefix + "cancel", message)
+            await publisher.publish(prefix + "cancel", b'{"tenant": "t", "response": "r"}')
+            assert await heard.get() == ("t", "r")  # the first one heard is the valid one
     finally:
         await owner.aclose()
         await publisher.aclose()
+    warned = [r.getMessage() for r in ours(caplog)]
+    assert warned == ["cancel signals: ignoring a malformed message"] * 2
 
 
 async def test_sending_without_redis_is_a_503() -> None:

@@ -351,7 +351,7 @@ async def test_a_renewal_redis_cannot_take_is_warned_of_with_its_error(
 
 @pytest.mark.redis
 async def test_a_claim_whose_holder_died_expires_and_the_command_runs_again(
-    redis_url: str,
+    redis_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     prefix = f"test:{uuid.uuid4().hex}:"
     dead = RedisCommandResults(connect(redis_url), prefix, claim_ttl=0.2)
@@ -361,7 +361,11 @@ async def test_a_claim_whose_holder_died_expires_and_the_command_runs_again(
         for _, renewing in dead._held.values():  # the holder's process is gone
             renewing.cancel()
         assert await alive.claim(KEY, "f") is None  # waited for the expiry, then claimed
-        await dead.complete(KEY, Outcome("f", b"late"))  # not its claim any more
+        with caplog.at_level(logging.WARNING, logger=redis_module.__name__):
+            await dead.complete(KEY, Outcome("f", b"late"))  # not its claim any more
+        assert [r.getMessage() for r in caplog.records if r.name == redis_module.__name__] == [
+            "the claim of a command expired before it ended; its outcome is lost"
+        ]
         await alive.complete(KEY, Outcome("f", b"mine"))
         assert await alive.claim(KEY, "f") == Outcome("f", b"mine")
     finally:
