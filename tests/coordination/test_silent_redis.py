@@ -28,6 +28,9 @@ TIMEOUT = 0.2
 """Seconds a command waits for Redis here."""
 BOUND = 30.0
 """Seconds a failure is given to come: one waiting longer hangs, and fails its test."""
+IN_TIME = 10 * TIMEOUT
+"""Seconds a claim's failure comes within: one timeout, not redis-py's default of 5 s nor
+a timeout retried after a backoff."""
 
 
 @pytest.fixture
@@ -50,10 +53,12 @@ async def test_a_claim_fails_in_time_then_redis_answers_again(switch: Switch, pr
     try:
         assert await results.claim(CommandKey("t", "p", "before"), "f") is None
         switch.silence()
+        started = asyncio.get_running_loop().time()
         async with asyncio.timeout(BOUND):
             with pytest.raises(StorageError) as raised:
                 await results.claim(CommandKey("t", "p", "during"), "f")
         assert raised.value.status == 503
+        assert asyncio.get_running_loop().time() - started < IN_TIME
 
         switch.on()
         async with asyncio.timeout(BOUND):
@@ -62,6 +67,31 @@ async def test_a_claim_fails_in_time_then_redis_answers_again(switch: Switch, pr
             assert await results.claim(CommandKey("t", "p", "during"), "f") is None
     finally:
         await results.aclose()
+
+
+async def test_a_command_that_timed_out_is_not_sent_again(prefix: str) -> None:
+    """An unresponsive Redis costs one timeout, not one per retry: only a connection
+    found closed is replaced and the command sent again (redis-py's default retries
+    timeouts too, three times, with a backoff)."""
+    accepted = 0
+
+    async def frozen(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal accepted
+        accepted += 1
+        await reader.read()  # hears everything, answers nothing
+        writer.close()
+
+    server = await asyncio.start_server(frozen, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    results = RedisCommandResults(connect(f"redis://127.0.0.1:{port}/0", timeout=TIMEOUT), prefix)
+    try:
+        async with asyncio.timeout(BOUND):
+            with pytest.raises(StorageError):
+                await results.claim(CommandKey("t", "p", "k"), "f")
+        assert accepted == 1
+    finally:
+        await results.aclose()
+        server.close()
 
 
 async def test_rate_limits_let_requests_through_in_time(switch: Switch, prefix: str) -> None:
