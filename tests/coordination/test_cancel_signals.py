@@ -70,13 +70,22 @@ async def test_malformed_messages_on_the_channel_are_ignored(
     assert warned == ["cancel signals: ignoring a malformed message"] * 2
 
 
-async def test_sending_without_redis_is_a_503() -> None:
+async def test_sending_without_redis_is_a_503(caplog: pytest.LogCaptureFixture) -> None:
+    """The client gets the generic 503; the log line says what Redis's client said."""
     signals = RedisCancelSignals(connect("redis://127.0.0.1:1/0"), "test:")
     try:
-        with pytest.raises(StorageError):
+        with (
+            caplog.at_level(logging.WARNING, logger=redis_module.__name__),
+            pytest.raises(
+                StorageError, match=r"^The coordination store \(Redis\) is unavailable\.$"
+            ),
+        ):
             await signals.send("default", "resp_1")
     finally:
         await signals.aclose()
+    [warned] = [r.getMessage() for r in ours(caplog)]
+    assert warned.startswith("redis: ")
+    assert "127.0.0.1:1" in warned
 
 
 async def test_redis_down_at_start_up_is_subscribed_to_once_it_answers(
