@@ -23,6 +23,13 @@ def part_limit(max_input_items: int) -> int:
     return PARTS_PER_ITEM * max_input_items
 
 
+def countable(size: int, max_input_items: int) -> bool:
+    """Whether a body of ``size`` bytes could carry more parts than ``max_input_items``
+    allows: each takes two of its bytes at least (``1,``), so a smaller body, as nearly
+    every request is, is not counted at all."""
+    return size > 2 * part_limit(max_input_items)
+
+
 def parts_in(entries: list[Any], fields: tuple[str, ...], inner: str | None = None) -> int:
     """The content parts of the parsed ``entries`` (messages, input items): the length of
     each one's ``fields`` that is an array, and with ``inner``, of that field of each of

@@ -58,7 +58,7 @@ from stateway.protocols.chat.tools import (
     decode_tool_choice,
     decode_tools,
 )
-from stateway.protocols.input_parts import part_limit, parts_in
+from stateway.protocols.input_parts import countable, part_limit, parts_in
 from stateway.protocols.moderation import check_moderation
 from stateway.protocols.responses.metadata import decode_metadata
 from stateway.protocols.responses.nesting import check_nesting
@@ -126,7 +126,8 @@ def peek_chat(raw: bytes, *, max_input_items: int | None = None) -> ChatCall:
     messages = fields.get("messages")
     if max_input_items is not None and isinstance(messages, list):
         _check_count(len(messages), max_input_items)
-        _check_parts(parts_in(messages, ("content",)), part_limit(max_input_items))
+        if countable(len(raw), max_input_items):
+            _check_parts(parts_in(messages, ("content",)), part_limit(max_input_items))
     searching = fields.get(WEB_SEARCH_OPTIONS) is not None
     return ChatCall(model, fields, fields.get("stream") is True, searching)
 

@@ -48,7 +48,7 @@ from stateway.core.errors import InvalidRequest
 from stateway.core.generation_settings import GenerationSettings
 from stateway.core.nesting import MAX_NESTING, nests_too_deep
 from stateway.core.tools.changes import tools_in_effect
-from stateway.protocols.input_parts import part_limit, parts_in
+from stateway.protocols.input_parts import countable, part_limit, parts_in
 from stateway.protocols.messages import compaction
 from stateway.protocols.messages.billing_header import without_billing_header
 from stateway.protocols.messages.blocks import TextBlock
@@ -211,7 +211,8 @@ def _validated(raw: bytes, model: type[Body], max_input_items: int | None) -> Bo
     if limit is not None and isinstance(messages, list):
         if len(messages) > limit:
             raise _too_many(len(messages), limit)
-        _check_blocks(data, messages, limit)
+        if countable(len(raw), limit):
+            _check_blocks(data, messages, limit)
     for key, value in data.items():
         if isinstance(value, dict | list) and nests_too_deep(value):
             raise field_error(

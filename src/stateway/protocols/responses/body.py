@@ -10,7 +10,7 @@ import pydantic
 
 from stateway.core.errors import InvalidRequest
 from stateway.protocols import validation
-from stateway.protocols.input_parts import part_limit, parts_in
+from stateway.protocols.input_parts import countable, part_limit, parts_in
 
 
 def parse_body(raw: bytes, max_input_items: int | None) -> Any:
@@ -26,18 +26,21 @@ def parse_body(raw: bytes, max_input_items: int | None) -> Any:
             code="invalid_json",
         ) from None
     if max_input_items is not None:
-        check_item_count(data, max_input_items)
+        check_item_count(data, max_input_items, len(raw))
     return data
 
 
-def check_item_count(data: Any, limit: int) -> None:
+def check_item_count(data: Any, limit: int, size: int | None = None) -> None:
     """Refuse an ``input`` array longer than ``limit``, or carrying more content parts
-    than :mod:`~stateway.protocols.input_parts` allows (before validating its items)."""
+    than :mod:`~stateway.protocols.input_parts` allows (before validating its items; not
+    counted when the body's ``size`` in bytes could not hold that many)."""
     items = data.get("input") if isinstance(data, dict) else None
     if not isinstance(items, list):
         return
     if len(items) > limit:
         raise validation.array_too_long("input", limit, len(items))
+    if size is not None and not countable(size, limit):
+        return
     if (parts := parts_in(items, _PARTS)) > (most := part_limit(limit)):
         raise InvalidRequest(
             f"Invalid 'input': {parts} content parts are more than the {most} this gateway "
