@@ -1,6 +1,7 @@
 """How many content parts a request may carry: ten for each input item it may carry
 (``[server] max_input_items``), counted in the parsed body before anything is validated,
-on every frontend (a Chat Completions request the fast path forwards included).
+on every frontend (a Chat Completions request the fast path forwards included), and for
+the items a conversation is given (twenty a request).
 
 A part costs the gateway about as much as an item, whatever its text: its parsed object,
 its validated model, its canonical copy (some 500 bytes to a kilobyte each). A body

@@ -21,6 +21,7 @@ from stateway.protocols.conversations.decode import (
     decode_list_items,
     decode_update_conversation,
 )
+from stateway.protocols.input_parts import part_limit
 from stateway.protocols.responses.decode import decode_create
 
 
@@ -61,6 +62,24 @@ def test_more_than_twenty_items_are_refused(decode: Any) -> None:
     assert (error.status, error.param, error.code) == (400, "items", "array_above_max_length")
     fits = body(items=[user(str(n)) for n in range(MAX_ITEMS)])
     assert len(decode_add_items("conv_1", fits).items) == MAX_ITEMS
+
+
+@pytest.mark.parametrize("decode", [decode_create_conversation, decode_add_items])
+def test_more_than_ten_content_parts_an_item_are_refused(decode: Any) -> None:
+    """The content-parts bound of a response create holds for the items a conversation is
+    given too (:mod:`~stateway.protocols.input_parts`): twenty items a request, so two
+    hundred parts, a message's content's and a tool output's counted."""
+    most = part_limit(MAX_ITEMS)
+    text = {"type": "input_text", "text": "x"}
+    output = {"type": "function_call_output", "call_id": "c", "output": [text]}
+    over = body(items=[{"role": "user", "content": [text] * most}, output])
+    with pytest.raises(InvalidRequest) as caught:
+        decode(over) if decode is decode_create_conversation else decode("conv_1", over)
+    error = caught.value
+    assert (error.status, error.param, error.code) == (400, "items", "array_above_max_length")
+    assert f"{most + 1} content parts" in str(error)
+    fits = body(items=[{"role": "user", "content": [text] * most}])
+    assert len(decode_add_items("conv_1", fits).items) == 1
 
 
 @pytest.mark.parametrize(

@@ -2,8 +2,9 @@
 
 Bodies are small JSON objects; unknown fields are ignored, as on ``/v1/responses``. Items
 are Responses input items (a string item list is not accepted: a conversation is given
-items), normalized the same way, at most :data:`MAX_ITEMS` per request as hosted; but not
-a ``compaction_trigger``, which no conversation item type is (a turn's last input item).
+items), normalized the same way, at most :data:`MAX_ITEMS` per request as hosted, with at
+most ten content parts for each (:mod:`~stateway.protocols.input_parts`); but not a
+``compaction_trigger``, which no conversation item type is (a turn's last input item).
 Metadata: at most 16 pairs, keys up to 64 characters, values strings up to 512. A
 ``safety_identifier`` is checked as on ``/v1/responses`` (up to 128 characters).
 """
@@ -23,7 +24,7 @@ from stateway.core.conversations.commands import (
 )
 from stateway.core.errors import InvalidRequest
 from stateway.core.items import Item
-from stateway.protocols.responses.body import parse_body
+from stateway.protocols.responses.body import check_part_count, parse_body
 from stateway.protocols.responses.include import read_include
 from stateway.protocols.responses.items import decode_items
 from stateway.protocols.responses.metadata import decode_metadata
@@ -103,6 +104,7 @@ def _items(value: Any, *, allow_empty: bool) -> list[Item]:
         )
     if len(value) > MAX_ITEMS:
         raise array_too_long("items", MAX_ITEMS, len(value))
+    check_part_count(value, MAX_ITEMS, "items")
     if not value and not allow_empty:
         raise empty_array("items")
     items = decode_items(value, field="items")

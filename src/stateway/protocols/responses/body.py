@@ -41,11 +41,17 @@ def check_item_count(data: Any, limit: int, size: int | None = None) -> None:
         raise validation.array_too_long("input", limit, len(items))
     if size is not None and not countable(size, limit):
         return
+    check_part_count(items, limit, "input")
+
+
+def check_part_count(items: list[Any], limit: int, field: str) -> None:
+    """Refuse the input ``items`` of ``field`` (a request that may carry ``limit``) if
+    they hold more content parts than :mod:`~stateway.protocols.input_parts` allows."""
     if (parts := parts_in(items, _PARTS)) > (most := part_limit(limit)):
         raise InvalidRequest(
-            f"Invalid 'input': {parts} content parts are more than the {most} this gateway "
-            "takes (ten for each input item).",
-            param="input",
+            f"Invalid '{field}': {parts} content parts are more than the {most} this "
+            "gateway takes (ten for each input item).",
+            param=field,
             code="array_above_max_length",
         )
 
