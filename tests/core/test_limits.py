@@ -5,6 +5,8 @@ principal's buckets, other commands do not; a refusal is a 429 with whole-second
 from __future__ import annotations
 
 import asyncio
+import gc
+import weakref
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -525,6 +527,7 @@ BASE64 = "data:image/png;base64," + "A" * 999
             1685,
         ),
         ([image("data:1"), {"image_url": "data:2"}, "text", {"image_url": {}}], "data:1", 1600),
+        ([image("https://example.test/éééé.png")], "https://example.test/éééé.png", 1600),
     ],
 )
 async def test_a_relayed_answers_estimate_is_its_output_and_its_prompts_bytes_and_images(
@@ -533,7 +536,7 @@ async def test_a_relayed_answers_estimate_is_its_output_and_its_prompts_bytes_an
     """Exactly: the output's estimate, a token per four bytes of the body (rounded up)
     without its images' URLs, and each image at its detail's tokens."""
     fields = {"model": "fast", "messages": [{"role": "user", "content": content}]}
-    size = len(orjson.dumps(fields)) - len(urls)
+    size = len(orjson.dumps(fields)) - len(urls.encode())
     assert await charged_for(UncountedRelay(200, 7), fields) == [7 + -(-size // 4) + images]
 
 
@@ -633,3 +636,37 @@ async def test_closing_waits_for_the_charges_under_way() -> None:
     await limits.aclose()
     assert buckets.taken == [("tokens\x1facme\x1falice", 42)]
     assert buckets.closed
+
+
+class Fields(dict[str, Any]):
+    """A parsed body whose release a weak reference tells."""
+
+
+@pytest.mark.parametrize("counting", [True, False])
+async def test_a_relay_holds_nothing_of_its_request_while_its_answer_goes_out(
+    counting: bool,
+) -> None:
+    """The parsed body (megabytes, as the bytes it was parsed from) is let go once the
+    relay opens, tokens counted or not: what its estimate needs is taken before; the
+    charge is what it would have been."""
+    debits = Debits()
+    limits = RateLimits(debits, tokens_per_minute=100_000 if counting else None)
+    relay = UncountedRelay(200, 7)
+
+    class Relaying(ScriptedBackend):
+        async def forward_chat(self, body: bytes) -> UncountedRelay:
+            return relay
+
+    content = [{"type": "text", "text": "x" * 100}, image(BASE64)]
+    fields = Fields(model="fast", messages=[{"role": "user", "content": content}])
+    size = len(orjson.dumps(fields)) - len(BASE64)
+    command = forwarded(fields)
+    held = await gateway_with(limits, Relaying([])).execute(ALICE, command)
+    assert not isinstance(held, Run)
+    released = weakref.ref(fields)
+    del fields, command
+    gc.collect()
+    assert released() is None
+    await held.aclose()
+    await limits.settled()
+    assert debits.charged == ([7 + -(-size // 4) + 1600] if counting else [])

@@ -44,10 +44,10 @@ class _Asked:
     """What a relayed answer's end needs of its request (:meth:`ChatForwarding._relayed`)."""
 
     model: str
-    fields: dict[str, Any]
-    """The body parsed: its images, for an estimate of the prompt's tokens."""
-    sent: int
-    """The bytes of the body sent upstream."""
+    prompt: int
+    """The prompt's estimated tokens (:func:`_prompt_estimate`; 0 where tokens are not
+    counted), taken before the relay opens: neither the body nor its parsed fields (as
+    large) are held while the answer is relayed."""
 
 
 class ChatForwarding:
@@ -99,7 +99,9 @@ class ChatForwarding:
                 candidate = route.candidates[0]
                 # What the relay's end needs of the request, not the request: its body
                 # (megabytes, maybe) is not held while the answer is relayed.
-                asked = _Asked(command.model, command.fields, len(body))
+                counted = self._limits is not None and self._limits.counts_tokens
+                prompt = _prompt_estimate(len(body), command.fields) if counted else 0
+                asked = _Asked(command.model, prompt)
                 ended = partial(self._relayed, principal, asked, route.name, candidate, health)
                 held = HeldRelay(generations, generation, self._runs, ended)
                 return await held.open(forwarder, body)
@@ -123,7 +125,7 @@ class ChatForwarding:
         None when the upstream never answered), and take the tokens it reported out of
         its principal's bucket; or, when it reported none (its client left before the
         usage came, or it was cut short), its output's, estimated, and once its output
-        began, its prompt's too (from the bytes of the body sent), as a translated
+        began, its prompt's too (estimated as it was sent), as a translated
         run's (:func:`~stateway.core.limits.charged_tokens`): leaving before the end must
         not make an answer free. Its candidate's circuit is told how it ended
         (:func:`_counted`), and the log, as a translated attempt's end is logged."""
@@ -140,7 +142,7 @@ class ChatForwarding:
         if usage is not None:
             self._limits.charge_after(principal, None, lambda: usage.total_tokens)
         elif relay.status < 400:
-            estimated = partial(_estimated, relay, asked.sent, asked.fields)
+            estimated = partial(_estimated, relay, asked.prompt)
             self._limits.charge_after(principal, None, estimated)
 
 
@@ -171,16 +173,26 @@ def _counted(
     return failure
 
 
-def _estimated(relay: Relay, sent: int, fields: dict[str, Any]) -> int:
+def _estimated(relay: Relay, prompt: int) -> int:
     """A relayed answer's tokens its upstream never counted: its output's, and once that
-    began, the prompt's (the body's ``sent`` bytes at the estimate's rate, but each image
-    counted as one, as a translated run's estimate counts it, not by its base64)."""
+    began, the ``prompt``'s."""
     output = relay.output_estimate()
-    if not output:
-        return 0
+    return output + prompt if output else 0
+
+
+def _prompt_estimate(sent: int, fields: dict[str, Any]) -> int:
+    """A forwarded body's estimated tokens: its ``sent`` bytes at the estimate's rate, but
+    each image counted as one, as a translated run's estimate counts it, not by its
+    base64 (``fields``: the body parsed)."""
     images = list(_images(fields))
-    size = sent - sum(len(url.encode()) for url, _ in images)
-    return output + -(-max(0, size) // BYTES_PER_TOKEN) + sum(t for _, t in images)
+    size = sent - sum(_utf8_length(url) for url, _ in images)
+    return -(-max(0, size) // BYTES_PER_TOKEN) + sum(t for _, t in images)
+
+
+def _utf8_length(text: str) -> int:
+    """``text``'s UTF-8 bytes, not copied for an ASCII one (a data URL's base64, which may
+    be megabytes: this is counted before each relay where tokens are)."""
+    return len(text) if text.isascii() else len(text.encode())
 
 
 def _images(fields: dict[str, Any]) -> Iterator[tuple[str, int]]:
