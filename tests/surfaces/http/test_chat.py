@@ -4,9 +4,12 @@ relay, errors in the OpenAI shape, and fuzzed bodies that must never get a 5xx."
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import gc
 import json
 import logging
 import time
+import weakref
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
@@ -41,7 +44,9 @@ from stateway.core.principal import Principal
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.run_registry import RunRegistry
 from stateway.core.usage import Usage
+from stateway.protocols.chat.decode import ChatCall, peek_chat
 from stateway.surfaces.auth.authenticator import IDENTITY, Identity
+from stateway.surfaces.http import chat as chat_module
 from stateway.surfaces.http.app import build_http_app
 from stateway.surfaces.http.chat import ChatRoutes
 from stateway.surfaces.http.relay import RelayResponse
@@ -601,3 +606,34 @@ async def test_store_is_taken_and_nothing_is_stored() -> None:
     assert_openai_error(listed, 405)
     for method in ("GET", "DELETE"):
         assert_openai_error(await call(app, method, f"/v1/chat/completions/{completion_id}"), 404)
+
+
+class Fields(dict[str, Any]):
+    """A parsed body whose release a weak reference tells."""
+
+
+@pytest.mark.parametrize("stream", [True, False])
+async def test_a_translated_answer_goes_out_holding_no_parsed_body(
+    stream: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The parsed body (as large as the bytes it came in) is let go once the answer is
+    ready: it is not held while the answer goes out."""
+    parsed: list[weakref.ref[Fields]] = []
+
+    def peek(raw: bytes, **limits: Any) -> ChatCall:
+        call = peek_chat(raw, **limits)
+        fields = Fields(call.fields)
+        parsed.append(weakref.ref(fields))
+        return dataclasses.replace(call, fields=fields)
+
+    monkeypatch.setattr(chat_module, "peek_chat", peek)
+    held: list[bool] = []
+
+    def watch(message: Message) -> None:
+        if message["type"] == "http.response.body" and not held:
+            gc.collect()
+            held.append(parsed[0]() is not None)
+
+    reply = await post(build(), body(stream=stream), watch=watch)
+    assert reply.status == 200
+    assert held == [False]

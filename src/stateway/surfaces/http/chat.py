@@ -81,6 +81,7 @@ class ChatRoutes:
                     answer = _translated_answer(scope, translated[0].fields, error)
                 else:
                     answer = error_answer(scope, error)
+            translated.clear()  # its parsed body, as large, is not held either
             await answer(scope, receive, send)
         except asyncio.CancelledError:
             if watch is None or not watch.left():
