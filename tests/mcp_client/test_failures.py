@@ -19,6 +19,7 @@ from stateway.core.tools.ports import McpServer, McpTransport, ToolError, ToolFa
 from stateway.mcp_client.failures import classify, masked
 from stateway.mcp_client.pool import PooledMcpClient
 from stateway.redaction import RUN
+from tests.support.hostile_mcp_server import serve_huge_results
 from tests.support.mcp_server import (
     RunningMcpServer,
     hanging_server,
@@ -239,3 +240,17 @@ def test_a_header_value_of_exactly_the_shortest_credential_length_is_masked() ->
     server = McpServer("docs", "http://mcp.test/mcp", (("X-Key", key),))
     error = ToolError.execution([], f"the key {key} was refused")
     assert masked(ToolFailure(error), server).error.message == "the key *** was refused"
+
+
+async def test_a_json_reply_past_the_event_limit_is_refused_unread(
+    pool: PooledMcpClient,
+) -> None:
+    """The SDK reads a JSON reply whole: a 64 MiB one (with no ``Content-Length``) is
+    abandoned at the session's limit, as a failed call, instead of held in memory; the
+    session is retired (its reply was left unread)."""
+    with serve_huge_results(mebibytes=64) as url:
+        errors = [await error_of(pool, remote(url)) for _ in range(2)]
+
+    message = "MCP server 'docs' sent a reply larger than the gateway reads"
+    assert errors == [ToolError.protocol(types.PARSE_ERROR, message)] * 2
+    assert pool.initializations == 4  # a new session for every call and listing

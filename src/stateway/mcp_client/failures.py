@@ -22,6 +22,7 @@ HTTP 401 / 403                    ``refused the credentials (HTTP 401)``  http 4
 other HTTP error status           ``answered HTTP 503``                   http 503    retired
 200 with another content type     ``answered text/html, not MCP``         -32700      retired
 unparseable or non-JSON-RPC body  ``sent a reply that is not MCP``        -32700      retired
+JSON reply past the event limit   ``sent a reply larger than the gateway``  -32700      retired
 stream closed, transport ended    ``closed the connection``               -32000      retired
 JSON-RPC error from the server    ``returned an error: <its message>``    its code    kept
 a tool asking for input first     ``tool 'x' asked for input, ...``       -32021      kept
@@ -122,6 +123,8 @@ def handshake_timeout(seconds: float) -> Failure:
 
 
 def from_http(event: HttpEvent) -> Failure:
+    if event.oversized:
+        return _retiring("sent a reply larger than the gateway reads", types.PARSE_ERROR)
     if event.status in (401, 403):
         return _retiring(f"refused the credentials (HTTP {event.status})", event.status, "http")
     if event.status >= 400:

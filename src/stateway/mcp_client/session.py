@@ -65,7 +65,7 @@ class PooledSession:
         self.in_flight = 0
         self.retired = False
         """No new calls: the owner closes the session once ``in_flight`` is zero."""
-        self.trace = HttpTrace(on_event=self.retire)
+        self.trace = HttpTrace(on_event=self.retire, max_body_bytes=max_event_bytes)
         self._ttl = ttl
         self._connect_timeout = connect_timeout
         self._max_event_bytes = max_event_bytes

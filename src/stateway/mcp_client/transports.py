@@ -6,7 +6,8 @@ both read as ``INTERNAL_ERROR``, a 404 as ``Session terminated``) or into bare t
 exceptions. The trace is an ``httpx2`` response hook on the session's own client, so the
 error mapping (:mod:`stateway.mcp_client.failures`) can name the status the server really
 answered, and the pool can tell a session the server forgot (404 on a request carrying the
-session id) from a tool that failed.
+session id) from a tool that failed. The same hook caps a JSON answer's body (the SDK
+reads one whole, with no limit): the answer's bytes are counted as they arrive.
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ class HttpEvent:
     content_type: str
     session_gone: bool
     """A 404 to a request carrying the session id: the server no longer knows the session."""
+    oversized: bool = False
+    """A JSON answer longer than the session takes: abandoned unread (:class:`_CappedBody`)."""
 
 
 class HttpTrace:
@@ -50,8 +53,12 @@ class HttpTrace:
     ``on_event`` runs at each such answer (the session retires itself: the SSE transport
     drops a failed POST's request without answering it, and stops sending after it)."""
 
-    def __init__(self, on_event: Callable[[], None] = lambda: None) -> None:
+    def __init__(
+        self, on_event: Callable[[], None] = lambda: None, max_body_bytes: int = MIN_EVENT_BYTES
+    ) -> None:
         self.serial = 0
+        self.max_body_bytes = max_body_bytes
+        """The longest JSON answer to a POST taken (:func:`event_limit`)."""
         self._last: HttpEvent | None = None
         self._on_event = on_event
 
@@ -66,17 +73,55 @@ class HttpTrace:
         if response.request.method != "POST":
             return
         content_type = response.headers.get("content-type", "").partition(";")[0].strip().lower()
+        if content_type == "application/json":
+            response.stream = _CappedBody(response, self)
         foreign = response.status_code == 200 and content_type not in _MCP_CONTENT_TYPES
         if response.status_code < 400 and not foreign:
             return
+        self.record(response, content_type)
+
+    def record(self, response: httpx2.Response, content_type: str, oversized: bool = False) -> None:
+        """Note a non-MCP answer (``oversized``: a JSON one too long to read)."""
         self.serial += 1
         self._last = HttpEvent(
             serial=self.serial,
             status=response.status_code,
             content_type=content_type,
             session_gone=response.status_code == 404 and MCP_SESSION_ID in response.request.headers,
+            oversized=oversized,
         )
         self._on_event()
+
+
+class BodyTooLarge(httpx2.StreamError):
+    """A JSON answer ran past the trace's ``max_body_bytes``: the SDK reads such an answer
+    whole (``response.aread()``, no limit of its own), so a server could make the gateway
+    hold any amount of memory with one reply."""
+
+
+class _CappedBody(httpx2.AsyncByteStream):
+    """A POST's JSON body, failing with :class:`BodyTooLarge` (the SDK's transport hands
+    the caller a parse error, the trace names the cause) once longer than allowed. Counts
+    the bytes as they arrive (a ``Content-Length`` may be absent or false)."""
+
+    def __init__(self, response: httpx2.Response, trace: HttpTrace) -> None:
+        self._inner = response.stream
+        self._response = response
+        self._trace = trace
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        assert isinstance(self._inner, httpx2.AsyncByteStream)
+        size = 0
+        async for chunk in self._inner:
+            size += len(chunk)
+            if size > self._trace.max_body_bytes:
+                self._trace.record(self._response, "application/json", oversized=True)
+                raise BodyTooLarge(f"longer than {self._trace.max_body_bytes} bytes")
+            yield chunk
+
+    async def aclose(self) -> None:
+        assert isinstance(self._inner, httpx2.AsyncByteStream)
+        await self._inner.aclose()
 
 
 @cache

@@ -1,0 +1,74 @@
+"""A raw MCP server over Streamable HTTP that completes the handshake honestly and then
+answers every ``tools/call`` with a JSON body of a chosen size (what the ``mcp`` SDK's
+server cannot be made to send): sent in 1 MiB chunks without a ``Content-Length``, so only
+the bytes read tell the client how long it is."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import orjson
+from starlette.types import Receive, Scope, Send
+
+from tests.support.mcp_server import serve_app
+
+CHUNK = b"a" * (1024 * 1024)
+
+
+async def _body(receive: Receive) -> bytes:
+    body = b""
+    while True:
+        message = await receive()
+        body += message.get("body", b"")
+        if not message.get("more_body"):
+            return body
+
+
+async def _answer(send: Send, status: int, parts: Iterator[bytes]) -> None:
+    headers = [(b"content-type", b"application/json")] if status == 200 else []
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    for part in parts:
+        await send({"type": "http.response.body", "body": part, "more_body": True})
+    await send({"type": "http.response.body", "body": b""})
+
+
+def _initialized(request: dict[str, Any]) -> Iterator[bytes]:
+    result = {
+        "protocolVersion": request["params"]["protocolVersion"],
+        "capabilities": {"tools": {}},
+        "serverInfo": {"name": "hostile", "version": "1"},
+    }
+    yield orjson.dumps({"jsonrpc": "2.0", "id": request["id"], "result": result})
+
+
+def _huge_text(request: dict[str, Any], mebibytes: int) -> Iterator[bytes]:
+    yield b'{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"' % (
+        orjson.dumps(request["id"])
+    )
+    for _ in range(mebibytes):
+        yield CHUNK
+    yield b'"}]}}'
+
+
+@contextmanager
+def serve_huge_results(mebibytes: int) -> Iterator[str]:
+    """A URL whose tool calls answer ``mebibytes`` MiB of text as one JSON reply."""
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        if scope["method"] != "POST":
+            await _answer(send, 405, iter(()))
+            return
+        request = orjson.loads(await _body(receive))
+        if "id" not in request:
+            await _answer(send, 202, iter(()))
+        elif request["method"] == "initialize":
+            await _answer(send, 200, _initialized(request))
+        else:
+            await _answer(send, 200, _huge_text(request, mebibytes))
+
+    with serve_app(app, lifespan=False) as base_url:
+        yield f"{base_url}/mcp"
