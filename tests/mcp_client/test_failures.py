@@ -254,3 +254,14 @@ async def test_a_json_reply_past_the_event_limit_is_refused_unread(
     message = "MCP server 'docs' sent a reply larger than the gateway reads"
     assert errors == [ToolError.protocol(types.PARSE_ERROR, message)] * 2
     assert pool.initializations == 4  # a new session for every call and listing
+
+
+async def test_a_compressed_json_reply_is_refused_unread(pool: PooledMcpClient) -> None:
+    """The gateway asks for replies as they are (``Accept-Encoding: identity``): a JSON
+    reply compressed anyway (64 MiB in under 100 KiB) is not decompressed into
+    memory but refused, as a reply that is not MCP."""
+    with serve_huge_results(mebibytes=64, gzip=True) as url:
+        error = await error_of(pool, remote(url))
+
+    message = "MCP server 'docs' answered application/json (gzip), not MCP"
+    assert error == ToolError.protocol(types.PARSE_ERROR, message)

@@ -1,10 +1,12 @@
 """A raw MCP server over Streamable HTTP that completes the handshake honestly and then
-answers every ``tools/call`` with a JSON body of a chosen size (what the ``mcp`` SDK's
+answers every other request with a JSON body of a chosen size (what the ``mcp`` SDK's
 server cannot be made to send): sent in 1 MiB chunks without a ``Content-Length``, so only
-the bytes read tell the client how long it is."""
+the bytes read tell the client how long it is; or gzip-compressed whatever the client
+accepts (about 1 KiB on the wire for every MiB of text)."""
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -26,8 +28,11 @@ async def _body(receive: Receive) -> bytes:
             return body
 
 
-async def _answer(send: Send, status: int, parts: Iterator[bytes]) -> None:
+async def _answer(send: Send, status: int, parts: Iterator[bytes], *, gzip: bool = False) -> None:
     headers = [(b"content-type", b"application/json")] if status == 200 else []
+    if gzip:
+        headers.append((b"content-encoding", b"gzip"))
+        parts = _gzipped(parts)
     await send({"type": "http.response.start", "status": status, "headers": headers})
     for part in parts:
         await send({"type": "http.response.body", "body": part, "more_body": True})
@@ -52,9 +57,18 @@ def _huge_text(request: dict[str, Any], mebibytes: int) -> Iterator[bytes]:
     yield b'"}]}}'
 
 
+def _gzipped(parts: Iterator[bytes]) -> Iterator[bytes]:
+    compressor = zlib.compressobj(9, zlib.DEFLATED, 31)  # 31: the gzip container
+    for part in parts:
+        if packed := compressor.compress(part):
+            yield packed
+    yield compressor.flush()
+
+
 @contextmanager
-def serve_huge_results(mebibytes: int) -> Iterator[str]:
-    """A URL whose tool calls answer ``mebibytes`` MiB of text as one JSON reply."""
+def serve_huge_results(mebibytes: int, *, gzip: bool = False) -> Iterator[str]:
+    """A URL whose requests after the handshake answer ``mebibytes`` MiB of text as one
+    JSON reply (``gzip``: compressed)."""
 
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -68,7 +82,7 @@ def serve_huge_results(mebibytes: int) -> Iterator[str]:
         elif request["method"] == "initialize":
             await _answer(send, 200, _initialized(request))
         else:
-            await _answer(send, 200, _huge_text(request, mebibytes))
+            await _answer(send, 200, _huge_text(request, mebibytes), gzip=gzip)
 
     with serve_app(app, lifespan=False) as base_url:
         yield f"{base_url}/mcp"

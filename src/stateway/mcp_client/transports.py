@@ -7,7 +7,8 @@ exceptions. The trace is an ``httpx2`` response hook on the session's own client
 error mapping (:mod:`stateway.mcp_client.failures`) can name the status the server really
 answered, and the pool can tell a session the server forgot (404 on a request carrying the
 session id) from a tool that failed. The same hook caps a JSON answer's body (the SDK
-reads one whole, with no limit): the answer's bytes are counted as they arrive.
+reads one whole, with no limit): its bytes are counted as they arrive, and one compressed
+although the client asked for none is not read at all.
 """
 
 from __future__ import annotations
@@ -33,6 +34,10 @@ MIN_EVENT_BYTES = 1024 * 1024
 """The SDK's own limit on one SSE event: the least :func:`event_limit` gives."""
 
 _MCP_CONTENT_TYPES = ("application/json", "text/event-stream")
+
+IDENTITY = {"Accept-Encoding": "identity"}
+"""Asked of every server: answers as they are, so that a JSON body's limit counts what
+it holds (``httpx2`` would otherwise offer gzip and inflate what came, at any ratio)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +79,18 @@ class HttpTrace:
             return
         content_type = response.headers.get("content-type", "").partition(";")[0].strip().lower()
         if content_type == "application/json":
-            response.stream = _CappedBody(response, self)
+            encoding = response.headers.get("content-encoding", "identity").strip().lower()
+            if encoding != "identity":
+                # Asked for none (:data:`IDENTITY`): a compressed body could inflate to
+                # any size past the count of its bytes, so it is not read.
+                response.stream = _CappedBody(response.stream, -1, lambda: None)
+                self.record(response, f"{content_type} ({encoding})")
+                return
+            response.stream = _CappedBody(
+                response.stream,
+                self.max_body_bytes,
+                lambda: self.record(response, content_type, oversized=True),
+            )
         foreign = response.status_code == 200 and content_type not in _MCP_CONTENT_TYPES
         if response.status_code < 400 and not foreign:
             return
@@ -94,29 +110,35 @@ class HttpTrace:
 
 
 class BodyTooLarge(httpx2.StreamError):
-    """A JSON answer ran past the trace's ``max_body_bytes``: the SDK reads such an answer
-    whole (``response.aread()``, no limit of its own), so a server could make the gateway
-    hold any amount of memory with one reply."""
+    """A JSON answer not read: longer than the trace's ``max_body_bytes``, or compressed.
+    The SDK reads such an answer whole (``response.aread()``, no limit of its own), so a
+    server could make the gateway hold any amount of memory with one reply."""
 
 
 class _CappedBody(httpx2.AsyncByteStream):
     """A POST's JSON body, failing with :class:`BodyTooLarge` (the SDK's transport hands
-    the caller a parse error, the trace names the cause) once longer than allowed. Counts
-    the bytes as they arrive (a ``Content-Length`` may be absent or false)."""
+    the caller a parse error, the trace names the cause) once longer than ``limit`` bytes
+    (-1: at its first byte). Counts the bytes as they arrive (a ``Content-Length`` may be
+    absent or false); ``on_overflow`` runs first."""
 
-    def __init__(self, response: httpx2.Response, trace: HttpTrace) -> None:
-        self._inner = response.stream
-        self._response = response
-        self._trace = trace
+    def __init__(
+        self,
+        inner: httpx2.SyncByteStream | httpx2.AsyncByteStream,
+        limit: int,
+        on_overflow: Callable[[], None],
+    ) -> None:
+        self._inner = inner
+        self._limit = limit
+        self._on_overflow = on_overflow
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         assert isinstance(self._inner, httpx2.AsyncByteStream)
         size = 0
         async for chunk in self._inner:
             size += len(chunk)
-            if size > self._trace.max_body_bytes:
-                self._trace.record(self._response, "application/json", oversized=True)
-                raise BodyTooLarge(f"longer than {self._trace.max_body_bytes} bytes")
+            if size > self._limit:
+                self._on_overflow()
+                raise BodyTooLarge(f"longer than {self._limit} bytes")
             yield chunk
 
     async def aclose(self) -> None:
@@ -141,7 +163,7 @@ def _http_client(
     headers: dict[str, str] | None, timeout: httpx2.Timeout | None, trace: HttpTrace
 ) -> httpx2.AsyncClient:
     return httpx2.AsyncClient(
-        headers=headers,
+        headers={**IDENTITY, **(headers or {})},
         timeout=timeout,
         verify=_tls_context(),
         event_hooks={"response": [trace.observe]},
