@@ -6,6 +6,9 @@ import pytest
 
 from stateway.core.tools.ports import SearchHit, SearchQuery, ToolFailure
 from stateway.search.selection import (
+    MAX_SNIPPET_CHARS,
+    MAX_TITLE_CHARS,
+    MAX_URL_CHARS,
     content_results,
     host_allowed,
     normalize_domains,
@@ -126,3 +129,20 @@ def test_an_answer_without_a_results_list_fails_naming_the_provider(answer: obje
     with pytest.raises(ToolFailure) as caught:
         content_results(answer, "Tavily")
     assert caught.value.message == "Tavily returned an unexpected answer (no results list)"
+
+
+def test_a_hits_text_is_clipped_and_an_overlong_url_skipped() -> None:
+    """A provider's answer is capped as a whole (4 MiB), not per hit: one title or snippet
+    could otherwise fill the model's context and the stored item. A URL is never cut (it
+    would name another page): a hit whose URL no browser takes is left out."""
+    long_url = "https://example.com/" + "p" * MAX_URL_CHARS
+    hits = [
+        SearchHit("t" * 100_000, long_url, "s" * 100_000),
+        SearchHit("t" * 100_000, "https://example.com/ok", "s" * 100_000),
+    ]
+
+    [hit] = select_hits(hits, SearchQuery("q"), limit=5)
+
+    assert hit == SearchHit(
+        "t" * MAX_TITLE_CHARS, "https://example.com/ok", "s" * MAX_SNIPPET_CHARS
+    )

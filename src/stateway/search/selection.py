@@ -1,7 +1,8 @@
 """From a provider's parsed results to the hits the model sees: only ``http(s)`` URLs, only
 the allowed domains and none of the blocked ones (an entry naming a path, as Anthropic's
 ``example.com/blog``, only the pages under it), each URL once, at most the requested
-number, in the provider's order.
+number, in the provider's order; each one's title and snippet cut to a bound, and none
+whose URL is longer than a browser takes.
 
 Every provider's answer passes through :func:`select_hits`, so the three behave alike even
 where an API cannot filter by domain itself (SearXNG, Brave) or repeats a page that several
@@ -16,6 +17,15 @@ from urllib.parse import urlsplit, urlunsplit
 
 from stateway.core.tools.ports import INVALID_PARAMS, SearchHit, SearchQuery, ToolError, ToolFailure
 from stateway.core.tools.web_search import domain_scope
+
+MAX_TITLE_CHARS = 1_000
+MAX_SNIPPET_CHARS = 4_000
+"""A chosen hit's title and snippet are cut to these: a provider's answer is capped only as
+a whole (:data:`.transport.MAX_RESPONSE_BYTES`), and one hit's text could otherwise fill
+the model's context and the stored item (real ones are a few hundred characters)."""
+MAX_URL_CHARS = 8_192
+"""A hit whose URL is longer is left out (cutting it would name another page): no browser
+or server is required to take one (RFC 9110 recommends at least 8,000 octets)."""
 
 Scope = tuple[str, str]
 """A filter entry's host name and path (``""``: the whole site)."""
@@ -43,15 +53,22 @@ def select_hits(hits: Iterable[SearchHit], query: SearchQuery, limit: int) -> li
     for hit in hits:
         if len(chosen) >= wanted:
             break
-        key = _identity(hit.url)
+        key = _identity(hit.url) if len(hit.url) <= MAX_URL_CHARS else None
         if key is None or key in seen:
             continue
         url = hit.url.strip()  # as compared: the model cites it, the client opens it
         if (allowed and not in_scopes(url, allowed)) or in_scopes(url, blocked):
             continue
         seen.add(key)
-        chosen.append(hit if url == hit.url else replace(hit, url=url))
+        chosen.append(_clipped(hit, url))
     return chosen
+
+
+def _clipped(hit: SearchHit, url: str) -> SearchHit:
+    title, snippet = hit.title[:MAX_TITLE_CHARS], hit.snippet[:MAX_SNIPPET_CHARS]
+    if (title, url, snippet) == (hit.title, hit.url, hit.snippet):
+        return hit
+    return replace(hit, title=title, url=url, snippet=snippet)
 
 
 def text_field(value: object) -> str:
