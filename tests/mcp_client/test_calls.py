@@ -9,7 +9,8 @@ import orjson
 import pytest
 
 from stateway.core.tools.ports import McpServer, McpTransport, ToolError, ToolFailure
-from stateway.mcp_client.pool import PooledMcpClient
+from stateway.mcp_client.pool import MAX_LISTED_TOOLS, PooledMcpClient
+from tests.support.hostile_mcp_server import serve_endless_listing
 from tests.support.mcp_server import PICTURE_PNG, TOOLS, RunningMcpServer
 
 TRANSPORTS: list[McpTransport] = ["streamable_http", "sse"]
@@ -239,3 +240,19 @@ async def test_the_session_id_a_server_gives_is_masked_in_the_log(
     assert received
     assert all(re.fullmatch(r"Received session ID: \*\*\*#[0-9a-f]{8}", m) for m in received)
     assert not re.search(r"[0-9a-f]{32}", caplog.text)
+
+
+async def test_a_listing_stops_past_the_most_tools_a_request_may_offer(
+    pool: PooledMcpClient,
+) -> None:
+    """Pages that never end stop at the first past ``MAX_LISTED_TOOLS`` (the highest
+    ``max_discovered_tools``), not after ``MAX_TOOL_PAGES`` of them: 100 pages of 70,000
+    tools each held 3.6 GB."""
+    with (
+        serve_endless_listing(tools_per_page=3_000) as url,
+        pytest.raises(ToolFailure) as failure,
+    ):
+        await pool.list_tools(McpServer("docs", url))
+
+    message = f"MCP server 'docs' lists more than {MAX_LISTED_TOOLS} tools"
+    assert failure.value.error == ToolError(message)

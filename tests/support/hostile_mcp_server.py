@@ -1,5 +1,6 @@
 """A raw MCP server over Streamable HTTP that completes the handshake honestly and then
-answers every other request with a JSON body of a chosen size (what the ``mcp`` SDK's
+answers every other request with a JSON body: tool listings whose pages never end, or one
+of a chosen size (what the ``mcp`` SDK's
 server cannot be made to send): sent in 1 MiB chunks without a ``Content-Length``, so only
 the bytes read tell the client how long it is; or gzip-compressed whatever the client
 accepts (about 1 KiB on the wire for every MiB of text)."""
@@ -7,7 +8,7 @@ accepts (about 1 KiB on the wire for every MiB of text)."""
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -65,11 +66,12 @@ def _gzipped(parts: Iterator[bytes]) -> Iterator[bytes]:
     yield compressor.flush()
 
 
-@contextmanager
-def serve_huge_results(mebibytes: int, *, gzip: bool = False) -> Iterator[str]:
-    """A URL whose requests after the handshake answer ``mebibytes`` MiB of text as one
-    JSON reply (``gzip``: compressed)."""
+Answer = Callable[[dict[str, Any]], Iterator[bytes]]
+"""The JSON body of the reply to a request after the handshake."""
 
+
+@contextmanager
+def _serve(answer: Answer, *, gzip: bool = False) -> Iterator[str]:
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
@@ -82,7 +84,29 @@ def serve_huge_results(mebibytes: int, *, gzip: bool = False) -> Iterator[str]:
         elif request["method"] == "initialize":
             await _answer(send, 200, _initialized(request))
         else:
-            await _answer(send, 200, _huge_text(request, mebibytes), gzip=gzip)
+            await _answer(send, 200, answer(request), gzip=gzip)
 
     with serve_app(app, lifespan=False) as base_url:
         yield f"{base_url}/mcp"
+
+
+@contextmanager
+def serve_huge_results(mebibytes: int, *, gzip: bool = False) -> Iterator[str]:
+    """A URL whose requests after the handshake answer ``mebibytes`` MiB of text as one
+    JSON reply (``gzip``: compressed)."""
+    with _serve(lambda request: _huge_text(request, mebibytes), gzip=gzip) as url:
+        yield url
+
+
+def _endless_page(request: dict[str, Any], size: int) -> Iterator[bytes]:
+    page = int((request.get("params") or {}).get("cursor") or 0)
+    tools = [{"name": f"t{page}_{i}", "inputSchema": {"type": "object"}} for i in range(size)]
+    result = {"tools": tools, "nextCursor": str(page + 1)}
+    yield orjson.dumps({"jsonrpc": "2.0", "id": request["id"], "result": result})
+
+
+@contextmanager
+def serve_endless_listing(tools_per_page: int) -> Iterator[str]:
+    """A URL whose ``tools/list`` pages never end, each naming ``tools_per_page`` tools."""
+    with _serve(lambda request: _endless_page(request, tools_per_page)) as url:
+        yield url

@@ -36,6 +36,12 @@ T = TypeVar("T")
 MAX_TOOL_PAGES = 100
 """``tools/list`` pages followed before a server's listing counts as endless."""
 
+MAX_LISTED_TOOLS = 10_000
+"""Tools taken from a server's pages before its listing fails: the most any request may
+be offered (``[tools] max_discovered_tools`` at its highest), so a listing past it fails
+there anyway. Without it, pages of up to an SSE event each (4 MiB) could fill
+``MAX_TOOL_PAGES`` with millions of tools held at once."""
+
 MAX_SESSIONS = 256
 """Pooled sessions kept at once by default. Every distinct ``(tenant, url, transport,
 headers)`` is a session of its own, kept ``session_ttl`` once idle: without a bound, requests
@@ -112,6 +118,11 @@ class PooledMcpClient:
                 params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
                 page = await session.list_tools(params=params)
                 tools.extend(from_wire_tool(tool) for tool in page.tools)
+                if len(tools) > MAX_LISTED_TOOLS:
+                    message = (
+                        f"MCP server '{server.label}' lists more than {MAX_LISTED_TOOLS} tools"
+                    )
+                    raise ToolFailure(message)
                 cursor = page.next_cursor
                 if not cursor:
                     return tools
