@@ -8,6 +8,7 @@ import asyncio
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 
 import anyio
 import mcp_types as types
@@ -265,3 +266,13 @@ async def test_a_compressed_json_reply_is_refused_unread(pool: PooledMcpClient) 
 
     message = "MCP server 'docs' answered application/json (gzip), not MCP"
     assert error == ToolError.protocol(types.PARSE_ERROR, message)
+
+
+async def test_answers_are_asked_uncompressed_whatever_the_configured_headers_say(
+    pool: PooledMcpClient,
+) -> None:
+    """A server's headers asking for gzip do not undo ``Accept-Encoding: identity``: a
+    server compressing only when asked answers as it is, and the call succeeds."""
+    server = McpServer("docs", "", (("accept-encoding", "gzip"),))
+    with serve_huge_results(mebibytes=0, gzip="accepted") as url:
+        assert await pool.call_tool(replace(server, url=url), "add", {}) == ""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 from starlette.types import Receive, Scope, Send
@@ -66,12 +66,15 @@ def _gzipped(parts: Iterator[bytes]) -> Iterator[bytes]:
     yield compressor.flush()
 
 
+Compression = bool | Literal["accepted"]
+"""Whether replies are gzip-compressed: always, never, or when the client accepts it."""
+
 Answer = Callable[[dict[str, Any]], Iterator[bytes]]
 """The JSON body of the reply to a request after the handshake."""
 
 
 @contextmanager
-def _serve(answer: Answer, *, gzip: bool = False) -> Iterator[str]:
+def _serve(answer: Answer, *, gzip: Compression = False) -> Iterator[str]:
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
@@ -84,16 +87,19 @@ def _serve(answer: Answer, *, gzip: bool = False) -> Iterator[str]:
         elif request["method"] == "initialize":
             await _answer(send, 200, _initialized(request))
         else:
-            await _answer(send, 200, answer(request), gzip=gzip)
+            accepted = dict(scope["headers"]).get(b"accept-encoding", b"")
+            packed = gzip is True or (gzip == "accepted" and b"gzip" in accepted)
+            await _answer(send, 200, answer(request), gzip=packed)
 
     with serve_app(app, lifespan=False) as base_url:
         yield f"{base_url}/mcp"
 
 
 @contextmanager
-def serve_huge_results(mebibytes: int, *, gzip: bool = False) -> Iterator[str]:
+def serve_huge_results(mebibytes: int, *, gzip: Compression = False) -> Iterator[str]:
     """A URL whose requests after the handshake answer ``mebibytes`` MiB of text as one
-    JSON reply (``gzip``: compressed)."""
+    JSON reply (``gzip``: compressed; ``"accepted"``: when the request accepts gzip, as a
+    proxy compresses)."""
     with _serve(lambda request: _huge_text(request, mebibytes), gzip=gzip) as url:
         yield url
 

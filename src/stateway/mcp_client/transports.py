@@ -36,8 +36,9 @@ MIN_EVENT_BYTES = 1024 * 1024
 _MCP_CONTENT_TYPES = ("application/json", "text/event-stream")
 
 IDENTITY = {"Accept-Encoding": "identity"}
-"""Asked of every server: answers as they are, so that a JSON body's limit counts what
-it holds (``httpx2`` would otherwise offer gzip and inflate what came, at any ratio)."""
+"""Asked of every server, whatever a server's configured headers say: answers as they are,
+so that a JSON body's limit counts what it holds (``httpx2`` would otherwise offer gzip
+and inflate what came, at any ratio)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,11 +160,20 @@ def _tls_context() -> ssl.SSLContext:
     return httpx2.create_ssl_context()
 
 
+def _identity(headers: dict[str, str] | None) -> dict[str, str]:
+    """``headers`` asking for uncompressed answers (:data:`IDENTITY`), in place of any
+    ``Accept-Encoding`` of their own."""
+    kept = {
+        name: value for name, value in (headers or {}).items() if name.lower() != "accept-encoding"
+    }
+    return kept | IDENTITY
+
+
 def _http_client(
     headers: dict[str, str] | None, timeout: httpx2.Timeout | None, trace: HttpTrace
 ) -> httpx2.AsyncClient:
     return httpx2.AsyncClient(
-        headers={**IDENTITY, **(headers or {})},
+        headers=_identity(headers),
         timeout=timeout,
         verify=_tls_context(),
         event_hooks={"response": [trace.observe]},
