@@ -33,14 +33,8 @@ from tests.core.compaction.test_between_rounds import (
     user,
 )
 from tests.core.fakes import FakeMcp, MemoryStore, RoundsBackend
+from tests.core.tools.test_tool_search import WEATHER
 
-WEATHER: dict[str, Any] = {
-    "type": "function",
-    "name": "get_weather",
-    "description": "Current weather for a city.",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
-    "defer_loading": True,
-}
 SEARCH: dict[str, Any] = {"type": "tool_search"}
 TOOLS = [DOCS, WEATHER, SEARCH]
 
