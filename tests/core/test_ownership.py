@@ -9,7 +9,7 @@ import orjson
 
 from stateway.core import events as ev
 from stateway.core.ownership import ProcessIdentity, _start_time, fail_abandoned
-from stateway.core.ports import EventBatch, ResponseRecord
+from stateway.core.ports import ConversationTurn, EventBatch, ResponseRecord
 from stateway.protocols.responses.event_log import decode_event_json
 from stateway.protocols.responses.stream import encode_event_json
 from tests.core.fakes import MemoryStore
@@ -237,3 +237,20 @@ async def test_a_dead_run_keeps_what_a_custom_call_it_was_writing_had_of_its_inp
     assert store.records["t", "patching"].output_items == [cut]
     terminal = orjson.loads(store.events["t", "patching"][-1])
     assert terminal["response"]["output"] == [cut]
+
+
+async def test_a_dead_turn_lets_its_conversation_go_and_adds_nothing() -> None:
+    """The failed end is written with its turn's let-go (no items), not left to the lock's
+    holder being found ended: the retention may delete that holder's row later."""
+    store = MemoryStore()
+    turn = in_progress("turn", DEAD)
+    turn.body["conversation_id"] = "conv_1"
+    await store.save(turn)
+    await store.save(in_progress("plain", DEAD))
+    ends: dict[str, ConversationTurn | None] = {}
+    store.on_save = lambda record: ends.__setitem__(record.id, record.turn)
+
+    me = ProcessIdentity.current()
+    assert await fail_abandoned(store, me, encode_event_json, decode_event_json) == 2
+
+    assert ends == {"turn": ConversationTurn("conv_1"), "plain": None}

@@ -4,8 +4,10 @@ to the next turn once a gateway has started again."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
+import time
 from pathlib import Path
 
 import aiohttp
@@ -74,3 +76,35 @@ async def test_a_sibling_is_refused_and_a_killed_turn_lets_go_after_restart(
         assert status == 200
         texts = [item["content"][0]["text"] for item in items["data"]]
         assert texts == ["after", "Hello! You said: after"], "the killed turn added nothing"
+
+
+async def test_a_killed_turn_purged_by_the_retention_leaves_the_conversation_free(
+    fake_upstream: str, tmp_path: Path
+) -> None:
+    """The killed turn, failed at start-up, lets its conversation go then and there: once
+    the retention sweep has deleted it for good, the next turn and an append still get in
+    (not a 409 for ever, a lock held by a response no longer stored). SQLite only: a sweep
+    deletes every old enough response of its database (see ``test_retention.py``)."""
+    database = f"sqlite:///{tmp_path / 'stateway.db'}"
+    log = tmp_path / "gateway.log"
+    with gateway(fake_upstream, database, log) as first:
+        status, conversation = await call("POST", first.url + "/v1/conversations", {})
+        assert status == 200
+        async with aiohttp.ClientSession() as session:
+            response_id = await started_turn(session, first.url, conversation["id"])
+            os.kill(first.pid, signal.SIGKILL)
+            wait_until_gone(first.pid)
+
+    with gateway(fake_upstream, database, log, env={"STATEWAY_RETENTION": "1s"}) as second:
+        response_url = f"{second.url}/v1/responses/{response_id}"
+        deadline = time.monotonic() + 15
+        while (await call("GET", response_url))[0] != 404:
+            assert time.monotonic() < deadline, "the sweep never deleted the killed turn"
+            await asyncio.sleep(0.2)
+        items_url = f"{second.url}/v1/conversations/{conversation['id']}/items"
+        added = {"items": [{"type": "message", "role": "user", "content": "added"}]}
+        status, appended = await call("POST", items_url, added)
+        assert status == 200, appended
+        turn = {"model": "fake-model", "input": "after", "conversation": conversation["id"]}
+        status, reply = await call("POST", second.url + "/v1/responses", turn)
+        assert (status, reply.get("status")) == (200, "completed"), reply

@@ -126,7 +126,7 @@ async def test_a_stale_lock_is_taken_and_a_live_one_is_not(
     await store.save(crashed)
     with pytest.raises(ConversationLocked):
         await store.save(start(record, "r2"))
-    # What start-up recovery writes for a dead process's run: failed, no turn.
+    # A dead process's run failed without letting go (an earlier release's start-up).
     await store.finish(replace(crashed, status="failed", input_items=[], turn=None))
     await store.save(start(record, "r2"))
     assert await loaded(conversations, tenant) == ["hello"]

@@ -39,7 +39,7 @@ from stateway.core.errors import (
 )
 from stateway.core.journal import EventDecoder, EventEncoder
 from stateway.core.ports import EventBatch, ResponseRecord, ResponseStore
-from stateway.core.response import UNFINISHED, ResponseState, load_state
+from stateway.core.response import UNFINISHED, ResponseState, load_state, turn_end
 from stateway.core.settling import store_failed
 
 log = logging.getLogger(__name__)
@@ -167,12 +167,13 @@ async def fail_owned(
     none without a log); return the terminal event appended to its log (a background
     response's, or a journaled stream's: a keyed create, a WebSocket create), if any. Its
     usage stays unknown (null), and a conversation turn adds nothing to its conversation,
-    as a cancelled one does not (:func:`~.response.turn_end`): the conversation is let
-    go as its lock's holder has ended."""
+    as a cancelled one does not (:func:`~.response.turn_end`), and lets it go with the
+    same write: a lock whose holder has ended is free anyway, but only while that row is
+    stored (the retention purges it in time)."""
     state = load_state(record.tenant_id, record.body, [])
     state.fail(ServerRestarted())
     state.completed_at = None
-    return await store_failed(store, state, encode, decode=decode)
+    return await store_failed(store, state, encode, turn_end(state, []), decode=decode)
 
 
 def end_as_stored(state: ResponseState, stored: ResponseRecord | None) -> GatewayError | None:

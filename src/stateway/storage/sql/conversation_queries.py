@@ -26,12 +26,15 @@ and its row and input go in only if it now holds the conversation
 refused claim writes nothing, and the batch needs no answer in between. The store tells a
 refused turn afterwards by its missing row.
 
-A holder whose response has ended (its process died and start-up marked it failed) is
-stale and loses the lock. The test is that the holder's row *exists and has ended*, never
-that no unfinished row exists: on PostgreSQL a claim that waited for a concurrent claim's
-commit re-checks the updated row, but its subquery still reads its own snapshot, in which
-the winner's new row is missing; read as "holder ended" that would let both turns in. The
-holder's row is always there: it is inserted in the transaction that takes the lock.
+A holder whose response has ended is stale and loses the lock (an end written without
+letting go: an earlier release's start-up marking of a dead process's turn as failed).
+The test is that the holder's row *exists and has ended*, never that no unfinished row
+exists: on PostgreSQL a claim that waited for a concurrent claim's commit re-checks the
+updated row, but its subquery still reads its own snapshot, in which the winner's new
+row is missing; read as "holder ended" that would let both turns in. The holder's row is
+there while it holds the lock: it is inserted in the transaction that takes the lock,
+and every end lets go in the transaction that writes it (the retention deletes ended
+rows only).
 ``seen`` refuses a turn whose context is out of date: something was appended between its
 read and its claim.
 
