@@ -147,6 +147,52 @@ async def test_cancel_stops_a_running_background_response(
     assert (again.status, again.output_text) == ("cancelled", cancelled.output_text)
 
 
+async def output_started(client: AsyncOpenAI, text: str) -> str:
+    """A background response's id, once its run has output (its watch left at that)."""
+    created = await client.responses.create(model=MODEL, input=text, background=True)
+    async for event in await client.responses.retrieve(created.id, stream=True):
+        if event.type == "response.output_text.delta":
+            break
+    return created.id
+
+
+async def test_two_cancels_at_once_answer_the_one_end_stored(async_client: AsyncOpenAI) -> None:
+    response_id = await output_started(async_client, "[[slow:100]] [[words:300]]")
+
+    first, second = await asyncio.gather(
+        async_client.responses.cancel(response_id), async_client.responses.cancel(response_id)
+    )
+
+    stored = await async_client.responses.retrieve(response_id)
+    assert stored.status == "cancelled"
+    for answer in (first, second):
+        assert (answer.status, answer.output_text) == ("cancelled", stored.output_text)
+
+
+async def test_a_cancel_racing_a_delete_leaves_the_response_deleted(
+    async_client: AsyncOpenAI,
+) -> None:
+    """Whichever comes first, the DELETE is answered, the cancel is the cancelled
+    response or a 404, and the response is gone (its run ended, not left running)."""
+    response_id = await output_started(async_client, "[[slow:100]] [[words:300]]")
+
+    cancelled, deleted = await asyncio.gather(
+        async_client.responses.cancel(response_id),
+        async_client.responses.delete(response_id),
+        return_exceptions=True,
+    )
+
+    assert not isinstance(deleted, BaseException), deleted
+    if isinstance(cancelled, BaseException):
+        assert isinstance(cancelled, openai.NotFoundError), cancelled
+    else:
+        assert cancelled.status == "cancelled"
+    with pytest.raises(openai.NotFoundError):
+        await async_client.responses.retrieve(response_id)
+    with pytest.raises(openai.NotFoundError):
+        await async_client.responses.cancel(response_id)
+
+
 def test_cancelling_a_finished_background_response_returns_it_unchanged(client: OpenAI) -> None:
     created = client.responses.create(model=MODEL, input="[[words:3]]", background=True)
     stream = client.responses.retrieve(created.id, stream=True)

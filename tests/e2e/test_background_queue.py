@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import openai
 import pytest
 from anthropic import AsyncAnthropic
 from openai import AsyncOpenAI
@@ -140,6 +141,29 @@ async def test_a_queued_response_is_cancelled_before_it_reaches_the_upstream(
     assert [e["type"] for e in log] == ["response.created", "response.queued", "response.failed"]
     assert log[-1]["response"]["status"] == "cancelled"
     assert not await asyncio.to_thread(upstream_saw, fake_upstream, marker)
+
+
+async def test_a_queued_response_deleted_ends_cancelled_and_never_reaches_the_upstream(
+    client: AsyncOpenAI, one_slot: RunningGateway, fake_upstream: str
+) -> None:
+    """Its watcher is told it ended (cancelled), its row ends so rather than staying
+    queued, and the slot it waited for goes to the next request."""
+    marker = uuid.uuid4().hex
+    async with slot_taken(client):
+        created = await client.responses.create(
+            model=MODEL, input=f"{marker} [[words:5]]", background=True
+        )
+        assert created.status == "queued"
+        stream = await client.responses.retrieve(created.id, stream=True)
+        await client.responses.delete(created.id)
+        log = checked([event async for event in stream])
+        with pytest.raises(openai.NotFoundError):
+            await client.responses.retrieve(created.id)
+    assert [e["type"] for e in log] == ["response.created", "response.queued", "response.failed"]
+    assert log[-1]["response"]["status"] == "cancelled"
+    assert one_slot.stored(created.id)["status"] == "cancelled"
+    assert not await asyncio.to_thread(upstream_saw, fake_upstream, marker)
+    assert (await client.responses.create(model=MODEL, input="next")).status == "completed"
 
 
 async def test_a_background_stream_goes_through_queued_and_a_foreground_one_does_not(
