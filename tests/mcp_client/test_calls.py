@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 
+import mcp_types as types
 import orjson
 import pytest
 
 from stateway.core.tools.ports import McpServer, McpTransport, ToolError, ToolFailure
 from stateway.mcp_client.pool import MAX_LISTED_TOOLS, PooledMcpClient
-from tests.support.hostile_mcp_server import serve_endless_listing
+from tests.support.hostile_mcp_server import serve_endless_listing, serve_notification_flood
 from tests.support.mcp_server import PICTURE_PNG, TOOLS, RunningMcpServer
 
 TRANSPORTS: list[McpTransport] = ["streamable_http", "sse"]
@@ -256,3 +258,38 @@ async def test_a_listing_stops_past_the_most_tools_a_request_may_offer(
 
     message = f"MCP server 'docs' lists more than {MAX_LISTED_TOOLS} tools"
     assert failure.value.error == ToolError(message)
+
+
+async def test_a_call_flooded_with_notifications_fails_naming_it_and_the_flood_ends() -> None:
+    pool = PooledMcpClient(connect_timeout=5.0, max_notifications=500)
+    try:
+        with serve_notification_flood() as flood:
+            server = McpServer(label="chatty", url=flood.url)
+            await pool.list_tools(server)
+            started = pool.initializations
+
+            with pytest.raises(ToolFailure) as failed:
+                await asyncio.wait_for(pool.call_tool(server, "flood", {}), 60)
+
+            assert failed.value.error == ToolError.protocol(
+                types.INTERNAL_ERROR,
+                "MCP server 'chatty' sent more than 500 notifications during one call",
+            )
+            assert await asyncio.to_thread(flood.left.wait, 10)  # its session closed
+            await pool.list_tools(server)
+            assert pool.initializations == started + 1  # a new session
+    finally:
+        await pool.aclose()
+
+
+async def test_notifications_within_the_bound_leave_the_call_and_its_session_alone() -> None:
+    pool = PooledMcpClient(connect_timeout=5.0, max_notifications=500)
+    try:
+        with serve_notification_flood(notes=450) as flood:
+            server = McpServer(label="chatty", url=flood.url)
+
+            assert await pool.call_tool(server, "flood", {}) == "done"
+            assert await pool.call_tool(server, "flood", {}) == "done"  # counted per call
+            assert pool.initializations == 1
+    finally:
+        await pool.aclose()

@@ -3,13 +3,17 @@ answers every other request with a JSON body: tool listings whose pages never en
 of a chosen size (what the ``mcp`` SDK's
 server cannot be made to send): sent in 1 MiB chunks without a ``Content-Length``, so only
 the bytes read tell the client how long it is; or gzip-compressed whatever the client
-accepts (about 1 KiB on the wire for every MiB of text)."""
+accepts (about 1 KiB on the wire for every MiB of text); or, for a ``tools/call``, log
+notifications in a tight loop and never the result."""
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import orjson
@@ -116,3 +120,93 @@ def serve_endless_listing(tools_per_page: int) -> Iterator[str]:
     """A URL whose ``tools/list`` pages never end, each naming ``tools_per_page`` tools."""
     with _serve(lambda request: _endless_page(request, tools_per_page)) as url:
         yield url
+
+
+@dataclass
+class Flood:
+    """A server flooding notifications: its URL, and whether a client stopped a flood by
+    leaving (closing its stream)."""
+
+    url: str
+    left: threading.Event = field(default_factory=threading.Event)
+
+
+def _note(serial: int) -> bytes:
+    params = {"level": "info", "data": f"working {serial}"}
+    note = {"jsonrpc": "2.0", "method": "notifications/message", "params": params}
+    return b"event: message\ndata: " + orjson.dumps(note) + b"\n\n"
+
+
+async def _flood(
+    flood: Flood, request: dict[str, Any], receive: Receive, send: Send, notes: int | None
+) -> None:
+    """Notifications in a tight loop until the client leaves, never the result; or
+    ``notes`` of them, then the result."""
+    headers = [(b"content-type", b"text/event-stream")]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    gone = asyncio.Event()
+
+    async def watch() -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        gone.set()
+
+    watcher = asyncio.ensure_future(watch())
+    serial = 0
+    try:
+        while not gone.is_set() and (notes is None or serial < notes):
+            chunk = b"".join(_note(serial + i) for i in range(FLOOD_BATCH))
+            serial += FLOOD_BATCH
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            await asyncio.sleep(0)
+        if not gone.is_set():
+            done = orjson.dumps({"jsonrpc": "2.0", "id": request["id"], "result": FLOOD_RESULT})
+            await send(
+                {"type": "http.response.body", "body": b"event: message\ndata: " + done + b"\n\n"}
+            )
+    finally:
+        if gone.is_set():
+            flood.left.set()
+        watcher.cancel()
+
+
+FLOOD_BATCH = 50
+"""Notifications sent per chunk of a flood."""
+
+FLOOD_RESULT = {"content": [{"type": "text", "text": "done"}]}
+
+
+@contextmanager
+def serve_notification_flood(notes: int | None = None) -> Iterator[Flood]:
+    """A server whose ``tools/call`` answers an endless stream of log notifications and
+    never the result, or (``notes``) that many of them (rounded up to a whole
+    :data:`FLOOD_BATCH`), then the result (``ping`` and ``tools/list``, of one tool
+    ``flood``, are answered)."""
+    flood = Flood(url="")
+
+    def reply(request: dict[str, Any], result: dict[str, Any]) -> Iterator[bytes]:
+        yield orjson.dumps({"jsonrpc": "2.0", "id": request["id"], "result": result})
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        if scope["method"] != "POST":
+            await _answer(send, 405, iter(()))
+            return
+        request = orjson.loads(await _body(receive))
+        method = request.get("method")
+        if "id" not in request:
+            await _answer(send, 202, iter(()))
+        elif method == "initialize":
+            await _answer(send, 200, _initialized(request))
+        elif method == "tools/list":
+            tools = [{"name": "flood", "inputSchema": {"type": "object"}}]
+            await _answer(send, 200, reply(request, {"tools": tools}))
+        elif method == "tools/call":
+            await _flood(flood, request, receive, send, notes)
+        else:
+            await _answer(send, 200, reply(request, {}))
+
+    with serve_app(app, lifespan=False) as base_url:
+        flood.url = f"{base_url}/mcp"
+        yield flood

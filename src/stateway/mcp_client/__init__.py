@@ -6,7 +6,8 @@ does not import).
 
 ``pool.py`` (the client and its pool), ``session.py`` (one session and the task that owns
 it), ``transports.py`` (opening a transport, watching its HTTP answers), ``failures.py``
-(every error -> ``ToolFailure``), ``results.py`` (wire results -> port types), ``lazy.py``
+(every error -> ``ToolFailure``), ``notifications.py`` (a call's bound on what the server
+sends that is no reply), ``results.py`` (wire results -> port types), ``lazy.py``
 (the client the gateway holds: the pool and the SDK loaded at first use).
 """
 

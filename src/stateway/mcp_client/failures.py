@@ -23,6 +23,7 @@ other HTTP error status           ``answered HTTP 503``                   http 5
 200 with another content type     ``answered text/html, not MCP``         -32700      retired
 unparseable or non-JSON-RPC body  ``sent a reply that is not MCP``        -32700      retired
 JSON reply past the event limit   ``sent a reply larger than the gateway``  -32700      retired
+too many notifications in a call  ``sent more than N notifications ...``  -32603      retired
 stream closed, transport ended    ``closed the connection``               -32000      retired
 JSON-RPC error from the server    ``returned an error: <its message>``    its code    kept
 a tool asking for input first     ``tool 'x' asked for input, ...``       -32021      kept
@@ -120,6 +121,11 @@ def handshake_timeout(seconds: float) -> Failure:
     return _retiring(
         f"did not complete the MCP handshake within {seconds:g} s", types.REQUEST_TIMEOUT
     )
+
+
+def flooded(limit: int) -> Failure:
+    """More than ``limit`` notifications during one call (:mod:`.notifications`)."""
+    return _retiring(f"sent more than {limit} notifications during one call", types.INTERNAL_ERROR)
 
 
 def from_http(event: HttpEvent) -> Failure:

@@ -27,6 +27,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from stateway.core.tools.ports import McpServer, McpTool, ToolError, ToolFailure
 from stateway.mcp_client import failures
+from stateway.mcp_client.notifications import MAX_CALL_NOTIFICATIONS, NotificationFlood
 from stateway.mcp_client.results import checked_text, from_wire_tool, input_required
 from stateway.mcp_client.session import PooledSession
 from stateway.mcp_client.transports import event_limit
@@ -83,6 +84,7 @@ class PooledMcpClient:
         close_timeout: float = 5.0,
         max_sessions: int = MAX_SESSIONS,
         max_output_bytes: int = 1024 * 1024,
+        max_notifications: int = MAX_CALL_NOTIFICATIONS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """``session_ttl``: seconds an idle session is kept (``McpConfig.session_ttl``).
@@ -92,12 +94,15 @@ class PooledMcpClient:
         first closes the least recently used idle ones. ``max_output_bytes``: the longest
         output a call may return (``[tools] max_output_bytes``); a Streamable HTTP session
         takes SSE events large enough to carry it (:func:`~.transports.event_limit`).
+        ``max_notifications``: messages other than replies (progress, logs) a server may
+        send during one call or listing before it fails (:mod:`.notifications`).
         ``clock``: monotonic seconds (tests move it)."""
         self._ttl = session_ttl
         self._connect_timeout = connect_timeout
         self._close_timeout = close_timeout
         self._max_sessions = max_sessions
         self._max_event_bytes = event_limit(max_output_bytes)
+        self._max_notifications = max_notifications
         self._clock = clock
         self._current: dict[PoolKey, PooledSession] = {}
         self._live: set[PooledSession] = set()
@@ -173,7 +178,10 @@ class PooledMcpClient:
                 session = await entry.session()
                 if session is None:
                     continue  # retired while we waited (failed its check): take a new one
-                return await operation(session)
+                with entry.notifications.bounded():
+                    return await operation(session)
+            except NotificationFlood as flood:
+                raise failures.flooded(flood.limit).for_server(server) from None
             except ToolFailure as reported:  # a tool's isError result, as the server wrote it
                 raise failures.masked(reported, server) from None
             except asyncio.CancelledError:
@@ -211,6 +219,7 @@ class PooledMcpClient:
                 clock=self._clock,
                 on_ready=self._initialized,
                 on_end=self._ended,
+                max_notifications=self._max_notifications,
             )
             self._current[server.pool_key] = entry
             self._live.add(entry)

@@ -18,6 +18,10 @@ server a cancellation, which a hung server can leave stuck in the transport. The
 then pings the server (bounded by ``connect_timeout``); callers wait for that verdict, and
 a session that does not answer is retired rather than handed out again.
 
+A server sending more than ``max_notifications`` messages that are no replies during one
+call (:mod:`.notifications`) has that call fail and its session retired: once its calls
+are over, the session is closed, and the flood with it.
+
 A Streamable HTTP server whose ``initialize`` POST is answered 404 or 405 is tried again
 over SSE (a GET on the same URL), within the same handshake deadline: a request's
 ``server_url`` does not say which transport its server speaks, and the MCP specification's
@@ -38,6 +42,7 @@ from mcp import ClientSession
 from stateway.core.tools.ports import McpServer
 from stateway.mcp_client import failures
 from stateway.mcp_client.failures import Failure
+from stateway.mcp_client.notifications import MAX_CALL_NOTIFICATIONS, Notifications, counted
 from stateway.mcp_client.transports import HttpTrace, open_transport
 
 CLIENT_INFO = types.Implementation(name="stateway", version="0.1.0")
@@ -60,12 +65,15 @@ class PooledSession:
         clock: Callable[[], float],
         on_ready: Callable[[PooledSession], None],
         on_end: Callable[[PooledSession], None],
+        max_notifications: int = MAX_CALL_NOTIFICATIONS,
     ) -> None:
         self.server = server
         self.in_flight = 0
         self.retired = False
         """No new calls: the owner closes the session once ``in_flight`` is zero."""
         self.trace = HttpTrace(on_event=self.retire, max_body_bytes=max_event_bytes)
+        self.notifications = Notifications(max_notifications, on_flood=self.retire)
+        """What the server sent that is no reply; a call past its bound retires the session."""
         self._ttl = ttl
         self._connect_timeout = connect_timeout
         self._max_event_bytes = max_event_bytes
@@ -167,7 +175,9 @@ class PooledSession:
             open_transport(
                 server, self.trace, self._connect_timeout, self._max_event_bytes
             ) as streams,
-            ClientSession(*streams, client_info=CLIENT_INFO) as session,
+            ClientSession(
+                *counted(streams, self.notifications), client_info=CLIENT_INFO
+            ) as session,
         ):
             await session.initialize()
             scope.deadline = math.inf

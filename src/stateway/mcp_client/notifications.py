@@ -1,0 +1,145 @@
+"""The bound on the notifications a server may send during one call.
+
+A server may send notifications (progress, log messages) while a ``tools/call`` runs; the
+gateway shows them to no one, but the SDK parses, validates and dispatches each one. A
+server that floods them (in a tight loop, never answering) would keep the gateway busy
+until the tool timeout, and its stream would go on after the call was abandoned. So each
+session counts what its transport delivers that is no reply (:class:`CountedReads`:
+notifications, requests of the server's, messages that could not be read; whether the
+SDK then takes or drops them), and a call :meth:`~Notifications.bounded` by them fails
+once more than ``limit`` arrived during it: its cancel scope is cancelled, as a timeout's
+is, and the call raises :class:`NotificationFlood`. The session is then retired
+(:mod:`.session`), so its transport, and the flood, are closed once its calls are over.
+
+The count is the session's: calls running at once on one session each count what the
+session received during them, whichever call the server meant it for.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from types import TracebackType
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.client._transport import TransportStreams
+from mcp.shared._stream_protocols import ReadStream
+from mcp.shared.message import SessionMessage
+
+MAX_CALL_NOTIFICATIONS = 10_000
+"""Notifications a session may receive during one call: far more than an honest server's
+progress and logs (one every 6 ms through the default 60 s tool timeout), and far fewer
+than a flood that would otherwise last until that timeout."""
+
+
+class NotificationFlood(Exception):
+    """More than the limit of notifications arrived during a bounded call."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"more than {limit} notifications during one call")
+        self.limit = limit
+
+
+class Notifications:
+    """A session's count of the notifications it received, and the calls it bounds."""
+
+    def __init__(
+        self, limit: int = MAX_CALL_NOTIFICATIONS, on_flood: Callable[[], None] = lambda: None
+    ) -> None:
+        self.limit = limit
+        self.count = 0
+        self._on_flood = on_flood
+        self._alarms: dict[int, tuple[int, Callable[[], None]]] = {}
+        """Per bounded call (by serial): the count past which it fails, and how it fails."""
+        self._next: float = math.inf
+        """The lowest count in ``_alarms`` (perhaps lower: a call that ended left it)."""
+        self._serial = 0
+
+    def received(self) -> None:
+        """One more notification arrived: calls past the limit fail."""
+        self.count += 1
+        if self.count <= self._next:
+            return
+        for serial, (at, fail) in list(self._alarms.items()):
+            if self.count > at:
+                del self._alarms[serial]
+                fail()
+        self._next = min((at for at, _ in self._alarms.values()), default=math.inf)
+
+    @contextmanager
+    def bounded(self) -> Iterator[None]:
+        """Within: what runs is cancelled once more than :attr:`limit` notifications
+        arrived, and leaves as :class:`NotificationFlood`."""
+        self._serial += 1
+        serial = self._serial
+        at = self.count + self.limit
+        with anyio.CancelScope() as scope:
+
+            def fail() -> None:
+                self._on_flood()
+                scope.cancel()
+
+            self._alarms[serial] = (at, fail)
+            self._next = min(self._next, at)
+            try:
+                yield
+            finally:
+                self._alarms.pop(serial, None)
+        if scope.cancelled_caught:
+            raise NotificationFlood(self.limit)
+
+
+class CountedReads:
+    """A transport's read stream, telling ``notifications`` of each item that is no
+    reply (the SDK's dispatcher reads it, and ``last_context``, as it would the stream)."""
+
+    def __init__(
+        self, inner: ReadStream[SessionMessage | Exception], notifications: Notifications
+    ) -> None:
+        self._inner = inner
+        self._notifications = notifications
+
+    @property
+    def last_context(self) -> Any:
+        return getattr(self._inner, "last_context", None)
+
+    async def receive(self) -> SessionMessage | Exception:
+        item = await self._inner.receive()
+        if not (isinstance(item, SessionMessage) and isinstance(item.message, _REPLIES)):
+            self._notifications.received()
+        return item
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    def __aiter__(self) -> CountedReads:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> CountedReads:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
+_REPLIES = (types.JSONRPCResponse, types.JSONRPCError)
+
+
+def counted(streams: TransportStreams, notifications: Notifications) -> TransportStreams:
+    """``streams`` with their reads counted by ``notifications``."""
+    read, write = streams
+    return CountedReads(read, notifications), write

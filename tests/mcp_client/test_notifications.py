@@ -1,0 +1,55 @@
+"""The bound on the notifications a call may see (the transport's part: ``test_calls.py``)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from stateway.mcp_client.notifications import NotificationFlood, Notifications
+
+
+async def bounded_wait(notifications: Notifications, started: asyncio.Event) -> str:
+    with notifications.bounded():
+        started.set()
+        await asyncio.Event().wait()
+    return "never"
+
+
+async def test_each_call_counts_what_arrived_since_it_began() -> None:
+    floods: list[int] = []
+    notifications = Notifications(limit=3, on_flood=lambda: floods.append(notifications.count))
+    first_started, second_started = asyncio.Event(), asyncio.Event()
+    first = asyncio.create_task(bounded_wait(notifications, first_started))
+    await first_started.wait()
+    notifications.received()
+    notifications.received()
+    second = asyncio.create_task(bounded_wait(notifications, second_started))
+    await second_started.wait()
+    notifications.received()
+    await asyncio.sleep(0)
+    assert not first.done()  # three during it: at its limit, not past it
+
+    notifications.received()
+
+    with pytest.raises(NotificationFlood, match="more than 3 notifications during one call"):
+        await first
+    assert not second.done()
+    assert floods == [4]
+    notifications.received()
+    notifications.received()
+    with pytest.raises(NotificationFlood):
+        await second
+    assert floods == [4, 6]
+
+
+async def test_a_call_that_ended_is_not_failed_by_later_notifications() -> None:
+    floods: list[int] = []
+    notifications = Notifications(limit=1, on_flood=lambda: floods.append(1))
+    with notifications.bounded():
+        notifications.received()
+
+    notifications.received()
+    notifications.received()
+
+    assert floods == []
