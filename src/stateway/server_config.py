@@ -52,8 +52,10 @@ class ServerConfig(Section):
     """Requests that may wait for an upstream connection slot at once; beyond this, new
     requests are refused up front with 503 ``overloaded``."""
     allowed_hosts: list[str] | None = None
-    """``Host`` header names accepted (without port; ``"*"`` accepts any). Default: the
-    loopback names when bound to a loopback address, any host otherwise."""
+    """``Host`` header names accepted (without port, in any case, with or without a fully
+    qualified name's final dot; ``"*.example.com"`` accepts any subdomain of
+    ``example.com``, ``"*"`` any host). Default: the loopback names when bound to a
+    loopback address, any host otherwise."""
 
     @field_validator("allowed_hosts")
     @classmethod
@@ -61,7 +63,14 @@ class ServerConfig(Section):
         """Each entry as the Host check compares it (:func:`served_name`)."""
         if hosts is None:
             return None
-        return [served_name(host) for host in hosts if host.strip()]
+        names = [served_name(host) for host in hosts if host.strip()]
+        for name in names:
+            if "*" in name and name != "*" and not _subdomain_wildcard(name):
+                raise ValueError(
+                    f"allowed_hosts entry {name!r}: a wildcard is '*' (any host) or a whole "
+                    "first label ('*.example.com': any subdomain of example.com)"
+                )
+        return names
 
     @property
     def effective_allowed_hosts(self) -> frozenset[str] | None:
@@ -89,6 +98,12 @@ def served_name(entry: str) -> str:
         end = name.find("]")
         return name[: end + 1] if end > 0 else name
     return name.partition(":")[0]
+
+
+def _subdomain_wildcard(name: str) -> bool:
+    """Whether ``name`` is ``*.`` and a domain without wildcards: ``*.example.com``."""
+    domain = name.removeprefix("*.")
+    return domain != name and "*" not in domain and domain.strip(".") != ""
 
 
 def apply_server_env(

@@ -6,7 +6,10 @@ names the gateway was not told to answer to stops it before any route runs.
 
 Starlette's ``TrustedHostMiddleware`` answers in plain text and reads ``[::1]:8080`` as
 host ``[``; this one compares without the port, case-insensitively, keeps IPv6 literals
-in brackets and answers in the OpenAI error shape (HTTP 421).
+in brackets and answers in the OpenAI error shape (HTTP 421). As Starlette's, an entry
+``*.example.com`` serves every subdomain of ``example.com`` (not ``example.com`` itself),
+and (as Django's) a fully qualified name's final dot (``gw.example.com.``) is no other
+name.
 
 Browsers apply no CORS to WebSockets: a page on any site may open one to a loopback
 gateway and, without auth, use it. :func:`cross_site` tells an upgrade whose ``Origin``
@@ -16,6 +19,7 @@ no ``Origin``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from urllib.parse import urlsplit
 
@@ -23,6 +27,12 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from stateway.core.errors import InvalidRequest
 from stateway.surfaces.asgi.answers import error_response
+
+WILDCARD = "*."
+"""How an entry serving every subdomain of a domain begins: ``*.example.com``."""
+
+_SUBDOMAIN = re.compile(r"[a-z0-9_-]+(?:\.[a-z0-9_-]+)*")
+"""What a wildcard stands for: one or more whole DNS labels."""
 
 
 def host_name(header: str) -> str:
@@ -51,24 +61,38 @@ def cross_site(scope: Scope) -> bool:
 
 
 class HostGuard:
-    """Pure ASGI middleware: requests (and WebSocket upgrades) whose ``Host`` is not in
-    ``allowed`` are refused with 421; others pass with one header scan."""
+    """Pure ASGI middleware: requests (and WebSocket upgrades) whose ``Host`` is not
+    ``allowed`` are refused with 421; others pass with one header scan. ``allowed``:
+    host names as :func:`host_name` gives them, and ``*.domain`` entries."""
 
     def __init__(self, app: ASGIApp, allowed: Iterable[str]) -> None:
         self.app = app
-        self.allowed = frozenset(name.lower() for name in allowed)
+        names = {_qualified(name.lower()) for name in allowed} - {""}
+        self.allowed = frozenset(name for name in names if not name.startswith(WILDCARD))
+        self.domains = tuple(name[1:] for name in names if name.startswith(WILDCARD))
+        """Each wildcard's domain with its leading dot: ``.example.com``."""
 
     def passes(self, scope: Scope) -> bool:
         """Whether the request's ``Host`` is served: it passes untouched (what an express
         route asks first, :mod:`stateway.surfaces.http.express`)."""
-        return host_name(_host(scope)) in self.allowed
+        return self.serves(_host(scope))
+
+    def serves(self, header: str) -> bool:
+        """Whether a ``Host`` header names a host served here."""
+        name = _qualified(host_name(header))
+        if name in self.allowed:
+            return True
+        return any(
+            name.endswith(domain) and _SUBDOMAIN.fullmatch(name[: -len(domain)]) is not None
+            for domain in self.domains
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
         header = _host(scope)
-        if host_name(header) in self.allowed:
+        if self.serves(header):
             await self.app(scope, receive, send)
             return
         error = InvalidRequest(
@@ -80,6 +104,11 @@ class HostGuard:
             await error_response(error)(scope, receive, send)
         else:
             await send({"type": "websocket.close", "code": 1008, "reason": error.message})
+
+
+def _qualified(name: str) -> str:
+    """``name`` without the final dot of a fully qualified name (``gw.example.com.``)."""
+    return name.removesuffix(".")
 
 
 def _host(scope: Scope) -> str:
