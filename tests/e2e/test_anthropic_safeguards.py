@@ -55,3 +55,34 @@ def test_safeguards_reach_a_backend_that_runs_them_and_their_results_come_back(
         [call] = [block for block in answer if block.type == "tool_use"]
         status = {"type": "available", "tool_uses": {call.id: NOT_FLAGGED}}
         assert results == [{"type": "dangerous_tool_use", "status": status}]
+
+
+def test_a_keyed_retry_runs_again_with_its_own_safeguard_results(
+    fake_upstream: str, tmp_path: Path
+) -> None:
+    """Messages ignores ``Idempotency-Key`` (nothing is stored a retry could be answered
+    from): the retry is asked of the model again, and its answer carries the results of
+    its own checks, never a remembered answer without them."""
+    backend: dict[str, Any] = {"url": fake_upstream, "api": "anthropic", "safeguards": True}
+    asked: dict[str, Any] = {
+        "model": MODEL,
+        "max_tokens": 100,
+        "messages": [{"role": "user", "content": "keyed-safeguards [[tool:f:{}]]"}],
+        "tools": [{"name": "f", "input_schema": {"type": "object"}}],
+        "extra_body": {"safeguards": SAFEGUARDS},
+        "extra_headers": {"Idempotency-Key": "retry-1"},
+    }
+    with (
+        configured_gateway(tmp_path, backend) as gateway,
+        Anthropic(base_url=gateway.url, api_key="k", max_retries=0) as claude,
+    ):
+        first = claude.messages.create(**asked)
+        retry = claude.messages.create(**asked)
+
+    assert len(fake_requests(fake_upstream, "keyed-safeguards")) == 2
+    assert first.id != retry.id
+    for message in (first, retry):
+        [call] = [block for block in message.content if block.type == "tool_use"]
+        status = {"type": "available", "tool_uses": {call.id: NOT_FLAGGED}}
+        results = (message.model_extra or {}).get("safeguard_results")
+        assert results == [{"type": "dangerous_tool_use", "status": status}]
