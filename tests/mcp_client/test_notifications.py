@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import asyncio
 
+import anyio
+import mcp_types as types
 import pytest
+from mcp.shared.message import SessionMessage
 
-from stateway.mcp_client.notifications import NotificationFlood, Notifications
+from stateway.mcp_client.notifications import CountedReads, NotificationFlood, Notifications
 
 
 async def bounded_wait(notifications: Notifications, started: asyncio.Event) -> str:
@@ -53,3 +56,25 @@ async def test_a_call_that_ended_is_not_failed_by_later_notifications() -> None:
     notifications.received()
 
     assert floods == []
+
+
+def _notification(method: str, params: dict[str, object]) -> SessionMessage:
+    return SessionMessage(types.JSONRPCNotification(jsonrpc="2.0", method=method, params=params))
+
+
+async def test_the_read_stream_counts_all_but_replies_and_skips_logs_and_progress() -> None:
+    send, receive = anyio.create_memory_object_stream[SessionMessage | Exception](10)
+    log = _notification("notifications/message", {"level": "info", "data": "x"})
+    progress = _notification("notifications/progress", {"progressToken": 1, "progress": 1})
+    changed = _notification("notifications/tools/list_changed", {})
+    reply = SessionMessage(types.JSONRPCResponse(jsonrpc="2.0", id=1, result={}))
+    unreadable = ValueError("not JSON")
+    for item in (log, progress, changed, log, reply, unreadable):
+        send.send_nowait(item)
+    send.close()
+    notifications = Notifications()
+
+    seen = [item async for item in CountedReads(receive, notifications)]
+
+    assert seen == [changed, reply, unreadable]
+    assert notifications.count == 5

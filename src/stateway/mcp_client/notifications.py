@@ -5,8 +5,9 @@ gateway shows them to no one, but the SDK parses, validates and dispatches each 
 server that floods them (in a tight loop, never answering) would keep the gateway busy
 until the tool timeout, and its stream would go on after the call was abandoned. So each
 session counts what its transport delivers that is no reply (:class:`CountedReads`:
-notifications, requests of the server's, messages that could not be read; whether the
-SDK then takes or drops them), and a call :meth:`~Notifications.bounded` by them fails
+notifications, requests of the server's, messages that could not be read; logs and
+progress, which the gateway has no use for, are then dropped there, before the SDK
+dispatches them), and a call :meth:`~Notifications.bounded` by them fails
 once more than ``limit`` arrived during it: its cancel scope is cancelled, as a timeout's
 is, and the call raises :class:`NotificationFlood`. The session is then retired
 (:mod:`.session`), so its transport, and the flood, are closed once its calls are over.
@@ -107,10 +108,16 @@ class CountedReads:
         return getattr(self._inner, "last_context", None)
 
     async def receive(self) -> SessionMessage | Exception:
-        item = await self._inner.receive()
-        if not (isinstance(item, SessionMessage) and isinstance(item.message, _REPLIES)):
+        """The next item the SDK is to see: each one counted, but for replies, and those
+        the gateway ignores (:data:`IGNORED`) skipped."""
+        while True:
+            item = await self._inner.receive()  # a checkpoint each, however many are skipped
+            message = item.message if isinstance(item, SessionMessage) else None
+            if isinstance(message, _REPLIES):
+                return item
             self._notifications.received()
-        return item
+            if not (isinstance(message, types.JSONRPCNotification) and message.method in IGNORED):
+                return item
 
     async def aclose(self) -> None:
         await self._inner.aclose()
@@ -137,6 +144,11 @@ class CountedReads:
 
 
 _REPLIES = (types.JSONRPCResponse, types.JSONRPCError)
+
+IGNORED = frozenset({"notifications/message", "notifications/progress"})
+"""Notifications the gateway has no use for (it shows a server's logs and progress to no
+one, and asks no progress of it): skipped before the SDK validates and dispatches them,
+which halves what each costs."""
 
 
 def counted(streams: TransportStreams, notifications: Notifications) -> TransportStreams:
