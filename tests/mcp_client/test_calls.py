@@ -293,3 +293,17 @@ async def test_notifications_within_the_bound_leave_the_call_and_its_session_alo
             assert pool.initializations == 1
     finally:
         await pool.aclose()
+
+
+async def test_an_idle_session_flooded_with_notifications_is_closed() -> None:
+    pool = PooledMcpClient(connect_timeout=5.0, max_notifications=500)
+    try:
+        with serve_notification_flood(idle=True) as flood:
+            server = McpServer(label="chatty", url=flood.url)
+            await pool.list_tools(server)
+
+            assert await asyncio.to_thread(flood.left.wait, 10)  # no call runs: closed
+            await pool.list_tools(server)
+            assert pool.initializations == 2
+    finally:
+        await pool.aclose()

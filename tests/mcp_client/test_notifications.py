@@ -48,14 +48,30 @@ async def test_each_call_counts_what_arrived_since_it_began() -> None:
 
 async def test_a_call_that_ended_is_not_failed_by_later_notifications() -> None:
     floods: list[int] = []
-    notifications = Notifications(limit=1, on_flood=lambda: floods.append(1))
+    notifications = Notifications(limit=2, on_flood=lambda: floods.append(notifications.count))
     with notifications.bounded():
         notifications.received()
 
     notifications.received()
-    notifications.received()
+    notifications.received()  # three since the call began, but idle ones: at that limit
 
     assert floods == []
+
+
+async def test_past_the_limit_with_no_call_running_the_session_is_flooded() -> None:
+    floods: list[int] = []
+    notifications = Notifications(limit=2, on_flood=lambda: floods.append(notifications.count))
+    notifications.received()
+    notifications.received()
+    with notifications.bounded():  # a call begins: the idle count starts again
+        pass
+    notifications.received()
+    notifications.received()
+    assert floods == []
+
+    notifications.received()
+
+    assert floods == [5]
 
 
 def _notification(method: str, params: dict[str, object]) -> SessionMessage:

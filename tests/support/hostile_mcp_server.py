@@ -33,8 +33,16 @@ async def _body(receive: Receive) -> bytes:
             return body
 
 
-async def _answer(send: Send, status: int, parts: Iterator[bytes], *, gzip: bool = False) -> None:
+async def _answer(
+    send: Send,
+    status: int,
+    parts: Iterator[bytes],
+    *,
+    gzip: bool = False,
+    extra: list[tuple[bytes, bytes]] | None = None,
+) -> None:
     headers = [(b"content-type", b"application/json")] if status == 200 else []
+    headers += extra or []
     if gzip:
         headers.append((b"content-encoding", b"gzip"))
         parts = _gzipped(parts)
@@ -177,11 +185,12 @@ FLOOD_RESULT = {"content": [{"type": "text", "text": "done"}]}
 
 
 @contextmanager
-def serve_notification_flood(notes: int | None = None) -> Iterator[Flood]:
+def serve_notification_flood(notes: int | None = None, *, idle: bool = False) -> Iterator[Flood]:
     """A server whose ``tools/call`` answers an endless stream of log notifications and
     never the result, or (``notes``) that many of them (rounded up to a whole
     :data:`FLOOD_BATCH`), then the result (``ping`` and ``tools/list``, of one tool
-    ``flood``, are answered)."""
+    ``flood``, are answered). ``idle``: the stream a client opens for the server's own
+    messages (a ``GET``, once the session has an id) floods them too."""
     flood = Flood(url="")
 
     def reply(request: dict[str, Any], result: dict[str, Any]) -> Iterator[bytes]:
@@ -189,6 +198,9 @@ def serve_notification_flood(notes: int | None = None) -> Iterator[Flood]:
 
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
+            return
+        if scope["method"] == "GET" and idle:
+            await _flood(flood, {}, receive, send, None)
             return
         if scope["method"] != "POST":
             await _answer(send, 405, iter(()))
@@ -198,7 +210,8 @@ def serve_notification_flood(notes: int | None = None) -> Iterator[Flood]:
         if "id" not in request:
             await _answer(send, 202, iter(()))
         elif method == "initialize":
-            await _answer(send, 200, _initialized(request))
+            session = [(b"mcp-session-id", b"flooded")] if idle else []
+            await _answer(send, 200, _initialized(request), extra=session)
         elif method == "tools/list":
             tools = [{"name": "flood", "inputSchema": {"type": "object"}}]
             await _answer(send, 200, reply(request, {"tools": tools}))

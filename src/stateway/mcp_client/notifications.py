@@ -1,4 +1,4 @@
-"""The bound on the notifications a server may send during one call.
+"""The bound on the notifications a server may send during one call, or between calls.
 
 A server may send notifications (progress, log messages) while a ``tools/call`` runs; the
 gateway shows them to no one, but the SDK parses, validates and dispatches each one. A
@@ -11,6 +11,9 @@ dispatches them), and a call :meth:`~Notifications.bounded` by them fails
 once more than ``limit`` arrived during it: its cancel scope is cancelled, as a timeout's
 is, and the call raises :class:`NotificationFlood`. The session is then retired
 (:mod:`.session`), so its transport, and the flood, are closed once its calls are over.
+So is a session that receives more than ``limit`` while no call runs (an idle session
+flooded on the stream Streamable HTTP opens for the server's own messages, kept until its
+TTL otherwise).
 
 The count is the session's: calls running at once on one session each count what the
 session received during them, whichever call the server meant it for.
@@ -31,9 +34,10 @@ from mcp.shared._stream_protocols import ReadStream
 from mcp.shared.message import SessionMessage
 
 MAX_CALL_NOTIFICATIONS = 10_000
-"""Notifications a session may receive during one call: far more than an honest server's
-progress and logs (one every 6 ms through the default 60 s tool timeout), and far fewer
-than a flood that would otherwise last until that timeout."""
+"""Notifications a session may receive during one call (or between calls): far more than
+an honest server's progress and logs (one every 6 ms through the default 60 s tool
+timeout), and far fewer than a flood that would otherwise last until that timeout (or the
+session's TTL)."""
 
 
 class NotificationFlood(Exception):
@@ -58,10 +62,19 @@ class Notifications:
         self._next: float = math.inf
         """The lowest count in ``_alarms`` (perhaps lower: a call that ended left it)."""
         self._serial = 0
+        self.idle = 0
+        """Notifications since the last call began while no call ran (a server may send
+        them at any time: over Streamable HTTP, on the stream the client opens for them)."""
 
     def received(self) -> None:
-        """One more notification arrived: calls past the limit fail."""
+        """One more notification arrived: calls past the limit fail, and so does the
+        session past it with no call running (:attr:`idle`)."""
         self.count += 1
+        if not self._alarms:
+            self.idle += 1
+            if self.idle > self.limit:
+                self._on_flood()
+            return
         if self.count <= self._next:
             return
         for serial, (at, fail) in list(self._alarms.items()):
@@ -75,6 +88,7 @@ class Notifications:
         """Within: what runs is cancelled once more than :attr:`limit` notifications
         arrived, and leaves as :class:`NotificationFlood`."""
         self._serial += 1
+        self.idle = 0
         serial = self._serial
         at = self.count + self.limit
         with anyio.CancelScope() as scope:
