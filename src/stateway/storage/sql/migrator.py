@@ -6,8 +6,11 @@ without even importing Alembic (:data:`HEAD_REVISION` names the newest revision;
 holds it to the scripts), which keeps a serving process ~10 MiB smaller. An upgrade
 holds a lock for the whole upgrade, so two processes starting together against the same
 database take turns and the second finds the work done: a transaction-scoped advisory
-lock on PostgreSQL, ``BEGIN IMMEDIATE`` (the database write lock, waited for up to the
-busy timeout) on SQLite. Either way the upgrade is a single transaction.
+lock on PostgreSQL, ``BEGIN IMMEDIATE`` (the database write lock) on SQLite, waited for
+up to :data:`SQLITE_LOCK_WAIT` there rather than the busy timeout a serving write waits:
+another process's upgrade may take longer than that. Either way the upgrade is a single
+transaction, and the revision is read again once the lock is held: the process that held
+it may have been a newer release (refused as such).
 
 The Alembic configuration is built in code (:func:`alembic_config`), with the script
 location pointing into this package, so it works from a source tree, an editable install
@@ -44,6 +47,12 @@ HEAD_REVISION: Final = "0012"
 
 ADVISORY_LOCK_KEY: Final = 0x5354415445574159
 """``pg_advisory_xact_lock`` key serializing migrations: ASCII ``STATEWAY``."""
+
+SQLITE_LOCK_WAIT: Final = 600.0
+"""Seconds an upgrade waits for a SQLite database's write lock: as long as another
+process's upgrade of a large file may take (PostgreSQL's advisory lock is waited for
+without a bound; on SQLite any writer may hold the lock, a ``sqlite3`` shell left in a
+transaction too, which should not hang a start-up for ever)."""
 
 
 def alembic_config(url: str | None = None) -> Config:
@@ -130,6 +139,7 @@ async def _lock(connection: AsyncConnection) -> None:
     if connection.dialect.name == "sqlite":
         # The sqlite3 module would only open a transaction at the first INSERT, leaving the
         # DDL before it in autocommit mode; an explicit BEGIN makes the upgrade one unit.
+        await connection.exec_driver_sql(f"PRAGMA busy_timeout={int(SQLITE_LOCK_WAIT * 1000)}")
         await connection.exec_driver_sql("BEGIN IMMEDIATE")
     else:
         await connection.execute(
@@ -139,7 +149,15 @@ async def _lock(connection: AsyncConnection) -> None:
 
 def _upgrade_to_head(connection: Connection) -> None:
     from alembic import command
+    from alembic.migration import MigrationContext
 
+    # Read again under the lock: the process that held it may have upgraded the database,
+    # to this head (nothing left to do) or to a newer release's (Alembic cannot place it).
+    revision = MigrationContext.configure(connection).get_current_revision()
+    if revision == HEAD_REVISION:
+        return
+    if revision is not None and not _known(revision):
+        raise _unknown_revision(revision)
     config = alembic_config()
     # env.py runs the migrations on this connection, inside the transaction opened above.
     config.attributes["connection"] = connection
