@@ -112,18 +112,26 @@ def is_sqlite(url: URL) -> bool:
 def _create_private(path: Path) -> None:
     """Create the SQLite file at ``path`` (SQLite takes an empty file as an empty
     database) and its directory, for their owner only, unless they exist. A directory
-    that cannot be made (a file in its place, no permission) is a :class:`StorageError`
-    naming it; a file that cannot be made (a directory in its place, no permission) is
-    left for SQLite to refuse readably as it connects."""
+    or a file that cannot be made (a file in the directory's place, no permission, a
+    read-only file system) is a :class:`StorageError` naming it and what the system said
+    (SQLite would only say "unable to open database file"). Something already in the
+    file's place is left as it is (one SQLite cannot open is refused as it is opened:
+    :func:`~stateway.storage.sql.migrator.migrate`)."""
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     except OSError as exc:
-        cause = exc.strerror if exc.filename is None else f"{exc.strerror}: {exc.filename}"
-        raise StorageError(f"cannot create its directory {path.parent} ({cause})") from None
+        raise StorageError(f"cannot create its directory {path.parent} ({_cause(exc)})") from None
     try:
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-    except OSError:
-        return  # there already (left as it is), or SQLite's to refuse
+    except OSError as exc:
+        if isinstance(exc, FileExistsError) or os.path.exists(path):
+            return  # there already: left as it is
+        raise StorageError(f"cannot create it ({_cause(exc)})") from None
+
+
+def _cause(exc: OSError) -> str:
+    said = exc.strerror or type(exc).__name__
+    return said if exc.filename is None else f"{said}: {exc.filename}"
 
 
 def create_engine(url: str, *, timeout: float | None = None) -> AsyncEngine:

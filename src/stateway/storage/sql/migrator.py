@@ -98,10 +98,12 @@ async def migrate(url: str) -> None:
 
 
 def _open_sqlite(path: str) -> None:
-    """Raise ``sqlite3.Error`` if SQLite cannot open the file at all (a directory, no
-    permission): found here, not by aiosqlite, whose worker thread a failed connect
-    leaves to report a closed event loop with a traceback once the command has exited
-    (omnilib/aiosqlite#389)."""
+    """Raise ``OSError`` (what the system said: a directory, no permission to read) or
+    ``sqlite3.Error`` if SQLite cannot open the file at all: found here, not by
+    aiosqlite, whose worker thread a failed connect leaves to report a closed event loop
+    with a traceback once the command has exited (omnilib/aiosqlite#389), and said
+    better than SQLite's "unable to open database file"."""
+    Path(path).open("rb").close()
     sqlite3.connect(path).close()
 
 
