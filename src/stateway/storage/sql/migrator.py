@@ -48,6 +48,13 @@ HEAD_REVISION: Final = "0012"
 ADVISORY_LOCK_KEY: Final = 0x5354415445574159
 """``pg_advisory_xact_lock`` key serializing migrations: ASCII ``STATEWAY``."""
 
+SQLITE_NO_CASCADES: Final = "PRAGMA foreign_keys=OFF"
+"""Run on a SQLite connection before it migrates (outside a transaction, where alone it
+takes effect): SQLite alters most of a table by copying it and dropping the original
+(Alembic's batch mode, as a column is dropped), and with foreign keys enforced, as the
+gateway's connections have them, that ``DROP TABLE`` would delete every row referencing
+the table (``ON DELETE CASCADE``: a response's items and event log)."""
+
 SQLITE_LOCK_WAIT: Final = 600.0
 """Seconds an upgrade waits for a SQLite database's write lock: as long as another
 process's upgrade of a large file may take (PostgreSQL's advisory lock is waited for
@@ -139,9 +146,10 @@ def _unknown_revision(revision: str) -> StorageError:
 
 async def _lock(connection: AsyncConnection) -> None:
     if connection.dialect.name == "sqlite":
+        await connection.exec_driver_sql(SQLITE_NO_CASCADES)  # before the transaction
+        await connection.exec_driver_sql(f"PRAGMA busy_timeout={int(SQLITE_LOCK_WAIT * 1000)}")
         # The sqlite3 module would only open a transaction at the first INSERT, leaving the
         # DDL before it in autocommit mode; an explicit BEGIN makes the upgrade one unit.
-        await connection.exec_driver_sql(f"PRAGMA busy_timeout={int(SQLITE_LOCK_WAIT * 1000)}")
         await connection.exec_driver_sql("BEGIN IMMEDIATE")
     else:
         await connection.execute(
