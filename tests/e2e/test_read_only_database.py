@@ -29,7 +29,8 @@ from stateway.launch import child_env, launch
 
 READ_ONLY = (
     "The database is read-only (a standby server, as after a failover, a database set"
-    " read-only, or a database file the gateway cannot write)."
+    " read-only, or a database file, or the directory holding it, the gateway cannot"
+    " write)."
 )
 
 

@@ -421,7 +421,8 @@ def test_a_read_only_sqlite_is_named_by_its_error_code_not_its_words(
 
 READ_ONLY = (
     "The database is read-only (a standby server, as after a failover, a database set"
-    " read-only, or a database file the gateway cannot write)."
+    " read-only, or a database file, or the directory holding it, the gateway cannot"
+    " write)."
 )
 
 

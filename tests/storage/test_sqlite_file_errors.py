@@ -63,3 +63,20 @@ def test_a_directory_in_the_files_place_is_refused_saying_so(tmp_path: Path) -> 
 
     assert said.startswith("Storage failed while migrating the database."), said
     assert said.endswith(f"(IsADirectoryError: [Errno 21] Is a directory: '{database}')")
+
+
+def test_a_file_in_a_directory_it_may_not_write_is_refused_naming_the_directory(
+    tmp_path: Path,
+) -> None:
+    """The file writable, its directory not: SQLite cannot make its write-ahead log
+    beside it, and refuses even to read (``SQLITE_READONLY_DIRECTORY``)."""
+    directory = tmp_path / "locked"
+    directory.mkdir()
+    database = directory / "stateway.db"
+    assert migrate(database).returncode == 0
+    directory.chmod(0o555)
+
+    said = refusal(database)
+
+    assert said.startswith("Storage failed while migrating the database."), said
+    assert "the directory holding it" in said, said

@@ -278,7 +278,7 @@ async def test_a_read_only_database_fails_conversation_writes_and_readiness_nami
                 assert refused.json()["error"] == {
                     "message": f"Storage failed while {action}. The database is read-only"
                     " (a standby server, as after a failover, a database set read-only, or a"
-                    " database file the gateway cannot write).",
+                    " database file, or the directory holding it, the gateway cannot write).",
                     "type": "server_error",
                     "param": None,
                     "code": "storage_read_only",

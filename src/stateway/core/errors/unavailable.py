@@ -93,7 +93,8 @@ class StorageReadOnly(StorageNotWritable):
     code = "storage_read_only"
     cause = (
         "The database is read-only (a standby server, as after a failover, a database set"
-        " read-only, or a database file the gateway cannot write)."
+        " read-only, or a database file, or the directory holding it, the gateway cannot"
+        " write)."
     )
 
 
