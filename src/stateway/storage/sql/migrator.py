@@ -97,7 +97,7 @@ async def migrate(url: str) -> None:
                 if revision is not None and not _known(revision):
                     raise _unknown_revision(revision)
                 await connection.rollback()
-                await _lock(connection)
+                await lock_for_migrating(connection)
                 await connection.run_sync(_upgrade_to_head)
                 await connection.commit()
     finally:
@@ -144,7 +144,10 @@ def _unknown_revision(revision: str) -> StorageError:
     )
 
 
-async def _lock(connection: AsyncConnection) -> None:
+async def lock_for_migrating(connection: AsyncConnection) -> None:
+    """Begin the transaction ``connection`` migrates in, holding the migration lock (the
+    module's doc); ``connection`` must not be in a transaction yet. Used by ``env.py``
+    too, so that Alembic's command API migrates as start-up does."""
     if connection.dialect.name == "sqlite":
         await connection.exec_driver_sql(SQLITE_NO_CASCADES)  # before the transaction
         await connection.exec_driver_sql(f"PRAGMA busy_timeout={int(SQLITE_LOCK_WAIT * 1000)}")

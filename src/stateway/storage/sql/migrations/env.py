@@ -7,8 +7,9 @@ Three ways in:
   the migrations run on it;
 * online from a URL (``sqlalchemy.url`` in the config, a user URL such as
   ``sqlite:///dev.db``): an async engine is created here and the migrations run through
-  ``run_sync`` in their own transaction (on SQLite with foreign keys unenforced, as
-  :func:`~stateway.storage.sql.migrator.migrate` runs them: see ``SQLITE_NO_CASCADES``);
+  ``run_sync`` in one transaction holding the migration lock, as
+  :func:`~stateway.storage.sql.migrator.migrate` runs them
+  (:func:`~stateway.storage.sql.migrator.lock_for_migrating`);
 * offline (``--sql``): the SQL is rendered for the URL's dialect instead of executed.
 """
 
@@ -20,7 +21,7 @@ from alembic import context
 from sqlalchemy import Connection
 
 from stateway.storage.sql.engine import async_url, create_engine
-from stateway.storage.sql.migrator import SQLITE_NO_CASCADES
+from stateway.storage.sql.migrator import lock_for_migrating
 from stateway.storage.sql.schema import metadata
 
 config = context.config
@@ -44,9 +45,7 @@ async def run_from_url(url: str) -> None:
     engine = create_engine(url)
     try:
         async with engine.connect() as connection:
-            if connection.dialect.name == "sqlite":
-                await connection.exec_driver_sql(SQLITE_NO_CASCADES)
-                await connection.commit()  # the statement's transaction: Alembic's own next
+            await lock_for_migrating(connection)
             await connection.run_sync(run_on_connection)
             await connection.commit()
     finally:

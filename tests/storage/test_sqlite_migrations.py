@@ -1,7 +1,10 @@
-"""Going back a revision on SQLite keeps the rows of the tables that reference the one
-altered: dropping a column copies its table (Alembic's batch mode), and the copy's
-``DROP TABLE`` of the original must not cascade (SQLite's foreign keys are enforced on
-every connection the gateway opens)."""
+"""Migrations on SQLite keep rows and are all or nothing, however they are run.
+
+Going back a revision keeps the rows of the tables that reference the one altered:
+dropping a column copies its table (Alembic's batch mode), and the copy's ``DROP TABLE``
+of the original must not cascade (SQLite's foreign keys are enforced on every connection
+the gateway opens). An upgrade run with Alembic's command API is one transaction, as
+start-up's is (the ``sqlite3`` module would commit each DDL statement by itself)."""
 
 from __future__ import annotations
 
@@ -11,10 +14,12 @@ from pathlib import Path
 import pytest
 from alembic import command
 from sqlalchemy import Connection
+from sqlalchemy.exc import OperationalError
 
 from stateway.storage.sql import migrator
 from stateway.storage.sql.migrator import alembic_config
 
+_TABLES = "SELECT name FROM sqlite_master WHERE type = 'table'"
 _COUNTS = {
     table: f"SELECT count(*) FROM {table}" for table in ("responses", "items", "response_events")
 }
@@ -68,3 +73,23 @@ async def test_start_up_upgrades_run_with_foreign_keys_unenforced_too(
     await migrator.migrate(f"sqlite:///{tmp_path}/stateway.db")
 
     assert enforced == [0]
+
+
+def test_an_upgrade_from_alembics_command_fails_whole(tmp_path: Path) -> None:
+    """Run with Alembic's command API (a developer's way in, env.py opening the database
+    itself), an upgrade failing part-way leaves the schema as it was, as start-up's does:
+    not tables made by the revision that failed, which the next upgrade would trip on."""
+    path = tmp_path / "stateway.db"
+    config = alembic_config(f"sqlite:///{path}")
+    command.upgrade(config, "0002")
+    with sqlite3.connect(path) as connection:  # in the way of 0003's third table
+        connection.execute("CREATE TABLE response_events (x)")
+
+    with pytest.raises(OperationalError, match="table response_events already exists"):
+        command.upgrade(config, "head")
+
+    with sqlite3.connect(path) as connection:
+        tables = {row[0] for row in connection.execute(_TABLES)}
+        (revision,) = connection.execute("SELECT version_num FROM alembic_version").fetchone()
+    assert tables == {"alembic_version", "responses", "items", "response_events"}
+    assert revision == "0002"
