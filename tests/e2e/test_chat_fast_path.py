@@ -145,6 +145,9 @@ async def test_a_stream_comes_back_byte_for_byte(setup: Setup) -> None:
     status, headers, answer = await exchange(setup, sent("stream", stream=True))
     assert (status, answer) == (200, b"".join(CANNED_FRAMES))
     assert headers["Content-Type"] == "text/event-stream"
+    # as a translated stream's: a proxy in front (nginx) relays its events as they come
+    named = {name.lower(): value for name, value in headers.items()}
+    assert (named["cache-control"], named["x-accel-buffering"]) == ("no-cache", "no")
 
 
 async def test_an_upstream_error_passes_through(setup: Setup) -> None:

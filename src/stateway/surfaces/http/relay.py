@@ -1,27 +1,29 @@
 """Relaying an upstream's answer as it came: status, headers and body bytes, parsed by no one.
 
 The Chat Completions fast path answers with a :class:`RelayResponse`: an event stream's
-status line and the headers a client needs go out at once, then each body chunk as it
-arrives. The relay is closed however the answer ends, which closes an unfinished upstream
-request; an answer that ends with a last message has it closed before that message goes
-out, so that what it held (its request's concurrent slot, given back in Redis) is free on
-every replica before its client learns that it ended. The route cancels the answer when
-its client leaves (its ``DisconnectWatch`` notices even while the upstream is silent). Any
-other body's status line waits for its first chunk, and a whole answer's (a 200 that is no
-event stream: :attr:`~stateway.core.backend.Relay.whole`) for all of it, which then
-follows in one message (:meth:`RelayResponse.held`): an upstream failing before that
-(silent past its read timeout, its connection reset after the headers) is answered as an
-error, not as a status whose body never comes. When the upstream fails part-way, an event
-stream ends with one OpenAI-shaped ``data: {"error": ...}`` line (what the ``openai`` SDK
-raises), on a line of its own after what was relayed; any other body (an upstream's error
-body: a 200 one is read whole before it is relayed,
-:mod:`stateway.backends.upstream_relay`) is cut short, closing the connection. An event
-stream whose credential is revoked (an API key) or expires while it is relayed ends the
-same way, with the 401 (:class:`~stateway.surfaces.auth.revocation.RevocationWatch`), its
-upstream request closed as when the client leaves. A relay ended so, or by the server
-shutting down, is logged at info (expected endings); one its upstream fails part-way, as a
-warning naming the server. A body left unfinished on purpose is not reported by uvicorn as
-the app's error (:func:`~stateway.surfaces.http.unfinished.leave_unfinished`).
+status line and the headers a client needs go out at once (with those telling a proxy
+before it not to hold its events, as a translated stream's:
+:data:`~stateway.surfaces.http.sse.UNBUFFERED`), then each body chunk as it arrives. The
+relay is closed however the answer ends, which closes an unfinished upstream request; an
+answer that ends with a last message has it closed before that message goes out, so that
+what it held (its request's concurrent slot, given back in Redis) is free on every replica
+before its client learns that it ended. The route cancels the answer when its client
+leaves (its ``DisconnectWatch`` notices even while the upstream is silent). Any other
+body's status line waits for its first chunk, and a whole answer's (a 200 that is no event
+stream: :attr:`~stateway.core.backend.Relay.whole`) for all of it, which then follows in
+one message (:meth:`RelayResponse.held`): an upstream failing before that (silent past its
+read timeout, its connection reset after the headers) is answered as an error, not as a
+status whose body never comes. When the upstream fails part-way, an event stream ends with
+one OpenAI-shaped ``data: {"error": ...}`` line (what the ``openai`` SDK raises), on a
+line of its own after what was relayed; any other body (an upstream's error body: a 200
+one is read whole before it is relayed, :mod:`stateway.backends.upstream_relay`) is cut
+short, closing the connection. An event stream whose credential is revoked (an API key) or
+expires while it is relayed ends the same way, with the 401
+(:class:`~stateway.surfaces.auth.revocation.RevocationWatch`), its upstream request closed
+as when the client leaves. A relay ended so, or by the server shutting down, is logged at
+info (expected endings); one its upstream fails part-way, as a warning naming the server.
+A body left unfinished on purpose is not reported by uvicorn as the app's error
+(:func:`~stateway.surfaces.http.unfinished.leave_unfinished`).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from stateway.core.backend import Relay, is_event_stream
 from stateway.core.errors import CredentialRevoked, GatewayError, ServerShuttingDown
 from stateway.protocols.chat.stream import encode_error_chunk
 from stateway.surfaces.auth.revocation import RevocationWatch
+from stateway.surfaces.http.sse import UNBUFFERED
 from stateway.surfaces.http.unfinished import leave_unfinished
 
 log = logging.getLogger(__name__)
@@ -95,6 +98,8 @@ class RelayResponse:
     async def _relay_all(self, scope: Scope, send: Send) -> None:
         relay = self._relay
         headers = [(name.encode(), value.encode()) for name, value in relay.headers.items()]
+        if self._streams:  # what a translated stream says: relayed events are not held
+            headers += UNBUFFERED
         await send({"type": "http.response.start", "status": relay.status, "headers": headers})
         if self._body is not None:
             await self._end(send, self._body)

@@ -13,6 +13,7 @@ import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import dataclass
+from typing import Final
 
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
@@ -39,11 +40,14 @@ LAG_CHECK_INTERVAL = 1.0
 log = logging.getLogger(__name__)
 
 _COMMENT = b": keep-alive\n\n"
-_SSE_HEADERS = [
-    (b"content-type", b"text/event-stream; charset=utf-8"),
+UNBUFFERED: Final = (
     (b"cache-control", b"no-cache"),
     (b"x-accel-buffering", b"no"),
-]
+)
+"""What an event stream says to the caches and proxies before its client (nginx buffers a
+reply without ``X-Accel-Buffering: no``): pass its events on as they come. A relayed one
+(:mod:`.relay`) says it too."""
+_SSE_HEADERS = [(b"content-type", b"text/event-stream; charset=utf-8"), *UNBUFFERED]
 
 
 Chunks = AsyncGenerator[tuple[bytes, bool], None]
