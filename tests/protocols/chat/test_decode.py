@@ -542,6 +542,28 @@ def test_an_unknown_role_or_part_type_is_refused_in_hosted_words(
     assert (error.param, error.code, error.message) == (param, "invalid_value", words)
 
 
+@pytest.mark.parametrize(
+    ("tool", "code", "words"),
+    [
+        (
+            {"type": "web_search"},
+            "invalid_value",
+            "Invalid value: 'web_search'. Supported values are: 'function' and 'custom'.",
+        ),
+        ({"function": {"name": "f"}}, "missing_required_parameter", None),
+    ],
+)
+def test_a_tool_of_an_unknown_type_is_refused_naming_both_types(
+    tool: dict[str, Any], code: str, words: str | None
+) -> None:
+    """A tool is a function or a custom tool: the error names both, as hosted lists them,
+    not the first alternative alone."""
+    error = refused(tools=[tool])
+    assert (error.param, error.code) == ("tools[0].type", code), error.message
+    if words is not None:
+        assert error.message == words
+
+
 def test_a_legacy_function_message_says_what_to_send_instead() -> None:
     """Hosted still takes ``role: "function"`` (the ``functions`` API's answer); a
     translated request cannot carry it, and the 400 says why and what to send."""

@@ -50,6 +50,7 @@ from stateway.protocols.chat.messages import decode_messages
 from stateway.protocols.chat.request import (
     PART_TYPES,
     ROLES,
+    TOOL_TYPES,
     ChatBody,
     ResponseFormat,
     WebSearchOptions,
@@ -322,14 +323,14 @@ def _in_messages(loc: tuple[int | str, ...]) -> bool:
     return len(loc) == 2 and loc[0] == "messages"
 
 
-_TAGS = ROLES | PART_TYPES
+_TAGS = ROLES | PART_TYPES | TOOL_TYPES
 _ALTERNATIVES = frozenset({"str", "int", "float", "bool", "none"})
 
 
 def _param(loc: tuple[int | str, ...]) -> str:
     """``messages[0].content[1].image_url.url`` from pydantic's location, whose union
     alternatives (``str``, ``list[...]``, ``NamedToolChoice``) and discriminator tags (a
-    role or part type after an index) are not fields."""
+    role, part type or tool type after an index) are not fields."""
     text = ""
     previous: int | str | None = None
     for part in loc:

@@ -180,6 +180,11 @@ class CustomTool(_Wire):
     custom: CustomDefinition
 
 
+Tool = Annotated[FunctionTool | CustomTool, Field(discriminator="type")]
+"""Told apart by ``type``: one of neither is refused naming both."""
+TOOL_TYPES = frozenset({"function", "custom"})
+
+
 class NamedFunction(_Wire):
     name: str = Field(min_length=1)
 
@@ -230,7 +235,7 @@ class ChatBody(_Wire):
     messages: list[Message] = Field(min_length=1)
     stream: bool | None = None
     stream_options: StreamOptions | None = None
-    tools: list[FunctionTool | CustomTool] | None = None
+    tools: list[Tool] | None = None
     web_search_options: WebSearchOptions | None = None
     tool_choice: (
         Literal["none", "auto", "required"]
