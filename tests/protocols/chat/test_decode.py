@@ -951,6 +951,13 @@ def test_a_functions_object_schema_is_kept() -> None:
             "objects, but got an object instead.",
         ),
         (
+            {"stop": 5},
+            "stop",
+            "invalid_type",
+            "Invalid type for 'stop': expected one of a string or array of strings, but got "
+            "an integer instead.",
+        ),
+        (
             {"n": 0},
             "n",
             "integer_below_min_value",

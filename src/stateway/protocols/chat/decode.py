@@ -310,7 +310,10 @@ def _invalid(exc: pydantic.ValidationError) -> InvalidRequest:
     return invalid_request(exc, _param, _tag, _UNIONS)
 
 
-_UNIONS: Final = {"messages[].content": "one of a string or array of objects"}
+_UNIONS: Final = {
+    "messages[].content": "one of a string or array of objects",
+    "stop": "one of a string or array of strings",
+}
 """What a union field is said to expect, by hosted, when a value is of none of its types."""
 
 
