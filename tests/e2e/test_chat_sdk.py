@@ -13,6 +13,7 @@ import orjson
 import pytest
 from openai import OpenAI
 from openai.lib.streaming.chat import ChatCompletionStreamState
+from pydantic import BaseModel
 
 from tests.e2e.test_upstream_mapping import clear, upstream_requests
 
@@ -140,6 +141,49 @@ def test_a_tool_is_strict_only_when_asked(client: OpenAI, fake_upstream: str) ->
         assert sent["body"]["tools"] == tools
         return
     assert [tool.get("strict") for tool in sent["body"]["tools"]] == [False, True]
+
+
+class Weather(BaseModel):
+    city: str
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_the_sdk_parses_a_strict_tools_call(client: OpenAI, stream: bool) -> None:
+    """``chat.completions.parse()`` and the ``stream()`` helper read a call of a tool made
+    from a pydantic model (strict, as the SDK declares it) as that model."""
+    messages: Any = [{"role": "user", "content": '[[tool:Weather:{"city":"Paris"}]]'}]
+    tools = [openai.pydantic_function_tool(Weather)]
+    if stream:
+        with client.chat.completions.stream(model=MODEL, messages=messages, tools=tools) as events:
+            done = [e for e in events if e.type == "tool_calls.function.arguments.done"]
+            completion = events.get_final_completion()
+        assert [event.parsed_arguments for event in done] == [Weather(city="Paris")]
+    else:
+        completion = client.chat.completions.parse(model=MODEL, messages=messages, tools=tools)
+    [call] = completion.choices[0].message.tool_calls or []
+    assert call.function.parsed_arguments == Weather(city="Paris")
+    assert completion.choices[0].finish_reason == "tool_calls"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_refusal_is_parsed_as_none(client: OpenAI, stream: bool) -> None:
+    """A model that declines a ``response_format`` gives ``parsed: None`` and its
+    ``refusal``, as hosted's structured outputs do."""
+    messages: Any = [{"role": "user", "content": "[[refuse:not that]]"}]
+    if stream:
+        with client.chat.completions.stream(
+            model=MODEL, messages=messages, response_format=Weather
+        ) as events:
+            kinds = {event.type for event in events}
+            completion = events.get_final_completion()
+        assert {"refusal.delta", "refusal.done"} <= kinds
+    else:
+        completion = client.chat.completions.parse(
+            model=MODEL, messages=messages, response_format=Weather
+        )
+    message = completion.choices[0].message
+    assert (message.parsed, message.content, message.refusal) == (None, None, "not that")
+    assert completion.choices[0].finish_reason == "stop"
 
 
 @pytest.mark.parametrize("stream", [False, True])
