@@ -143,6 +143,25 @@ def test_a_tool_is_strict_only_when_asked(client: OpenAI, fake_upstream: str) ->
     assert [tool.get("strict") for tool in sent["body"]["tools"]] == [False, True]
 
 
+def test_the_stored_completion_routes_say_nothing_is_stored(client: OpenAI) -> None:
+    """Hosted stores chat completions (``store: true``); the gateway keeps none, and the
+    SDK's calls for them raise ``NotFoundError`` saying so, not a 405."""
+    completion = client.chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": "hi"}], store=True
+    )
+    calls = [
+        lambda: client.chat.completions.list(),
+        lambda: client.chat.completions.retrieve(completion.id),
+        lambda: client.chat.completions.update(completion.id, metadata={"k": "v"}),
+        lambda: client.chat.completions.delete(completion.id),
+        lambda: client.chat.completions.messages.list(completion.id),
+    ]
+    for ask in calls:
+        with pytest.raises(openai.NotFoundError) as caught:
+            ask()
+        assert "stores no chat completion" in caught.value.message
+
+
 class Weather(BaseModel):
     city: str
 

@@ -597,15 +597,27 @@ def test_fuzzed_chat_requests_never_get_a_5xx(raw: dict[str, Any]) -> None:
 
 async def test_store_is_taken_and_nothing_is_stored() -> None:
     """``store: true`` is answered (clients send it to be let to send ``metadata``), but no
-    chat completion is kept: the stored-completion routes are not served."""
+    chat completion is kept: each stored-completion route hosted serves (list, retrieve,
+    update, delete, messages) is a 404 saying so, which the SDK raises as
+    ``NotFoundError``; not a 405, as if listing were a wrong method."""
     app = build()
     reply = await post(app, body(store=True, metadata={"k": "v"}))
     assert reply.status == 200, reply.body
-    completion_id = reply.json()["id"]
-    listed = await call(app, "GET", "/v1/chat/completions")
-    assert_openai_error(listed, 405)
-    for method in ("GET", "DELETE"):
-        assert_openai_error(await call(app, method, f"/v1/chat/completions/{completion_id}"), 404)
+    one = f"/v1/chat/completions/{reply.json()['id']}"
+    for method, path in [
+        ("GET", "/v1/chat/completions"),
+        ("GET", one),
+        ("POST", one),
+        ("DELETE", one),
+        ("GET", one + "/messages"),
+    ]:
+        answered = await call(app, method, path, b'{"metadata": {"k": "w"}}')
+        error = assert_openai_error(answered, 404)
+        assert error["code"] == "not_found", (method, path)
+        assert "stores no chat completion" in error["message"], (method, path)
+    other = await call(app, "PUT", one)
+    assert other.status == 405
+    assert set(other.headers["allow"].split(", ")) == {"GET", "HEAD", "POST", "DELETE"}
 
 
 class Fields(dict[str, Any]):

@@ -29,7 +29,7 @@ from stateway.surfaces.asgi.hosts import HostGuard
 from stateway.surfaces.auth.authenticator import Authenticator
 from stateway.surfaces.http.admin import AdminRoutes
 from stateway.surfaces.http.authentication import Authentication
-from stateway.surfaces.http.chat import ChatRoutes
+from stateway.surfaces.http.chat import ChatRoutes, stored_completions
 from stateway.surfaces.http.conversations import ConversationsRoutes
 from stateway.surfaces.http.errors import error_answer
 from stateway.surfaces.http.express import PlainApp, express_route
@@ -54,6 +54,14 @@ RESPONSES_PATH = "/v1/responses"
 POST_ONLY = ("/v1/responses/compact", "/v1/responses/input_tokens")
 """Routes beside ``/v1/responses/{response_id}`` that take POST only: another method is
 405 (never read as a response id), and paths below them are unknown routes."""
+
+
+STORED_COMPLETIONS = (
+    Route(CHAT_PATH, stored_completions, methods=["GET"]),
+    Route(CHAT_PATH + "/{completion_id}", stored_completions, methods=["GET", "POST", "DELETE"]),
+    Route(CHAT_PATH + "/{completion_id}/messages", stored_completions, methods=["GET"]),
+)
+"""Hosted's stored-completion routes: each a 404 saying none is stored."""
 
 
 def build_http_app(
@@ -108,7 +116,7 @@ def build_http_app(
         Route("/v1/responses/{response_id}/cancel", responses.cancel, methods=["POST"]),
         *([] if conversations is None else conversation_routes(conversations)),
         *messages_routes,
-        *([] if chat_route is None else [chat_route]),
+        *([] if chat_route is None else [chat_route, *STORED_COMPLETIONS]),
         *([] if mcp is None else [Route("/mcp", mcp), Route("/mcp/", mcp)]),
         Route(MODELS_PATH, service.models, methods=["GET"]),
         Route(MODELS_PATH + "/{model_id:path}", service.model, methods=["GET"]),

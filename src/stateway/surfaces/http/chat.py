@@ -1,4 +1,5 @@
-"""Routes of the Chat Completions API: ``POST /v1/chat/completions``.
+"""Routes of the Chat Completions API: ``POST /v1/chat/completions``, and the routes of
+stored chat completions, which the gateway does not keep (:func:`stored_completions`).
 
 A request goes to the core as a ``ForwardChat``: when its route's backend speaks Chat
 Completions itself and offers no gateway tools, the body goes upstream untouched and the
@@ -13,15 +14,15 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from functools import partial
-from typing import Any
+from typing import Any, Final
 
-from starlette.requests import ClientDisconnect
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from stateway.core import hidden
 from stateway.core.commands import CreateResponse, ForwardChat
-from stateway.core.errors import GatewayError
+from stateway.core.errors import GatewayError, NotFound
 from stateway.core.gateway import Gateway
 from stateway.core.principal import Principal
 from stateway.core.runs import Run
@@ -154,6 +155,19 @@ class ChatRoutes:
         decoded.command.attach = attach
         decoded.command.session = session_of(scope)  # a forwarded request needs none
         return decoded.command
+
+
+NOT_STORED: Final = (
+    "Stored chat completions are not served: this gateway stores no chat completion ('store' "
+    "is taken and ignored). Keep state with /v1/responses instead."
+)
+
+
+async def stored_completions(request: Request) -> Response:
+    """A route of hosted's stored chat completions (list, retrieve, update, delete, the
+    messages of one): none is kept, so each is a 404 saying so (the SDK's
+    ``NotFoundError``), the list's too (not a 405, as if only its method were wrong)."""
+    raise NotFound(NOT_STORED)
 
 
 def _translated_answer(scope: Scope, fields: dict[str, Any], error: Exception) -> Response:
