@@ -533,6 +533,22 @@ def test_max_tokens_is_always_sent() -> None:
     assert body([user("q")], max_output_tokens=9)["max_tokens"] == 9
 
 
+@pytest.mark.parametrize(
+    ("asked", "user_id"),
+    [
+        ({"safety_identifier": "hashed-7"}, "hashed-7"),
+        ({"safety_identifier": "hashed-7", "user": "u-1"}, "hashed-7"),
+        ({"user": "u-1"}, "u-1"),
+    ],
+)
+def test_the_user_anthropic_is_told_of_is_the_safety_identifier_first(
+    asked: dict[str, str], user_id: str
+) -> None:
+    """OpenAI's ``safety_identifier`` (which replaces ``user``) is what Anthropic's
+    ``metadata.user_id`` is for: an opaque id of the end user, to detect abuse by."""
+    assert body([user("q")], **asked)["metadata"] == {"user_id": user_id}
+
+
 def test_sampling_settings_without_thinking() -> None:
     sent = body(
         [user("q")],

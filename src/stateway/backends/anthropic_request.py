@@ -23,6 +23,9 @@
   ``"\\n"``), which Anthropic refuses: the backend ends the text at those itself.
 - ``service_tier``: ``auto`` (and ``priority``) as ``auto``, ``default`` as
   ``standard_only``; others are not sent.
+- ``metadata.user_id``: the end user's opaque id Anthropic detects abuse by, as OpenAI's
+  ``safety_identifier`` is; else ``user`` (which it replaces; a Messages client's own
+  ``user_id``).
 - A ``json_schema`` text format is Anthropic's structured output,
   ``output_config.format``; ``json_object`` has no equivalent there and is not carried.
 - Prompt caching: a Messages client's top-level ``cache_control`` as it came; OpenAI's
@@ -114,8 +117,9 @@ def to_upstream(
     sent_stops = [s for s in settings.stop_sequences if not blank_stop(s)]
     if sent_stops:
         body["stop_sequences"] = sent_stops
-    if settings.user:
-        body["metadata"] = {"user_id": settings.user}
+    end_user = settings.safety_identifier or settings.user  # what user_id is for: abuse
+    if end_user:
+        body["metadata"] = {"user_id": end_user}
     tier = _SERVICE_TIERS.get(settings.service_tier or "")
     if tier is not None:
         body["service_tier"] = tier
