@@ -42,6 +42,9 @@ class Recorded:
     def set(self, key: str, value: Attribute) -> None:
         self.attributes[key] = value
 
+    def failed(self, error_type: str) -> None:
+        self.attributes["error.type"] = error_type
+
     def answered(self, reason: str, usage: Usage | None, noted: Answered | None) -> None:
         self.answers.append((reason, usage, noted))
 

@@ -62,15 +62,16 @@ def traced_app(
     rounds: list[list[Any]],
     backend: Backend | None = None,
     provider: TracerProvider | None = None,
+    search: FakeSearch | None = None,
 ) -> Any:
     """The HTTP app over ``backend`` (default: one scripted with ``rounds``), tracing
-    into ``exporter`` (through ``provider``, if given)."""
+    into ``exporter`` (through ``provider``, if given); its web search ``search``."""
     provider = provider or TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     telemetry = Observability(PrometheusMetrics(), Tracing(provider.get_tracer("test")))
     backend = backend or RoundsBackend(rounds)
     store = MemoryStore()
-    search = FakeSearch([SearchHit("Stateway", "https://stateway.test", "A gateway.")])
+    search = search or FakeSearch([SearchHit("Stateway", "https://stateway.test", "A gateway.")])
     tools = GatewayTools(search=search, policy=ToolPolicy(timeout=5))
     router = Router([BackendEntry(backend, {}, catch_all=True)])
     loop = Loop(store, tools=tools, telemetry=telemetry)
@@ -265,6 +266,39 @@ async def test_a_gateway_tool_call_is_an_execute_tool_span(
     }
     [first, _] = attributes_of(exporter.get_finished_spans(), "chat m")
     assert first["gen_ai.response.finish_reasons"] == ("tool_calls",)
+
+
+async def test_a_failed_tool_call_is_a_failed_span(exporter: InMemorySpanExporter) -> None:
+    """A call that failed (its error handed to the model, the run going on) ended in an
+    error all the same: the conventions want its span's status Error beside its
+    ``error.type``, which trace searches for failures read."""
+    failing = FakeSearch([], fail=True)
+    rounds = [tools_round(call("web_search", {"query": "q"})), answer()]
+    app = traced_app(exporter, rounds, search=failing)
+    assert (await http_call(app, "POST", "/v1/responses", create())).status == 200
+    [search] = [s for s in exporter.get_finished_spans() if s.name == "execute_tool web_search"]
+    attributes = dict(search.attributes or {})
+    assert (attributes["stateway.outcome"], attributes["error.type"]) == ("error", "protocol")
+    assert search.status.status_code is StatusCode.ERROR
+    assert search.status.description == "protocol"
+    [request] = [s for s in exporter.get_finished_spans() if s.name == "POST /v1/responses"]
+    assert request.status.status_code is StatusCode.UNSET  # the request itself succeeded
+
+
+async def test_a_server_error_answer_has_its_status_as_error_type(
+    exporter: InMemorySpanExporter,
+) -> None:
+    """HTTP's conventions: a server span answering 5xx has ``error.type`` set to the status
+    code; a 4xx is the client's error, not the server's."""
+    app = traced_app(exporter, [[UpstreamUnavailable("down")]])
+    assert (await http_call(app, "POST", "/v1/responses", create())).status == 502
+    assert (await http_call(app, "GET", "/v1/responses/resp_missing")).status == 404
+    spans = exporter.get_finished_spans()
+    [failed] = [s for s in spans if s.name == "POST /v1/responses"]
+    assert dict(failed.attributes or {})["error.type"] == "502"
+    [missing] = [s for s in spans if s.name == "GET /v1/responses/{response_id}"]
+    assert "error.type" not in dict(missing.attributes or {})
+    assert missing.status.status_code is StatusCode.UNSET
 
 
 @pytest.fixture(scope="module")

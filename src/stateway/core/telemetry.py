@@ -56,6 +56,12 @@ class Span(Protocol):
         """Add an attribute (dropped unless the tracer allows its key)."""
         ...
 
+    def failed(self, error_type: str) -> None:
+        """The operation ended in an error it handled (a tool call's timeout or error,
+        answered to the model): marked failed, ``error_type`` its ``error.type``. An
+        exception leaving the span's block marks it without this."""
+        ...
+
 
 class AttemptSpan(Span, Protocol):
     def answered(self, reason: str, usage: Usage | None, noted: Answered | None) -> None:
@@ -166,6 +172,9 @@ class NoSpan:
         return None
 
     def set(self, key: str, value: Attribute) -> None:
+        pass
+
+    def failed(self, error_type: str) -> None:
         pass
 
     def answered(self, reason: str, usage: Usage | None, noted: Answered | None) -> None:

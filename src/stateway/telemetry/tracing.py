@@ -65,6 +65,9 @@ ALLOWED_ATTRIBUTES: Final = frozenset(
 """Every attribute a span may carry: names of routes, models, backends and tools,
 numbers, ids and outcomes; nothing a client wrote."""
 
+ERROR_TYPE: Final = "error.type"
+"""What a failed span's error was (the conventions' attribute, on every kind of span)."""
+
 ROUND: Final = "stateway.round"
 """A round's span, and the attribute holding its number (from 1)."""
 
@@ -101,6 +104,10 @@ class AllowedSpan:
         if key in ALLOWED_ATTRIBUTES:
             self._span.set_attribute(key, value)
 
+    def failed(self, error_type: str) -> None:
+        self._span.set_attribute(ERROR_TYPE, error_type)
+        self._span.set_status(Status(StatusCode.ERROR, error_type))
+
 
 class InferenceSpan(AllowedSpan):
     """An upstream attempt's span (:class:`~stateway.core.telemetry.AttemptSpan`)."""
@@ -125,7 +132,8 @@ class RequestSpan:
         self._span.set_attribute("http.route", route)
         self._span.set_attribute("http.response.status_code", status)
         self._span.update_name(f"{self._method} {route}")
-        if status >= 500:
+        if status >= 500:  # HTTP's conventions: a server's own error, typed by its status
+            self._span.set_attribute(ERROR_TYPE, str(status))
             self._span.set_status(Status(StatusCode.ERROR, f"HTTP {status}"))
 
 
@@ -193,7 +201,7 @@ class Tracing:
                     span.set_attribute("stateway.error", error)
                 else:
                     error = type(exc).__qualname__
-                span.set_attribute("error.type", error)
+                span.set_attribute(ERROR_TYPE, error)
                 span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
                 raise
             finally:

@@ -88,7 +88,7 @@ class Executor:
                     raise
                 span.set("stateway.outcome", kind)
                 if outcome.error is not None:  # a timeout, or the error's kind
-                    span.set("error.type", "timeout" if kind == "timeout" else outcome.error.kind)
+                    span.failed("timeout" if kind == "timeout" else outcome.error.kind)
             self._telemetry.tool_called(call.kind, kind)
             return outcome
 
