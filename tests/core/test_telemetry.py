@@ -26,7 +26,7 @@ from stateway.core.telemetry import AttemptSpan, Attribute, RunReport, Span, Too
 from stateway.core.tools.ports import SearchHit
 from stateway.core.tools.toolset import ConfiguredServer, GatewayTools, ToolPolicy
 from stateway.core.usage import Usage
-from tests.core.compaction.test_service import SEALER, SUMMARY, user
+from tests.core.compaction.test_service import ANSWER, SEALER, SUMMARY, user
 from tests.core.fakes import FakeSearch, MemoryStore, RoundsBackend, ScriptedBackend
 from tests.core.tools.test_tool_loop import DOCS, MCP_TOOL, answer, call, fake_mcp, tools_round
 
@@ -38,6 +38,8 @@ class Recorded:
         self.name = name
         self.attributes = dict(attributes)
         self.answers: list[tuple[str, Usage | None, Answered | None]] = []
+        self.error: str | None = None
+        """The class of the exception that left the span's block, if any."""
 
     def set(self, key: str, value: Attribute) -> None:
         self.attributes[key] = value
@@ -61,7 +63,11 @@ class Recording:
     def _span(self, name: str, attributes: Mapping[str, Any]) -> Iterator[Recorded]:
         recorded = Recorded(name, attributes)
         self.spans.append(recorded)
-        yield recorded
+        try:
+            yield recorded
+        except BaseException as exc:
+            recorded.error = type(exc).__name__
+            raise
 
     def round(self, number: int) -> AbstractContextManager[Span]:
         return self._span("round", {"number": number})
@@ -355,3 +361,40 @@ async def test_a_compaction_reports_the_summary_tokens() -> None:
     await gw.execute(Principal(tenant_id="acme"), CompactResponse("m", [user("one")]))
     [report] = telemetry.reports
     assert (report.tenant_id, report.model, report.usage) == ("acme", "m", Usage(10, 3))
+
+
+async def test_a_compactions_summary_call_is_an_attempt_span() -> None:
+    """The summary call is a model call like a round's: a trace shows it, its tokens told,
+    whether the compaction is asked of ``/responses/compact`` or made by a run."""
+    telemetry = Recording()
+    store = MemoryStore()
+    backend = RoundsBackend([SUMMARY, ANSWER])
+    router = Router([BackendEntry(backend, {}, catch_all=True)])
+    loop = Loop(store, sealer=SEALER, telemetry=telemetry)
+    gw = Gateway(store, router, loop, RunRegistry(), sealer=SEALER, telemetry=telemetry)
+    await gw.execute(Principal(tenant_id="acme"), CompactResponse("m", [user("one")]))
+    [summary] = telemetry.spans
+    assert (summary.name, summary.attributes) == ("attempt", {"backend": "scripted", "model": "m"})
+    assert [(reason, usage) for reason, usage, _ in summary.answers] == [("stop", Usage(10, 3))]
+    telemetry.spans.clear()
+    backend.requests.clear()
+    trigger = [user("one"), {"type": "compaction_trigger"}]  # a run compacting, alone
+    run = await gw.execute(Principal(tenant_id="acme"), CreateResponse("m", trigger))
+    await run.wait()
+    assert [i["type"] for i in run.state.output] == ["compaction"]
+    [summary] = telemetry.spans
+    assert summary.name == "attempt"
+    assert [(reason, usage) for reason, usage, _ in summary.answers] == [("stop", Usage(10, 3))]
+
+
+async def test_a_failed_summary_call_is_a_span_the_error_leaves() -> None:
+    telemetry = Recording()
+    store = MemoryStore()
+    failing = ScriptedBackend([UpstreamUnavailable("down")])
+    router = Router([BackendEntry(failing, {}, catch_all=True)])
+    loop = Loop(store, sealer=SEALER, telemetry=telemetry)
+    gw = Gateway(store, router, loop, RunRegistry(), sealer=SEALER, telemetry=telemetry)
+    with pytest.raises(UpstreamUnavailable):
+        await gw.execute(Principal(tenant_id="acme"), CompactResponse("m", [user("one")]))
+    assert [(s.name, s.error) for s in telemetry.spans] == [("attempt", "UpstreamUnavailable")]
+    assert telemetry.spans[0].answers == []

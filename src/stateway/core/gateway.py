@@ -324,7 +324,7 @@ class Gateway:
                 with self.generations.lease() as generation:
                     salt = self._salts.salt(principal.tenant_id)
                     compacted = await self._compaction.compact(
-                        principal.tenant_id, command, generation.router, salt
+                        principal.tenant_id, command, generation.router, salt, self._telemetry
                     )
                 report = RunReport(principal.tenant_id, command.model, compacted.usage)
                 self._telemetry.run_ended(report)  # the summary's tokens

@@ -185,7 +185,7 @@ class Loop:
                 announce(run)
                 if queued is not None:
                     queued.start()
-                context = await compaction.run(run, plan.first, usage)
+                context = await compaction.run(run, plan.first, usage, self._telemetry)
                 tools.compacted(context)
                 state.usage = usage
             choice = round_choice(toolset, tools.catalog, settings.tool_choice)
@@ -240,7 +240,7 @@ class Loop:
                     if step is not None:  # once a response: its first crossing
                         threshold, fitted = None, None
                         summarized = usage.output_tokens
-                        context = await step.run(run, plan.first, usage)
+                        context = await step.run(run, plan.first, usage, self._telemetry)
                         tools.compacted(context)
                         if number == 1:  # the request's choice, of what is offered now
                             choice = round_choice(toolset, tools.catalog, settings.tool_choice)

@@ -51,6 +51,7 @@ from stateway.core.items import MESSAGE, Item
 from stateway.core.ports import ResponseStore, Sealer
 from stateway.core.routing import Candidate, Router
 from stateway.core.runs import Run
+from stateway.core.telemetry import Telemetry
 from stateway.core.token_estimate import estimate_context
 from stateway.core.usage import Iteration, Usage
 
@@ -110,15 +111,17 @@ class CompactionStep:
         self._view = view
         self.alone = alone
 
-    async def run(self, run: Run, candidate: Candidate, usage: Usage) -> list[Item]:
+    async def run(
+        self, run: Run, candidate: Candidate, usage: Usage, telemetry: Telemetry
+    ) -> list[Item]:
         """Summarize (asking ``candidate``, with the request's ``summary_prompt`` if it has
-        one), count it (the response's first :class:`~stateway.core.usage.Iteration`),
-        emit the compaction item (added and done each carry it whole, with its seal, as the
-        hosted API's do, compacting between them; its summary shown beside its seal when
-        ``summary_shown``) and return the context the rounds go on with: the
-        model view of the context and that item, then the prefill the answer continues,
-        if any (:func:`prefill`: the summary covers it too, and the answer still goes on
-        from it)."""
+        one; the call a span of ``telemetry``'s), count it (the response's first
+        :class:`~stateway.core.usage.Iteration`), emit the compaction item (added and
+        done each carry it whole, with its seal, as the hosted API's do, compacting
+        between them; its summary shown beside its seal when ``summary_shown``) and
+        return the context the rounds go on with: the model view of the context and that
+        item, then the prefill the answer continues, if any (:func:`prefill`: the summary
+        covers it too, and the answer still goes on from it)."""
         state = run.state
         asked = state.settings
         summary = await summarize(
@@ -130,6 +133,7 @@ class CompactionStep:
             asked.summary_prompt or SUMMARY_PROMPT,
             window=candidate.context_window,
             cache_salt=run.cache_salt,
+            telemetry=telemetry,
         )
         usage.add(summary.usage)
         state.iterations.append(Iteration(sealed.COMPACTION, summary.usage))
@@ -210,9 +214,10 @@ class Compaction:
         command: CompactResponse,
         router: Router,
         cache_salt: str | None = None,
+        telemetry: Telemetry | None = None,
     ) -> Compacted:
         """``router``: the current config generation's; ``cache_salt``: the tenant's, which
-        the summary call carries."""
+        the summary call carries; ``telemetry``: what makes the call a span."""
         route = router.resolve(command.model)
         create = CreateResponse(
             model=command.model,
@@ -236,6 +241,7 @@ class Compaction:
             summary_settings(command.settings),
             window=route.candidates[0].context_window,
             cache_salt=cache_salt,
+            telemetry=telemetry,
         )
         item = compaction_item(self.sealer, tenant_id, summary.text)
         output = [*kept_messages(context), item]

@@ -20,8 +20,9 @@ from stateway.core.compaction.prompt import SUMMARY_PROMPT, prompt_message
 from stateway.core.compaction.summary_window import ATTEMPTS, SummaryWindow
 from stateway.core.errors import CONTEXT_LENGTH_EXCEEDED, UpstreamError
 from stateway.core.generation_settings import GenerationSettings
-from stateway.core.inference import InferenceRequest, TextDelta, UsageReport
+from stateway.core.inference import Answered, Finish, InferenceRequest, TextDelta, UsageReport
 from stateway.core.items import Item
+from stateway.core.telemetry import NoTelemetry, Telemetry
 from stateway.core.usage import Usage
 
 
@@ -55,12 +56,16 @@ async def summarize(
     *,
     window: int | None = None,
     cache_salt: str | None = None,
+    telemetry: Telemetry | None = None,
 ) -> Summary:
     """``model``'s summary of ``items`` (a model view), asked of ``backend`` with
     ``settings`` (:func:`summary_settings`) and ``prompt`` as the last user message, and
     the tenant's ``cache_salt``; ``items`` fitted to ``window`` (the candidate's, if known)
     and to the server's refusals (:mod:`.summary_window`). Raises the backend's
-    :class:`UpstreamError` subclasses."""
+    :class:`UpstreamError` subclasses. Each call is an attempt's span of ``telemetry``
+    (a model call as a round's, its tokens told), under the span of the request or run
+    that compacts."""
+    telemetry = telemetry or NoTelemetry()
     shown = SummaryWindow(instructions, items, prompt, window)
     attempt = 1
     while True:
@@ -73,7 +78,13 @@ async def summarize(
             cache_salt=cache_salt,
         )
         try:
-            return await _summary(backend, request)
+            with telemetry.attempt(backend, request) as span:
+                # the upstream's id and model, noted by the backend while the span records
+                request.answered = Answered() if span.recording else None
+                summary, ended = await _summary(backend, request)
+                if span.recording:
+                    span.answered(ended.reason, ended.usage, request.answered)
+                return summary
         except UpstreamError as refused:
             too_long = refused.code == CONTEXT_LENGTH_EXCEEDED
             if not too_long or attempt == ATTEMPTS or not shown.shrink(refused):
@@ -81,20 +92,31 @@ async def summarize(
         attempt += 1
 
 
-async def _summary(backend: Backend, request: InferenceRequest) -> Summary:
+@dataclass(slots=True)
+class _Ended:
+    """How a summary call's answer ended, as its span tells it."""
+
+    reason: str = "stop"
+    usage: Usage | None = None
+    """What its upstream reported (None: nothing)."""
+
+
+async def _summary(backend: Backend, request: InferenceRequest) -> tuple[Summary, _Ended]:
     chunks: list[str] = []
-    usage = Usage()
+    ended = _Ended()
     async with aclosing(backend.infer(request)) as deltas:
         async for delta in deltas:
             match delta:
                 case TextDelta(text=text):
                     chunks.append(text)
                 case UsageReport(usage=reported):
-                    usage = reported  # some servers repeat running totals: the last counts
+                    ended.usage = reported  # some servers repeat running totals: the last counts
+                case Finish(reason=reason):
+                    ended.reason = reason
     text = "".join(chunks).strip()
     if not text:
         raise UpstreamError(
             f"The model server '{backend.name}' answered the compaction request without a summary.",
             code="empty_summary",
         )
-    return Summary(text, usage)
+    return Summary(text, ended.usage or Usage()), ended
