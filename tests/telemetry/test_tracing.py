@@ -301,6 +301,21 @@ async def test_a_server_error_answer_has_its_status_as_error_type(
     assert missing.status.status_code is StatusCode.UNSET
 
 
+async def test_a_request_no_route_serves_is_named_by_its_method_alone(
+    exporter: InMemorySpanExporter,
+) -> None:
+    """HTTP's conventions: ``http.route`` is the template of the route that matched, and
+    a span without one is named ``{method}``; ``unmatched`` is the metrics' label, not a
+    route."""
+    app = traced_app(exporter, [answer()])
+    assert (await http_call(app, "GET", "/no/such/route")).status == 404
+    [span] = exporter.get_finished_spans()
+    assert span.name == "GET"
+    attributes = dict(span.attributes or {})
+    assert "http.route" not in attributes
+    assert attributes["http.response.status_code"] == 404
+
+
 @pytest.fixture(scope="module")
 def upstream_url() -> Iterator[str]:
     with start_fake_upstream() as url:

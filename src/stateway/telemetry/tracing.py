@@ -39,6 +39,7 @@ from stateway.core.errors import GatewayError
 from stateway.core.inference import Answered, InferenceRequest
 from stateway.core.telemetry import TRACE_HEADERS, AttemptSpan, Attribute, Span, ToolCall
 from stateway.core.usage import Usage
+from stateway.surfaces.http.observed import UNMATCHED
 from stateway.telemetry import genai
 from stateway.telemetry_config import TracingConfig
 
@@ -128,10 +129,13 @@ class RequestSpan:
         self._method = method
 
     def finish(self, route: str, status: int) -> None:
-        """Name the span by its route (``POST /v1/responses``) and record its status."""
-        self._span.set_attribute("http.route", route)
+        """Name the span by its route (``POST /v1/responses``) and record its status; a
+        request no route serves keeps its method alone as its name, without
+        ``http.route`` (HTTP's conventions: the route is a template that matched)."""
         self._span.set_attribute("http.response.status_code", status)
-        self._span.update_name(f"{self._method} {route}")
+        if route != UNMATCHED:
+            self._span.set_attribute("http.route", route)
+            self._span.update_name(f"{self._method} {route}")
         if status >= 500:  # HTTP's conventions: a server's own error, typed by its status
             self._span.set_attribute(ERROR_TYPE, str(status))
             self._span.set_status(Status(StatusCode.ERROR, f"HTTP {status}"))
