@@ -480,3 +480,20 @@ def test_tools_are_taken_as_the_server_played_takes_them(
 )
 def test_the_window_told_tells_the_server_played(windows: Windows, server: str) -> None:
     assert windows.server == server
+
+
+def test_cached_reports_part_of_the_prompt_read_from_the_cache(client: OpenAI) -> None:
+    """``[[cached:N]]``: N of the prompt's tokens (its words, the directive's too) reported
+    as cache reads, in the prompt's count; never more than the prompt."""
+    usage = _ask(client, "one two three four [[cached:3]]").usage
+    assert usage is not None
+    assert usage.prompt_tokens_details is not None
+    assert (usage.prompt_tokens, usage.prompt_tokens_details.cached_tokens) == (5, 3)
+    [last] = [
+        c
+        for c in _stream(client, "one two [[cached:9]]", stream_options={"include_usage": True})
+        if c.usage
+    ]
+    assert last.usage is not None
+    assert last.usage.prompt_tokens_details is not None
+    assert (last.usage.prompt_tokens, last.usage.prompt_tokens_details.cached_tokens) == (3, 3)

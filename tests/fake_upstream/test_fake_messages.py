@@ -563,3 +563,23 @@ def test_the_log_keeps_the_anthropic_headers(
     assert entry["headers"]["authorization"] == "Bearer unused"  # how SDK 2.14 sends it
     assert entry["headers"]["anthropic-beta"] == "x-1"
     assert "anthropic-version" in entry["headers"]
+
+
+def test_cached_reports_part_of_the_prompt_read_from_the_cache(claude: Anthropic) -> None:
+    """As Anthropic counts it: ``input_tokens`` the prompt outside the cache, the reads
+    beside it, in the stream's ``message_start`` too."""
+    message = ask(claude, "one two three four [[cached:3]]")
+    assert (message.usage.input_tokens, message.usage.cache_read_input_tokens) == (2, 3)
+    with claude.messages.stream(
+        model="fake-model",
+        max_tokens=100,
+        messages=[{"role": "user", "content": "one two three four [[cached:3]]"}],
+    ) as stream:
+        started = [e for e in stream if e.type == "message_start"]
+        final = stream.get_final_message()
+    assert (final.usage.input_tokens, final.usage.cache_read_input_tokens) == (2, 3)
+    [start] = started
+    assert (start.message.usage.input_tokens, start.message.usage.cache_read_input_tokens) == (
+        2,
+        3,
+    )

@@ -304,3 +304,10 @@ def test_logprobs_when_included(client: OpenAI) -> None:
         client.responses.create(model="m", input="x", top_logprobs=2).output[0].content[0].logprobs
         == []
     )  # type: ignore[union-attr]
+
+
+def test_cached_reports_part_of_the_prompt_read_from_the_cache(client: OpenAI) -> None:
+    response = client.responses.create(model="any-model", input="one two three [[cached:2]]")
+    assert response.usage is not None
+    assert response.usage.input_tokens == 4
+    assert response.usage.input_tokens_details.cached_tokens == 2

@@ -228,7 +228,7 @@ def _usage(plan: Plan) -> dict[str, Any]:
         "prompt_tokens": plan.prompt_tokens,
         "completion_tokens": plan.completion_tokens,
         "total_tokens": plan.prompt_tokens + plan.completion_tokens,
-        "prompt_tokens_details": {"cached_tokens": 0},
+        "prompt_tokens_details": {"cached_tokens": plan.cached_tokens},
         "completion_tokens_details": {"reasoning_tokens": plan.reasoning_tokens},
     }
 

@@ -265,9 +265,9 @@ def _input(arguments: str) -> dict[str, Any]:
 
 def _usage(plan: Plan, *, output: bool = True) -> dict[str, Any]:
     usage: dict[str, Any] = {
-        "input_tokens": plan.prompt_tokens,
+        "input_tokens": plan.prompt_tokens - plan.cached_tokens,
         "cache_creation_input_tokens": 0,
-        "cache_read_input_tokens": 0,
+        "cache_read_input_tokens": plan.cached_tokens,
         "output_tokens": plan.completion_tokens if output else 1,
     }
     if output and plan.reasoning:

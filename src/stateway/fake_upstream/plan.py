@@ -94,6 +94,8 @@ class Plan:
     think_tags: bool = False
     """The reasoning goes in the content, between ``<think>`` tags (``[[think]]``; the Chat
     wire only)."""
+    cached_tokens: int = 0
+    """Of ``prompt_tokens``, those reported read from the prompt cache (``[[cached]]``)."""
 
     @property
     def reasoning_text(self) -> str:
@@ -197,6 +199,7 @@ def build_plan(conversation: Conversation, script: Script, max_tokens: int | Non
         custom_calls=script.custom,
         item_pieces=script.pieces,
         think_tags=script.think,
+        cached_tokens=min(script.cached or 0, prompt),
     )
 
 

@@ -264,7 +264,7 @@ def response_object(
         "truncation": raw.get("truncation") or "disabled",
         "usage": {
             "input_tokens": plan.prompt_tokens,
-            "input_tokens_details": {"cached_tokens": 0},
+            "input_tokens_details": {"cached_tokens": plan.cached_tokens},
             "output_tokens": plan.completion_tokens,
             "output_tokens_details": {"reasoning_tokens": plan.reasoning_tokens},
             "total_tokens": plan.prompt_tokens + plan.completion_tokens,

@@ -72,6 +72,11 @@ Grammar (names are lower case, no spaces inside the brackets)::
                           (vLLM's ``abort``, of a request its engine aborted, or ``error``),
                           streamed or not; the other wires ignore it
     [[slow:MS]]           wait MS milliseconds before the first and between chunks
+    [[cached:N]]          report N of the prompt's tokens (at most all) as read from the
+                          prompt cache: Chat's ``prompt_tokens_details.cached_tokens``,
+                          Responses' ``input_tokens_details.cached_tokens`` (both counted
+                          in the prompt's tokens), Anthropic's ``cache_read_input_tokens``
+                          (its ``input_tokens`` the rest)
     [[words:N]]           reply with "w1 w2 ... wN"
     [[silence:MS]]        wait MS milliseconds before sending the response headers
     [[stall:MS]]          send the headers, then wait MS milliseconds before the body
@@ -108,9 +113,9 @@ An ARG runs up to the first ``]]``, except for ``tool`` whose ARGS run up to the
 ``]]`` at which they parse as JSON (so nested arrays survive), falling back to the first
 ``]]``, and ``item``, whose JSON runs up to the first ``]]`` at which it parses as an
 object. ``cut``, ``fail``, ``truncate``, ``slow``, ``words``, ``silence``, ``stall``,
-``late``, ``pause``, ``trickle``, ``huge``, ``rounds``, ``context`` and ``tail`` take decimal
-integers. Anything in ``[[...]]`` that does not fit the grammar is kept as plain text. For
-non-repeatable directives the last occurrence wins.
+``late``, ``pause``, ``trickle``, ``huge``, ``rounds``, ``context``, ``tail`` and ``cached``
+take decimal integers. Anything in ``[[...]]`` that does not fit the grammar is kept as
+plain text. For non-repeatable directives the last occurrence wins.
 """
 
 from __future__ import annotations
@@ -154,6 +159,7 @@ _INTEGERS = {
     "rounds": "rounds",
     "context": "context",
     "tail": "tail",
+    "cached": "cached",
 }
 """Directive -> the :class:`Script` field its integer sets."""
 LEAKS = frozenset({"json", "text", "stream"})
@@ -206,6 +212,7 @@ class Script:
     only: str | None = None
     context: int | None = None
     tail: int | None = None
+    cached: int | None = None
 
     @property
     def waits(self) -> bool:
