@@ -26,9 +26,16 @@ APIS = ("chat", "responses", "anthropic")
 LOCAL = {"type": "mcp", "server_label": "local", "require_approval": "never"}
 LOOP = (
     '[[tool:local__add:{"a":2,"b":3}]] [[tool:web_search:{"query":"stateway"}]] '
-    "[[rounds:3]] [[reason:weighing the results]]"
+    "[[rounds:3]] [[reason:weighing the results]] [[cached:3]]"
 )
-"""Three rounds of an MCP call and a search each, reasoning every round, then the answer."""
+"""Three rounds of an MCP call and a search each, then the answer: each of the four calls
+reasoning, and reporting 3 prompt tokens read from the upstream's cache."""
+SEARCHES = (
+    '[[tool:web_search:{"query":"stateway"}]] [[rounds:3]] [[reason:weighing the results]] '
+    "[[cached:3]]"
+)
+"""The same loop with a search alone: the gateway tool a Chat or Messages request offers."""
+CACHED = 3 * 4
 ANTHROPIC = {"anthropic-version": "2023-06-01"}
 Samples = dict[str, dict[tuple[tuple[str, str], ...], float]]
 
@@ -111,6 +118,7 @@ def test_a_tool_loops_usage_is_counted_alike_everywhere(
     assert response["status"] == "completed"
     usage = response["usage"]
     assert usage["output_tokens_details"]["reasoning_tokens"] > 0
+    assert usage["input_tokens_details"]["cached_tokens"] == CACHED
     told = (usage["input_tokens"], usage["output_tokens"])
     assert told[0] > 0
     assert tokens(before, after, model) == told
@@ -132,7 +140,7 @@ def test_chat_and_messages_answers_are_counted_as_told_and_not_stored(
     neither frontend stores its answers, so ``/v1/usage`` does not change."""
     model = f"via-{api}"
     stored_before = ledger(served, model)
-    messages = [{"role": "user", "content": LOOP}]
+    messages = [{"role": "user", "content": SEARCHES}]
     before = scrape(served.url)
     chat = httpx2.post(
         served.url + "/v1/chat/completions",
@@ -149,16 +157,21 @@ def test_chat_and_messages_answers_are_counted_as_told_and_not_stored(
     ).json()
     after = scrape(served.url)
     told = (chat["usage"]["prompt_tokens"], chat["usage"]["completion_tokens"])
+    assert chat["choices"][0]["finish_reason"] == "stop"
+    assert chat["usage"]["prompt_tokens_details"]["cached_tokens"] == CACHED
     assert told[0] > 0
     assert tokens(before, middle, model) == told
     usage = message["usage"]
+    assert message["stop_reason"] == "end_turn"
+    assert usage["server_tool_use"]["web_search_requests"] == 3
     # Messages counts the prompt outside the cache beside the cache's reads and writes
     prompt = (
         usage["input_tokens"]
         + usage["cache_read_input_tokens"]
         + usage["cache_creation_input_tokens"]
     )
-    assert prompt > 0
+    assert usage["cache_read_input_tokens"] == CACHED
+    assert usage["input_tokens"] > 0
     assert tokens(middle, after, model) == (prompt, usage["output_tokens"])
     assert ledger(served, model) == stored_before
 
