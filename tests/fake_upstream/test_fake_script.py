@@ -127,6 +127,18 @@ def test_plan_rounds_repeat_the_tool_calls_until_n_rounds_are_done() -> None:
     assert done.finish_reason == "stop"
 
 
+def test_plan_then_calls_follow_the_first_rounds_results_once() -> None:
+    script = parse_script('[[tool:search:{"q":1}]] [[then:found:{"a":[1]}]] [[then:g:{}]]')
+    assert [(t.name, t.arguments) for t in script.then] == [("found", '{"a":[1]}'), ("g", "{}")]
+    first = build_plan(Conversation(["user: hi"], "hi", [], 1, 0), script, None)
+    assert [c.name for c in first.tool_calls] == ["search"]
+    second = build_plan(Conversation(["user: hi"], "hi", ["out"], 1, 1), script, None)
+    assert [c.name for c in second.tool_calls] == ["found", "g"]
+    assert second.finish_reason == "tool_calls"
+    third = build_plan(Conversation(["user: hi"], "hi", ["a", "b"], 1, 3), script, None)
+    assert (third.tool_calls, third.content) == ([], "Tool said: a\nTool said: b")
+
+
 def test_plan_max_tokens_truncates_reasoning_then_text() -> None:
     script = parse_script("[[reason:r1 r2]] [[words:5]]")
     plan = build_plan(_conversation(), script, 4)

@@ -164,6 +164,8 @@ def build_plan(conversation: Conversation, script: Script, max_tokens: int | Non
     if _calls_again(conversation, script):
         calls = [ToolCall(new_id("call_"), tool.name, tool.arguments) for tool in script.tools]
         items = tuple({"id": new_id("item_"), **item} for item in script.items)
+    elif script.then and conversation.calls_since_user == len(script.tools):
+        calls = [ToolCall(new_id("call_"), tool.name, tool.arguments) for tool in script.then]
     reasoning = word_chunks(script.reasoning or "")
     refusal = tuple(word_chunks(script.refusal or ""))
     answers = not (calls or items or refusal)

@@ -9,6 +9,9 @@ Grammar (names are lower case, no spaces inside the brackets)::
     [[length]]            finish with reason "length"
     [[tool:FN:ARGS]]      call function FN ([A-Za-z0-9_.-]+) with ARGS (repeatable)
     [[rounds:N]]          make the tool calls again after their results, N rounds in all
+    [[then:FN:ARGS]]      call function FN with ARGS in the round after the first round's
+                          results, instead of answering (repeatable: a call of a tool
+                          that round's tool search loaded)
     [[interleave]]        on the Chat wire, stream the tool calls' fragments interleaved:
                           every call's opening fragment (id and name), then their argument
                           pieces by turns, each under its call's ``index`` (as some servers
@@ -109,7 +112,7 @@ The key is echoed lower-cased and as its first 12 characters (what careless mode
 do), for tests of the gateway's scrubbing. On the Responses wire the closing events of a
 ``[[huge]]`` stream repeat the whole text, as that wire does.
 
-An ARG runs up to the first ``]]``, except for ``tool`` whose ARGS run up to the first
+An ARG runs up to the first ``]]``, except for ``tool`` and ``then``, whose ARGS run up to the first
 ``]]`` at which they parse as JSON (so nested arrays survive), falling back to the first
 ``]]``, and ``item``, whose JSON runs up to the first ``]]`` at which it parses as an
 object. ``cut``, ``fail``, ``truncate``, ``slow``, ``words``, ``silence``, ``stall``,
@@ -189,6 +192,7 @@ class Script:
     reported: bool = False
     unanswered: bool = False
     tools: list[ToolDirective] = field(default_factory=list)
+    then: list[ToolDirective] = field(default_factory=list)
     items: list[dict[str, object]] = field(default_factory=list)
     reasoning: str | None = None
     refusal: str | None = None
@@ -273,8 +277,8 @@ def _apply(text: str, start: int, script: Script) -> int:
             return -1
         setattr(script, name, True)
         return head.end()
-    if name == "tool":
-        return _apply_tool(text, head.end(), script)
+    if name in ("tool", "then"):
+        return _apply_tool(text, head.end(), script.tools if name == "tool" else script.then)
     if name == "item":
         return _apply_item(text, head.end(), script)
     close = text.find(_CLOSE, head.end())
@@ -305,7 +309,7 @@ def _apply(text: str, start: int, script: Script) -> int:
     return close + len(_CLOSE)
 
 
-def _apply_tool(text: str, pos: int, script: Script) -> int:
+def _apply_tool(text: str, pos: int, calls: list[ToolDirective]) -> int:
     """Parse ``FN:ARGS]]`` starting at ``pos``; ARGS end at the first ``]]`` giving JSON."""
     name = _TOOL_NAME.match(text, pos)
     if name is None:
@@ -318,7 +322,7 @@ def _apply_tool(text: str, pos: int, script: Script) -> int:
         close = text.find(_CLOSE, close + 1)
     if close < 0:
         close = first
-    script.tools.append(ToolDirective(name.group(1), text[args_start:close]))
+    calls.append(ToolDirective(name.group(1), text[args_start:close]))
     return close + len(_CLOSE)
 
 
