@@ -102,11 +102,8 @@ class Invocations:
 
         async def loading() -> str:
             arguments = pending.item["arguments"]
-            pending.loaded = tool_search.search(
-                tool_search.query_of(arguments),
-                catalog.deferred(),
-                catalog.namespaces,
-                tool_search.limit_of(arguments),
+            pending.loaded = tool_search.search_as_declared(
+                pending.entry.tool, arguments, catalog.deferred(), catalog.namespaces
             )
             return ""
 

@@ -313,4 +313,4 @@ class ToolSession:
         found = pending.loaded if outcome.ok else []
         self.catalog.load(found)
         error = outcome.error.message if outcome.error is not None else None
-        self._items.add_done(tool_search.output_item(found, error))
+        self._items.add_done(tool_search.output_item(found, error, item))

@@ -27,6 +27,7 @@ import orjson
 
 from stateway.core.ids import new_id
 from stateway.core.items import TOOL_SEARCH_CALL, TOOL_SEARCH_OUTPUT, Item
+from stateway.core.tools import search_syntax
 from stateway.core.tools.catalog import NAMESPACE, Entry, search_execution
 from stateway.core.tools.model_names import TOOL_SEARCH_FUNCTION
 from stateway.core.tools.ports import ToolFailure
@@ -50,6 +51,15 @@ PARAMETERS: Final[Item] = {
 DESCRIPTION: Final = (
     "Search for more tools and load them. Tools found become callable in the next step."
 )
+_QUERIES: Final = {
+    "regex": (
+        "A Python regular expression (re.search syntax, at most 200 characters) matched "
+        "against tool names, descriptions and argument names and descriptions; for "
+        "example 'weather', 'get_.*_data' or '(?i)slack'."
+    ),
+    "bm25": "Natural language describing the tools needed (what they do, their names).",
+}
+"""The ``query`` of a search of another syntax (:mod:`.search_syntax`), described."""
 MAX_LOADED: Final = 10
 """At most this many functions are loaded by one gateway search."""
 MAX_LISTED: Final = 64
@@ -67,6 +77,9 @@ def entry(declared: Item, deferred: list[Entry], namespaces: dict[str, Item]) ->
     if listing:
         description += "\n\nSearchable tools:\n" + listing
     parameters = declared.get("parameters") if client else None
+    syntax = search_syntax.syntax_of(declared)
+    if syntax is not None:
+        parameters = _query_only(_QUERIES[syntax])
     function: Item = {
         "type": "function",
         "name": TOOL_SEARCH_FUNCTION,
@@ -75,6 +88,17 @@ def entry(declared: Item, deferred: list[Entry], namespaces: dict[str, Item]) ->
         "strict": False,
     }
     return Entry(kind="tool_search", function=function, tool=declared)
+
+
+def _query_only(described: str) -> Item:
+    """The parameters of a search of another syntax: its ``query`` alone (no ``limit``)."""
+    query = {"type": "string", "description": described}
+    return {
+        "type": "object",
+        "properties": {"query": query},
+        "required": ["query"],
+        "additionalProperties": False,
+    }
 
 
 def call_item(call_id: str | None, execution: str) -> Item:
@@ -91,13 +115,14 @@ def call_item(call_id: str | None, execution: str) -> Item:
     }
 
 
-def output_item(tools: list[Item], error: str | None = None) -> Item:
+def output_item(tools: list[Item], error: str | None = None, call: Item | None = None) -> Item:
     """The output of a gateway search, right after its call (no ``call_id``, as hosted:
     the search it answers is the one before it): the loaded tools, as declared; a failed
     search (``incomplete``) loads none and says why in ``error`` (a string, as a failed
-    ``mcp_list_tools`` has it)."""
+    ``mcp_list_tools`` has it). Its id is its ``call``'s, ``tso_`` for ``tsc_`` (a
+    frontend that shows the two as a call and its result pairs them by it)."""
     item: Item = {
-        "id": new_id("tso"),
+        "id": output_id(call) if call is not None else new_id("tso"),
         "type": TOOL_SEARCH_OUTPUT,
         "status": "completed" if error is None else "incomplete",
         "call_id": None,
@@ -107,6 +132,11 @@ def output_item(tools: list[Item], error: str | None = None) -> Item:
     if error is not None:
         item["error"] = error
     return item
+
+
+def output_id(call: Item) -> str:
+    """The id of the output of the gateway search ``call``."""
+    return "tso_" + str(call.get("id", "")).removeprefix("tsc_")
 
 
 def arguments_of(text: str) -> Any:
@@ -156,6 +186,18 @@ def search(
             scored.append((-score, order, candidate))
     best = sorted(sorted(scored, key=lambda s: s[:2])[:limit], key=lambda s: s[1])
     return _public([candidate for _, _, candidate in best], namespaces)
+
+
+def search_as_declared(
+    declared: Item, arguments: Any, deferred: list[Entry], namespaces: dict[str, Item]
+) -> list[Item]:
+    """A gateway search of the ``declared`` tool's syntax: its own words search
+    (:func:`search`), or another (:mod:`.search_syntax`), whose tools come best first."""
+    query = query_of(arguments)
+    syntax = search_syntax.syntax_of(declared)
+    if syntax is None:
+        return search(query, deferred, namespaces, limit_of(arguments))
+    return _public(search_syntax.search(syntax, query, deferred, namespaces), namespaces)
 
 
 def _public(found: list[Entry], namespaces: dict[str, Item]) -> list[Item]:

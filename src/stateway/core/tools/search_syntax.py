@@ -1,0 +1,122 @@
+"""The query syntaxes of a gateway tool search beside its own words search
+(:func:`.tool_search.search`): those of Anthropic's tool search server tool, which the
+Messages frontend declares as a ``tool_search`` tool with a ``syntax``.
+
+- ``regex`` (``tool_search_tool_regex``): the ``query`` is a Python regular expression
+  (``re.search``, at most :data:`MAX_PATTERN` characters, as Anthropic bounds it),
+  matched against each deferred tool's text (:func:`searched_text`); tools whose name
+  matches come first, then those whose other text does, each in declaration order.
+- ``bm25`` (``tool_search_tool_bm25``): the ``query`` is natural language, and the tools
+  are ranked by Okapi BM25 over the same text (ties in declaration order).
+
+Either loads at most :data:`MAX_FOUND` tools, as Anthropic's returns "3-5" per search. A
+query that is no valid pattern, or too long, fails the search
+(:class:`~.ports.ToolFailure`): its output says why, and the search loads nothing.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from typing import Any, Final, Literal
+
+from stateway.core.items import Item
+from stateway.core.tools.catalog import Entry
+from stateway.core.tools.ports import ToolFailure
+
+Syntax = Literal["regex", "bm25"]
+SYNTAXES: Final[frozenset[str]] = frozenset({"regex", "bm25"})
+MAX_PATTERN: Final = 200
+"""The longest regular expression a regex search takes, as Anthropic's."""
+MAX_FOUND: Final = 5
+"""At most this many tools are loaded by one search of these syntaxes."""
+_K1: Final = 1.2
+_B: Final = 0.75
+_WORD = re.compile(r"[a-z0-9]+")
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+
+
+def syntax_of(tool: Item) -> Syntax | None:
+    """The declared ``tool_search`` tool's query syntax, None for the gateway's own words."""
+    value = tool.get("syntax")
+    return value if value in ("regex", "bm25") else None
+
+
+def search(
+    syntax: Syntax, query: str, deferred: list[Entry], namespaces: dict[str, Item]
+) -> list[Entry]:
+    """The deferred tools ``query`` finds, best first, at most :data:`MAX_FOUND`."""
+    if syntax == "regex":
+        return _regex(query, deferred, namespaces)
+    return _bm25(query, deferred, namespaces)
+
+
+def searched_text(candidate: Entry, namespaces: dict[str, Item]) -> tuple[str, str]:
+    """What a search reads of a tool: its name (a namespace member's with its namespace's),
+    and the rest: its description, its namespace's, and its parameters' names and
+    descriptions (Anthropic's search reads "tool names, descriptions, argument names, and
+    argument descriptions")."""
+    tool = candidate.tool
+    name = str(tool.get("name") or "")
+    if candidate.namespace is not None:
+        name = f"{candidate.namespace}__{name}"
+    rest = [str(tool.get("description") or "")]
+    group = namespaces.get(candidate.namespace or "") or {}
+    rest.append(str(group.get("description") or ""))
+    properties = (tool.get("parameters") or {}).get("properties")
+    if isinstance(properties, dict):
+        for key, schema in properties.items():
+            rest.append(str(key))
+            if isinstance(schema, dict) and isinstance(schema.get("description"), str):
+                rest.append(schema["description"])
+    return name, "\n".join(part for part in rest if part)
+
+
+def _regex(query: str, deferred: list[Entry], namespaces: dict[str, Item]) -> list[Entry]:
+    if len(query) > MAX_PATTERN:
+        raise ToolFailure(
+            f"The pattern is {len(query)} characters long; at most {MAX_PATTERN} are allowed."
+        )
+    try:
+        pattern = re.compile(query)
+    except (re.error, RecursionError, OverflowError) as exc:
+        raise ToolFailure(f"The pattern is not a valid regular expression: {exc}.") from None
+    by_name: list[Entry] = []
+    by_text: list[Entry] = []
+    for candidate in deferred:
+        name, rest = searched_text(candidate, namespaces)
+        if pattern.search(name):
+            by_name.append(candidate)
+        elif pattern.search(rest):
+            by_text.append(candidate)
+    return (by_name + by_text)[:MAX_FOUND]
+
+
+def _bm25(query: str, deferred: list[Entry], namespaces: dict[str, Item]) -> list[Entry]:
+    documents = [_terms(*searched_text(candidate, namespaces)) for candidate in deferred]
+    if not documents:
+        return []
+    average = sum(len(document) for document in documents) / len(documents) or 1.0
+    frequency: Counter[str] = Counter(term for document in documents for term in set(document))
+    counts = [Counter(document) for document in documents]
+    scored = []
+    for order, (document, count) in enumerate(zip(documents, counts, strict=True)):
+        score = 0.0
+        for term in set(_terms(query)):
+            found = count[term]
+            if not found:
+                continue
+            idf = math.log(1 + (len(documents) - frequency[term] + 0.5) / (frequency[term] + 0.5))
+            norm = _K1 * (1 - _B + _B * len(document) / average)
+            score += idf * found * (_K1 + 1) / (found + norm)
+        if score > 0:
+            scored.append((-score, order))
+    return [deferred[order] for _, order in sorted(scored)[:MAX_FOUND]]
+
+
+def _terms(*texts: Any) -> list[str]:
+    out: list[str] = []
+    for text in texts:
+        out += _WORD.findall(_CAMEL.sub(" ", str(text)).lower())
+    return out
