@@ -133,20 +133,6 @@ def test_results_split_over_user_messages_answer_their_calls(claude: Anthropic) 
     assert answer.content[-1].text.startswith("Tool said: ")
 
 
-def test_a_deferred_tool_beside_the_tool_search_tool_is_called_at_once(
-    claude: Anthropic, keyed_upstream: str
-) -> None:
-    """The SDK's tool search tool is taken; the deferred tool is offered itself."""
-    clear(keyed_upstream)
-    search = {"type": "tool_search_tool_regex_20251119", "name": "tool_search_tool_regex"}
-    deferred = [{**TOOLS[0], "defer_loading": True}]
-    message = create(claude, [{"role": "user", "content": TOOL_PROMPT}], tools=[search, *deferred])
-    [use] = [block for block in message.content if block.type == "tool_use"]
-    assert (use.name, use.input) == ("get_weather", {"city": "Oslo"})
-    [sent] = upstream_log(keyed_upstream)
-    assert "tool_search" not in orjson.dumps(sent["body"]["tools"]).decode()
-
-
 @pytest.mark.parametrize("send", SEND)
 def test_thinking_round_trip(claude: Anthropic, send: Any) -> None:
     prompt = f"[[reason:let me think]] {TOOL_PROMPT}"

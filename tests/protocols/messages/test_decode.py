@@ -1288,11 +1288,11 @@ def test_the_tools_claude_code_declares_are_taken() -> None:
         ("tool_search_tool_bm25", "tool_search_tool_bm25"),
     ],
 )
-def test_the_tool_search_server_tool_is_taken_and_every_deferred_tool_offered(
+def test_the_tool_search_server_tool_is_the_gateways_tool_search_of_its_syntax(
     kind: str, name: str
 ) -> None:
-    """Anthropic's tool search: the gateway offers the deferred tools themselves (as it
-    does without a search tool), so the model calls them without searching first."""
+    """Anthropic's tool search: the gateway's ``tool_search`` (run by the gateway), whose
+    query syntax is the variant's; the deferred tools keep ``defer_loading``."""
     mark = {"type": "ephemeral"}
     search = {"type": kind, "name": name, "defer_loading": False, "cache_control": mark}
     deferred = {"name": "Later", "input_schema": OBJECT, "defer_loading": True}
@@ -1300,7 +1300,10 @@ def test_the_tool_search_server_tool_is_taken_and_every_deferred_tool_offered(
     raw = body(tools=tools, tool_choice={"type": "auto"})
     offered = decode_messages(raw).settings.tools
     counted = decode_count_tokens(raw).request.settings.tools
-    assert [tool["name"] for tool in offered] == ["Now", "Later"]
+    syntax = name.removeprefix("tool_search_tool_")
+    assert offered[0] == {"type": "tool_search", "execution": "server", "syntax": syntax}
+    assert [tool.get("name") for tool in offered[1:]] == ["Now", "Later"]
+    assert offered[2]["defer_loading"] is True
     assert counted == offered
 
 

@@ -170,6 +170,28 @@ class McpToolResultBlock(Wire):
     content: str | list[TextBlock]
 
 
+class ToolSearchResult(Wire):
+    """A tool search's hits: the deferred tools it loaded, by name."""
+
+    type: Literal["tool_search_tool_search_result"]
+    tool_references: list[ToolReferenceBlock]
+
+
+class ToolSearchResultError(Wire):
+    type: Literal["tool_search_tool_result_error"]
+    error_code: str
+    error_message: str | None = None
+
+
+class ToolSearchToolResultBlock(Wire):
+    """A tool search's result in an earlier assistant turn (the gateway ran it)."""
+
+    type: Literal["tool_search_tool_result"]
+    tool_use_id: str = Field(min_length=1)
+    content: ToolSearchResult | ToolSearchResultError = Field(discriminator="type")
+    cache_control: dict[str, Any] | None = None
+
+
 class ThinkingBlock(Wire):
     type: Literal["thinking"]
     thinking: str
@@ -268,6 +290,7 @@ Block = Annotated[
     | RedactedThinkingBlock
     | ServerToolUseBlock
     | WebSearchToolResultBlock
+    | ToolSearchToolResultBlock
     | McpToolUseBlock
     | McpToolResultBlock
     | CompactionBlock
@@ -286,6 +309,7 @@ BLOCK_TYPES = frozenset(
         "redacted_thinking",
         "server_tool_use",
         "web_search_tool_result",
+        "tool_search_tool_result",
         "tool_reference",
         "search_result",
         "mcp_tool_use",

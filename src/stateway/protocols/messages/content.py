@@ -14,7 +14,9 @@
   ``tool_use`` as a ``function_call`` (``call_id`` = its ``id``, ``arguments`` = its
   ``input`` as JSON), a ``server_tool_use`` of ``web_search`` and its
   ``web_search_tool_result``, or an ``mcp_tool_use`` and its ``mcp_tool_result``, as the
-  ``web_search_call`` or ``mcp_call`` it showed (:mod:`.server_tools`).
+  ``web_search_call`` or ``mcp_call`` it showed (:mod:`.server_tools`); a
+  ``server_tool_use`` of the tool search and its ``tool_search_tool_result`` as the
+  ``tool_search_call`` and ``tool_search_output`` it showed (:mod:`.tool_search`).
 
 In a ``tool_result``, a ``tool_reference`` (a deferred tool the client's tool search loaded:
 Claude Code's ToolSearch) becomes the text ``Tool loaded: NAME``, its mark kept (the tool
@@ -59,6 +61,7 @@ import orjson
 from stateway.core.ids import new_id
 from stateway.core.items import Item
 from stateway.core.reasoning import redacted_item
+from stateway.protocols.messages import tool_search
 from stateway.protocols.messages.blocks import (
     Block,
     DocumentBlock,
@@ -74,6 +77,7 @@ from stateway.protocols.messages.blocks import (
     ToolReferenceBlock,
     ToolRemovalBlock,
     ToolResultBlock,
+    ToolSearchToolResultBlock,
     ToolUseBlock,
     WebSearchToolResultBlock,
 )
@@ -192,6 +196,11 @@ def _assistant(
             items.append(_reasoning(block))
         elif block.type == "redacted_thinking":
             items.append(redacted_item(new_id("rs"), block.data))
+        elif isinstance(block, ServerToolUseBlock) and block.name in tool_search.NAMES:
+            items.append(tool_search.call_of(block, server_calls))
+        elif isinstance(block, ToolSearchToolResultBlock):
+            at = f"{where}.content.{position}"
+            items.append(tool_search.output_of(block, at, server_calls))
         elif isinstance(block, ServerToolUseBlock | McpToolUseBlock):
             items.append(call_of(block, f"{where}.content.{position}", server_calls))
         elif isinstance(block, WebSearchToolResultBlock | McpToolResultBlock):

@@ -49,7 +49,7 @@ from stateway.core.generation_settings import GenerationSettings
 from stateway.core.nesting import MAX_NESTING, nests_too_deep
 from stateway.core.tools.changes import tools_in_effect
 from stateway.protocols.input_parts import countable, part_limit, parts_in
-from stateway.protocols.messages import compaction
+from stateway.protocols.messages import compaction, tool_search
 from stateway.protocols.messages.billing_header import without_billing_header
 from stateway.protocols.messages.blocks import TextBlock
 from stateway.protocols.messages.content import decode_conversation, decode_system
@@ -178,6 +178,7 @@ def _command(
         thread.tool_changes = changes  # applied to the thread's tools (core)
     else:
         tools = tools_in_effect(tools, changes)
+    tool_search.resolve(items, tools, inherited=inherited)
     settings = GenerationSettings(
         tools=tools,
         tool_choice=decode_tool_choice(body.tool_choice, tools, inherited=inherited),

@@ -10,8 +10,9 @@ upstream's, else the gateway's seal; its text left out when the client asked for
 ``display: "omitted"``) or ``redacted_thinking``, a function call ``tool_use``, a
 compaction item ``compaction`` (its summary as ``content``, its seal as ``signature``:
 :mod:`.compaction`). The
-calls of the gateway's own tools that the client declared (web search, MCP servers) are
-shown as Anthropic shows its server tools (:mod:`.server_tools`), searches counted in
+calls of the gateway's own tools that the client declared (web search, MCP servers, tool
+search) are shown as Anthropic shows its server tools (:mod:`.server_tools`,
+:mod:`.tool_search`), web searches counted in
 ``usage.server_tool_use.web_search_requests``; other items only the gateway acts on (the
 calls of a backend's ``gateway_tools``) are not shown.
 
@@ -48,7 +49,6 @@ from stateway.core.reasoning import thinking_of
 from stateway.core.response import ResponseState
 from stateway.core.threads import message_id
 from stateway.core.usage import Iteration, Usage
-from stateway.protocols.messages import server_tools
 from stateway.protocols.messages.context_edits import applied_edits
 from stateway.protocols.messages.server_tools import SearchResults, Shown
 
@@ -127,7 +127,7 @@ def content_blocks(
     if kind == COMPACTION:
         return [compaction_block(item)]
     if shown.shows(item):
-        return server_tools.blocks(item)
+        return shown.blocks(item)
     return []
 
 

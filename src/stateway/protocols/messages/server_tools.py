@@ -35,6 +35,7 @@ from stateway.core.nesting import nests_too_deep
 from stateway.core.response import ResponseState
 from stateway.core.tools import web_search
 from stateway.core.tools.mcp_binding import carries_credentials, http_url
+from stateway.protocols.messages import tool_search as tool_search_blocks
 from stateway.protocols.messages.blocks import (
     McpToolResultBlock,
     McpToolUseBlock,
@@ -140,6 +141,8 @@ class Shown:
 
     searches: bool = False
     mcp_servers: frozenset[str] = frozenset()
+    tool_search: str | None = None
+    """The tool search server tool's name, when the client declared it."""
 
     @classmethod
     def of(cls, state: ResponseState) -> Shown:
@@ -147,13 +150,23 @@ class Shown:
         return cls(
             any(tool.get("type") == WEB_SEARCH for tool in tools),
             frozenset(str(t.get("server_label")) for t in tools if t.get("type") == "mcp"),
+            tool_search_blocks.shown_name(tools),
         )
 
     def shows(self, item: Item) -> bool:
         kind = item.get("type")
         if kind == WEB_SEARCH_CALL:
             return self.searches
+        if tool_search_blocks.is_search_item(item):
+            return self.tool_search is not None
         return kind == MCP_CALL and item.get("server_label") in self.mcp_servers
+
+    def blocks(self, item: Item) -> list[dict[str, Any]]:
+        """A shown item's blocks: a call's use and result blocks; a tool search's call,
+        or its output, one block each."""
+        if self.tool_search is not None and tool_search_blocks.is_search_item(item):
+            return [tool_search_blocks.block(item, self.tool_search)]
+        return blocks(item)
 
     def searches_run(self, state: ResponseState) -> int:
         """The searches shown that ran (a refused or failed one is not counted)."""

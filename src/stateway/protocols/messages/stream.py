@@ -11,7 +11,8 @@ shown that the text names, once the text is done;
 ``thinking_delta`` unless the client asked for thinking without its text,
 ``input_json_delta``; a
 ``signature_delta`` before a signed thinking block stops) and ``content_block_stop``; a
-call of a gateway tool the client declared (web search, an MCP server), once it has run,
+call of a gateway tool the client declared (web search, an MCP server, the tool search),
+once it has run,
 as its use block (its input in one ``input_json_delta``) and its result block
 (:mod:`.server_tools`), the blocks of the items after it (a mixed round's client call)
 waiting for them; a compaction, once summarized, as its ``compaction`` block
@@ -42,7 +43,6 @@ from stateway.core.reasoning import thinking_of
 from stateway.core.response import ResponseState
 from stateway.core.threads import message_id
 from stateway.core.usage import Usage
-from stateway.protocols.messages import server_tools
 from stateway.protocols.messages.context_edits import applied_edits
 from stateway.protocols.messages.encode import (
     REFUSAL_BREAK,
@@ -62,6 +62,9 @@ from stateway.protocols.messages.streamed_input import StreamedInput
 
 PING: Final = b'event: ping\ndata: {"type":"ping"}\n\n'
 _FAILED: Final = frozenset({"failed", "cancelled"})
+
+
+_USE_BLOCKS: Final = frozenset({"server_tool_use", "mcp_tool_use"})
 
 
 def frame(data: dict[str, Any]) -> bytes:
@@ -199,32 +202,22 @@ class MessagesStream:
 
     def _server_call(self, item: dict[str, Any]) -> bytes:
         """A finished call of a gateway tool the client declared: its use block, then its
-        result's."""
-        call = self._next()
-        arguments = orjson.dumps(server_tools.use_input(item)).decode()
-        delta = {"type": "input_json_delta", "partial_json": arguments}
-        result = self._next()
-        return b"".join(
-            [
-                frame(
-                    {
-                        "type": "content_block_start",
-                        "index": call,
-                        "content_block": server_tools.use_start(item),
-                    }
-                ),
-                frame({"type": "content_block_delta", "index": call, "delta": delta}),
-                frame({"type": "content_block_stop", "index": call}),
-                frame(
-                    {
-                        "type": "content_block_start",
-                        "index": result,
-                        "content_block": server_tools.result_block(item),
-                    }
-                ),
-                frame({"type": "content_block_stop", "index": result}),
-            ]
-        )
+        result's (a tool search's call and its output: one block each)."""
+        out = []
+        for block in self._shown.blocks(item):
+            index = self._next()
+            if block["type"] in _USE_BLOCKS:  # its input in one delta, as Anthropic's
+                arguments = orjson.dumps(block["input"]).decode()
+                delta = {"type": "input_json_delta", "partial_json": arguments}
+                block = {**block, "input": {}}
+                start = {"type": "content_block_start", "index": index, "content_block": block}
+                out.append(frame(start))
+                out.append(frame({"type": "content_block_delta", "index": index, "delta": delta}))
+            else:
+                start = {"type": "content_block_start", "index": index, "content_block": block}
+                out.append(frame(start))
+            out.append(frame({"type": "content_block_stop", "index": index}))
+        return b"".join(out)
 
     def _delta(self, output_index: int, delta: dict[str, Any]) -> bytes:
         index = self._blocks.get(output_index)

@@ -13,10 +13,10 @@ may call) is a 400. The ``web_search_YYYYMMDD`` server tool becomes the gateway'
 ``web_search`` (``allowed_domains`` and ``blocked_domains`` as its ``filters``,
 ``max_uses`` kept), ``mcp_servers`` and their ``mcp_toolset`` tools its ``mcp`` tools
 (:mod:`.server_tools`). The tool search server tool (``tool_search_tool_regex_YYYYMMDD``,
-``tool_search_tool_bm25_YYYYMMDD``, or undated; named for its variant) is taken without
-effect: the gateway offers every tool declared with ``defer_loading`` at once, so the model
-calls a deferred tool without searching for it first (its name counts among the unique
-ones); any other type is a 400 naming it. A tool a ``tool_addition``
+``tool_search_tool_bm25_YYYYMMDD``, or undated; named for its variant) becomes the
+gateway's ``tool_search`` (:mod:`.tool_search`): the tools declared with ``defer_loading``
+are held back until a search loads them (its name counts among the unique ones); any
+other type is a 400 naming it. A tool a ``tool_addition``
 defines by value is checked and decoded the same way (:func:`decode_definition`), its
 errors naming it where it is (``messages.N.content.M.tool.definition...``). ``tool_choice``
 ``auto``/``any``/``tool``/``none`` -> ``auto``/``required``/the named function (or
@@ -34,6 +34,7 @@ import pydantic
 from stateway.core.errors import InvalidRequest
 from stateway.core.items import Item
 from stateway.core.tools.web_search import domain_name
+from stateway.protocols.messages import tool_search
 from stateway.protocols.messages.client_tools import CLIENT_TOOLS, function_of
 from stateway.protocols.messages.errors import field_error
 from stateway.protocols.messages.server_tools import WEB_SEARCH, mcp_tools
@@ -71,8 +72,9 @@ def decode_tools(tools: list[dict[str, Any]], servers: list[McpServerParam]) -> 
                 f"tool names must be unique; '{tool.name}' is declared twice.",
             )
         seen.add(tool.name)
-        if isinstance(tool, ToolSearchToolParam):  # every deferred tool offered instead
+        if isinstance(tool, ToolSearchToolParam):  # the gateway's own tool search
             _check_search_name(tool, f"tools.{index}")
+            decoded.append(tool_search.declared(tool))
             continue
         decoded.append(_declared(tool, f"tools.{index}"))
     return decoded + mcp_tools(servers, toolsets)

@@ -50,8 +50,7 @@ TOOL_SEARCH_TOOL = re.compile(r"(tool_search_tool_(?:regex|bm25))(?:_\d{8})?")
 
 
 class ToolSearchToolParam(Wire):
-    """Anthropic's tool search server tool, taken without effect: the gateway offers every
-    deferred tool at once (:mod:`.tool_declarations`)."""
+    """Anthropic's tool search server tool, run by the gateway (:mod:`.tool_search`)."""
 
     type: str = Field(pattern=TOOL_SEARCH_TOOL.pattern)
     name: str

@@ -1,0 +1,182 @@
+"""Anthropic's tool search server tool over the gateway's own tool search.
+
+In: ``tool_search_tool_regex_YYYYMMDD`` / ``tool_search_tool_bm25_YYYYMMDD`` (or undated)
+becomes the gateway's ``tool_search`` tool (``execution: "server"``) with the variant's
+query ``syntax`` (:mod:`stateway.core.tools.search_syntax`): the tools declared with
+``defer_loading`` are held back until a search loads them, for any model.
+
+Out: each search is a pair of blocks, as Anthropic answers —
+``server_tool_use`` (``srvtoolu_`` id, the variant's ``name``, ``input.query``) and
+``tool_search_tool_result`` whose ``content`` is a ``tool_search_tool_search_result``
+(a ``tool_reference`` per tool loaded) or, for a search that failed (a bad or too long
+pattern, no query), a ``tool_search_tool_result_error`` (``invalid_tool_input``, and why
+as ``error_message``).
+
+In again: the same blocks of an earlier turn are the search they show, and what its
+``tool_reference`` blocks name is loaded: offered to the model from there on
+(:func:`resolve` finds each among the declared tools; one that names none is a 400).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from stateway.core.items import TOOL_SEARCH_CALL, TOOL_SEARCH_OUTPUT, Item
+from stateway.core.tools.catalog import NAMESPACE, TOOL_SEARCH
+from stateway.core.tools.model_names import model_name
+from stateway.protocols.messages.blocks import ServerToolUseBlock, ToolSearchToolResultBlock
+from stateway.protocols.messages.errors import field_error
+from stateway.protocols.messages.tool_params import TOOL_SEARCH_TOOL, ToolSearchToolParam
+
+SERVER_TOOL_USE_PREFIX: Final = "srvtoolu_"
+NAMES: Final = {"tool_search_tool_regex": "regex", "tool_search_tool_bm25": "bm25"}
+"""Each variant's tool name -> the query syntax of the gateway's search."""
+INVALID_INPUT: Final = "invalid_tool_input"
+_REFERENCE: Final = "_reference"
+"""A sent-back reference's place in the body, until :func:`resolve` replaces it."""
+
+
+# -- in: the declaration ---------------------------------------------------------------
+
+
+def declared(tool: ToolSearchToolParam) -> Item:
+    """The tool search server tool as the gateway's ``tool_search`` tool."""
+    found = TOOL_SEARCH_TOOL.fullmatch(tool.type)
+    name = found[1] if found is not None else tool.type
+    return {"type": TOOL_SEARCH, "execution": "server", "syntax": NAMES[name]}
+
+
+def shown_name(tools: list[Item]) -> str | None:
+    """The variant's tool name when the client declared the tool search server tool."""
+    for tool in tools:
+        if tool.get("type") == TOOL_SEARCH and tool.get("syntax") in NAMES.values():
+            return f"tool_search_tool_{tool['syntax']}"
+    return None
+
+
+def is_search_item(item: Item) -> bool:
+    """A gateway search's call or output."""
+    return item.get("type") in (TOOL_SEARCH_CALL, TOOL_SEARCH_OUTPUT) and (
+        item.get("execution") == "server"
+    )
+
+
+# -- out: blocks -----------------------------------------------------------------------
+
+
+def block(item: Item, name: str) -> dict[str, Any]:
+    """A search's call as its ``server_tool_use`` block, or its output as its
+    ``tool_search_tool_result``."""
+    if item.get("type") == TOOL_SEARCH_CALL:
+        arguments = item.get("arguments")
+        return {
+            "type": "server_tool_use",
+            "id": SERVER_TOOL_USE_PREFIX + str(item.get("id", "")).removeprefix("tsc_"),
+            "name": name,
+            "input": arguments if isinstance(arguments, dict) else {"query": str(arguments)},
+        }
+    content: dict[str, Any]
+    if item.get("status") == "incomplete":
+        error = item.get("error")
+        content = {
+            "type": "tool_search_tool_result_error",
+            "error_code": INVALID_INPUT,
+            "error_message": error if isinstance(error, str) else None,
+        }
+    else:
+        names = [n for tool in item.get("tools") or () for n in _names(tool)]
+        content = {
+            "type": "tool_search_tool_search_result",
+            "tool_references": [{"type": "tool_reference", "tool_name": n} for n in names],
+        }
+    return {
+        "type": "tool_search_tool_result",
+        "tool_use_id": SERVER_TOOL_USE_PREFIX + str(item.get("id", "")).removeprefix("tso_"),
+        "content": content,
+    }
+
+
+def _names(tool: Any) -> list[str]:
+    if not isinstance(tool, dict):
+        return []
+    if tool.get("type") == NAMESPACE:
+        return [model_name(str(m.get("name")), tool.get("name")) for m in tool.get("tools") or ()]
+    return [str(tool.get("name"))]
+
+
+# -- in: an earlier turn's blocks ------------------------------------------------------
+
+
+def call_of(block: ServerToolUseBlock, pending: dict[str, Item]) -> Item:
+    """The search an earlier turn's ``server_tool_use`` of the tool search showed."""
+    item: Item = {
+        "id": "tsc_" + block.id.removeprefix(SERVER_TOOL_USE_PREFIX),
+        "type": TOOL_SEARCH_CALL,
+        "status": "completed",
+        "call_id": None,
+        "execution": "server",
+        "arguments": block.input,
+    }
+    pending[block.id] = item
+    return item
+
+
+def output_of(block: ToolSearchToolResultBlock, where: str, pending: dict[str, Item]) -> Item:
+    """The output of the search a ``tool_search_tool_result`` answers (it must follow its
+    call's block): its references, resolved once the declared tools are known
+    (:func:`resolve`), or its error."""
+    call = pending.pop(block.tool_use_id, None)
+    if call is None or call["type"] != TOOL_SEARCH_CALL:
+        raise field_error(
+            f"{where}.tool_use_id",
+            f"unexpected tool_use_id '{block.tool_use_id}' found in a tool_search_tool_result "
+            "block: it must follow the server_tool_use block of the search it answers.",
+            code="tool_call_not_found",
+        )
+    item: Item = {
+        "id": "tso_" + block.tool_use_id.removeprefix(SERVER_TOOL_USE_PREFIX),
+        "type": TOOL_SEARCH_OUTPUT,
+        "status": "completed",
+        "call_id": None,
+        "execution": "server",
+        "tools": [],
+    }
+    content = block.content
+    if content.type == "tool_search_tool_result_error":
+        item["status"] = "incomplete"
+        item["error"] = content.error_message or content.error_code
+        return item
+    at = f"{where}.content.tool_references"
+    item["tools"] = [
+        {"type": "function", "name": reference.tool_name, _REFERENCE: f"{at}.{position}"}
+        for position, reference in enumerate(content.tool_references)
+    ]
+    return item
+
+
+def resolve(items: list[Item], tools: list[Item], *, inherited: bool = False) -> None:
+    """Each sent-back ``tool_reference`` (in place) as the declared tool it names, which
+    the search's output then loads; one naming no declared tool is a 400, as Anthropic's
+    ("has no corresponding tool definition"). ``inherited``: a thread's turn without
+    ``tools``, whose tools the core knows: its references are left out (the thread's own
+    stored outputs load what its searches found)."""
+    declared = {str(tool.get("name")): tool for tool in tools if tool.get("type") == "function"}
+    for item in items:
+        if item.get("type") != TOOL_SEARCH_OUTPUT or not item.get("tools"):
+            continue
+        resolved = []
+        for reference in item["tools"]:
+            where = reference.pop(_REFERENCE, None)
+            if where is None:
+                resolved.append(reference)
+                continue
+            tool = declared.get(reference["name"])
+            if tool is not None:
+                resolved.append(tool)
+            elif not inherited:
+                raise field_error(
+                    f"{where}.tool_name",
+                    f"Tool reference '{reference['name']}' has no corresponding tool "
+                    "definition: declare it in tools (with defer_loading).",
+                )
+        item["tools"] = resolved
