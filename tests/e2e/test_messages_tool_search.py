@@ -135,7 +135,9 @@ def test_a_bad_pattern_is_an_error_in_the_result_and_the_model_goes_on(
     assert result.content.error_code == "invalid_tool_input"
     assert "not a valid regular expression" in (result.content.error_message or "")
     assert text.type == "text"
-    assert text.text.startswith("Tool said: The tool search did not complete: The pattern")
+    assert text.text.startswith(
+        "Tool said: The tool search did not complete: invalid_tool_input: The pattern"
+    )
     assert message.stop_reason == "end_turn"
     again = create(
         claude,

@@ -3,11 +3,13 @@ ranked by BM25, over each deferred tool's name, description and arguments."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import Any
 
 import pytest
 
-from stateway.core.tools import search_syntax, tool_search
+from stateway.core.tools import pattern_search, search_syntax, tool_search
 from stateway.core.tools.catalog import Catalog
 from stateway.core.tools.ports import ToolFailure
 
@@ -25,7 +27,8 @@ def fn(name: str, description: str = "", **properties: str) -> dict[str, Any]:
 
 def found(syntax: search_syntax.Syntax, query: str, tools: list[dict[str, Any]]) -> list[str]:
     catalog = Catalog(tools, defer=True)
-    hits = search_syntax.search(syntax, query, catalog.deferred(), catalog.namespaces)
+    searching = search_syntax.search(syntax, query, catalog.deferred(), catalog.namespaces)
+    hits = asyncio.run(searching)
     return [str(hit.tool["name"]) for hit in hits]
 
 
@@ -67,6 +70,38 @@ def test_a_bad_pattern_fails_the_search(pattern: str, problem: str) -> None:
     assert failed.value.error.message.startswith(problem)
 
 
+def test_a_bad_pattern_fails_for_its_input() -> None:
+    with pytest.raises(ToolFailure) as failed:
+        found("regex", "(weather", TOOLS)
+    assert failed.value.error.cause == "invalid_tool_input"
+    assert tool_search.error_of(failed.value.error) == (
+        "invalid_tool_input: " + failed.value.error.message
+    )
+
+
+def test_a_pattern_too_slow_to_match_is_killed_and_fails_the_search() -> None:
+    """Matched in the gateway's process, it would hold the GIL for minutes: every request
+    the process serves would stall."""
+    texts = [("x", "a" * 40 + "!")]
+    started = time.monotonic()
+    with pytest.raises(ToolFailure) as failed:
+        asyncio.run(pattern_search.matching("(a+)+$", texts, 5, time_limit=1.0))
+    assert time.monotonic() - started < 4
+    assert failed.value.error.cause == "execution_time_exceeded"
+    assert failed.value.error.message == (
+        "The pattern took longer than 1 s to match; write a simpler one."
+    )
+
+
+def test_a_child_that_cannot_start_leaves_the_search_unavailable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(pattern_search.sys, "executable", "/nonexistent/python")
+    with pytest.raises(ToolFailure) as failed:
+        asyncio.run(pattern_search.matching("a", [("a", "")], 5))
+    assert failed.value.error.cause == "unavailable"
+
+
 def test_a_pattern_of_200_characters_is_taken() -> None:
     assert found("regex", "x" * 200, TOOLS) == []
 
@@ -94,9 +129,10 @@ def test_the_declared_syntax_decides_the_search() -> None:
     arguments = {"query": "w.ather"}
     regex = {"type": "tool_search", "syntax": "regex"}
     words = {"type": "tool_search"}
-    loaded = tool_search.search_as_declared(regex, arguments, catalog.deferred(), {})
+    loaded = asyncio.run(tool_search.search_as_declared(regex, arguments, catalog.deferred(), {}))
     assert [tool["name"] for tool in loaded] == ["get_weather"]  # case-sensitive
-    assert tool_search.search_as_declared(words, arguments, catalog.deferred(), {}) == []
+    words_search = tool_search.search_as_declared(words, arguments, catalog.deferred(), {})
+    assert asyncio.run(words_search) == []
 
 
 def test_a_search_output_takes_its_calls_id() -> None:

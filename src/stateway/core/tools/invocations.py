@@ -102,7 +102,7 @@ class Invocations:
 
         async def loading() -> str:
             arguments = pending.item["arguments"]
-            pending.loaded = tool_search.search_as_declared(
+            pending.loaded = await tool_search.search_as_declared(
                 pending.entry.tool, arguments, catalog.deferred(), catalog.namespaces
             )
             return ""

@@ -52,7 +52,9 @@ class ToolError:
     """``execution``: the tool's result content as JSON."""
     cause: str | None = None
     """A failed web search's cause as Anthropic codes it (``max_uses_exceeded``), for a
-    failure whose kind and code do not name it (:func:`.web_search.cause`)."""
+    failure whose kind and code do not name it (:func:`.web_search.cause`); a failed tool
+    search's of another syntax (``invalid_tool_input``, ``execution_time_exceeded``:
+    :mod:`.search_syntax`)."""
 
     @classmethod
     def protocol(cls, code: int, message: str) -> ToolError:

@@ -11,7 +11,9 @@ Messages frontend declares as a ``tool_search`` tool with a ``syntax``.
 
 Either loads at most :data:`MAX_FOUND` tools, as Anthropic's returns "3-5" per search. A
 query that is no valid pattern, or too long, fails the search
-(:class:`~.ports.ToolFailure`): its output says why, and the search loads nothing.
+(:class:`~.ports.ToolFailure`, its ``cause`` Anthropic's code, ``invalid_tool_input``):
+its output says why, and the search loads nothing; so does a pattern that takes too long
+to match (:mod:`.pattern_search`: ``execution_time_exceeded``).
 """
 
 from __future__ import annotations
@@ -22,8 +24,9 @@ from collections import Counter
 from typing import Any, Final, Literal
 
 from stateway.core.items import Item
+from stateway.core.tools import pattern_search
 from stateway.core.tools.catalog import Entry
-from stateway.core.tools.ports import ToolFailure
+from stateway.core.tools.ports import ToolError, ToolFailure
 
 Syntax = Literal["regex", "bm25"]
 SYNTAXES: Final[frozenset[str]] = frozenset({"regex", "bm25"})
@@ -31,6 +34,8 @@ MAX_PATTERN: Final = 200
 """The longest regular expression a regex search takes, as Anthropic's."""
 MAX_FOUND: Final = 5
 """At most this many tools are loaded by one search of these syntaxes."""
+INVALID_TOOL_INPUT: Final = "invalid_tool_input"
+"""The cause of a search failed for its query (Anthropic's code)."""
 _K1: Final = 1.2
 _B: Final = 0.75
 _WORD = re.compile(r"[a-z0-9]+")
@@ -43,12 +48,12 @@ def syntax_of(tool: Item) -> Syntax | None:
     return value if value in ("regex", "bm25") else None
 
 
-def search(
+async def search(
     syntax: Syntax, query: str, deferred: list[Entry], namespaces: dict[str, Item]
 ) -> list[Entry]:
     """The deferred tools ``query`` finds, best first, at most :data:`MAX_FOUND`."""
     if syntax == "regex":
-        return _regex(query, deferred, namespaces)
+        return await _regex(query, deferred, namespaces)
     return _bm25(query, deferred, namespaces)
 
 
@@ -73,24 +78,26 @@ def searched_text(candidate: Entry, namespaces: dict[str, Item]) -> tuple[str, s
     return name, "\n".join(part for part in rest if part)
 
 
-def _regex(query: str, deferred: list[Entry], namespaces: dict[str, Item]) -> list[Entry]:
+async def _regex(query: str, deferred: list[Entry], namespaces: dict[str, Item]) -> list[Entry]:
+    """Matched in a child process (:mod:`.pattern_search`: a pattern may take exponential
+    time), once it is known to compile."""
     if len(query) > MAX_PATTERN:
-        raise ToolFailure(
+        raise _invalid(
             f"The pattern is {len(query)} characters long; at most {MAX_PATTERN} are allowed."
         )
     try:
-        pattern = re.compile(query)
+        re.compile(query)
     except (re.error, RecursionError, OverflowError) as exc:
-        raise ToolFailure(f"The pattern is not a valid regular expression: {exc}.") from None
-    by_name: list[Entry] = []
-    by_text: list[Entry] = []
-    for candidate in deferred:
-        name, rest = searched_text(candidate, namespaces)
-        if pattern.search(name):
-            by_name.append(candidate)
-        elif pattern.search(rest):
-            by_text.append(candidate)
-    return (by_name + by_text)[:MAX_FOUND]
+        raise _invalid(f"The pattern is not a valid regular expression: {exc}.") from None
+    if not deferred:
+        return []
+    texts = [searched_text(candidate, namespaces) for candidate in deferred]
+    found = await pattern_search.matching(query, texts, MAX_FOUND)
+    return [deferred[index] for index in found][:MAX_FOUND]
+
+
+def _invalid(message: str) -> ToolFailure:
+    return ToolFailure(ToolError(message, cause=INVALID_TOOL_INPUT))
 
 
 def _bm25(query: str, deferred: list[Entry], namespaces: dict[str, Item]) -> list[Entry]:

@@ -312,5 +312,6 @@ class ToolSession:
         self._items.done(item, pending.output_index)
         found = pending.loaded if outcome.ok else []
         self.catalog.load(found)
-        error = outcome.error.message if outcome.error is not None else None
-        self._items.add_done(tool_search.output_item(found, error, item))
+        self._items.add_done(
+            tool_search.output_item(found, tool_search.error_of(outcome.error), item)
+        )

@@ -30,7 +30,7 @@ from stateway.core.items import TOOL_SEARCH_CALL, TOOL_SEARCH_OUTPUT, Item
 from stateway.core.tools import search_syntax
 from stateway.core.tools.catalog import NAMESPACE, Entry, search_execution
 from stateway.core.tools.model_names import TOOL_SEARCH_FUNCTION
-from stateway.core.tools.ports import ToolFailure
+from stateway.core.tools.ports import ToolError, ToolFailure
 
 PARAMETERS: Final[Item] = {
     "type": "object",
@@ -134,6 +134,15 @@ def output_item(tools: list[Item], error: str | None = None, call: Item | None =
     return item
 
 
+def error_of(error: ToolError | None) -> str | None:
+    """A failed search's ``error``: its message, after its cause where it has one (a
+    search of another syntax: :mod:`.search_syntax`), as a failed web search's
+    (:func:`.web_search.fail`): the item has no other field for it."""
+    if error is None:
+        return None
+    return f"{error.cause}: {error.message}" if error.cause else error.message
+
+
 def output_id(call: Item) -> str:
     """The id of the output of the gateway search ``call``."""
     return "tso_" + str(call.get("id", "")).removeprefix("tsc_")
@@ -188,7 +197,7 @@ def search(
     return _public([candidate for _, _, candidate in best], namespaces)
 
 
-def search_as_declared(
+async def search_as_declared(
     declared: Item, arguments: Any, deferred: list[Entry], namespaces: dict[str, Item]
 ) -> list[Item]:
     """A gateway search of the ``declared`` tool's syntax: its own words search
@@ -197,7 +206,7 @@ def search_as_declared(
     syntax = search_syntax.syntax_of(declared)
     if syntax is None:
         return search(query, deferred, namespaces, limit_of(arguments))
-    return _public(search_syntax.search(syntax, query, deferred, namespaces), namespaces)
+    return _public(await search_syntax.search(syntax, query, deferred, namespaces), namespaces)
 
 
 def _public(found: list[Entry], namespaces: dict[str, Item]) -> list[Item]:

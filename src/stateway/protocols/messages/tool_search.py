@@ -8,9 +8,10 @@ query ``syntax`` (:mod:`stateway.core.tools.search_syntax`): the tools declared 
 Out: each search is a pair of blocks, as Anthropic answers —
 ``server_tool_use`` (``srvtoolu_`` id, the variant's ``name``, ``input.query``) and
 ``tool_search_tool_result`` whose ``content`` is a ``tool_search_tool_search_result``
-(a ``tool_reference`` per tool loaded) or, for a search that failed (a bad or too long
-pattern, no query), a ``tool_search_tool_result_error`` (``invalid_tool_input``, and why
-as ``error_message``).
+(a ``tool_reference`` per tool loaded) or, for a search that failed, a
+``tool_search_tool_result_error`` (``invalid_tool_input`` for a bad or too long pattern or
+no query, ``execution_time_exceeded`` for a pattern too slow to match, ``unavailable``;
+and why as ``error_message``).
 
 In again: the same blocks of an earlier turn are the search they show, and what its
 ``tool_reference`` blocks name is loaded: offered to the model from there on
@@ -32,6 +33,10 @@ SERVER_TOOL_USE_PREFIX: Final = "srvtoolu_"
 NAMES: Final = {"tool_search_tool_regex": "regex", "tool_search_tool_bm25": "bm25"}
 """Each variant's tool name -> the query syntax of the gateway's search."""
 INVALID_INPUT: Final = "invalid_tool_input"
+ERROR_CODES: Final = frozenset(
+    {INVALID_INPUT, "unavailable", "too_many_requests", "execution_time_exceeded"}
+)
+"""A failed search's codes (the SDK's ``BetaToolSearchToolResultErrorObject``)."""
 _REFERENCE: Final = "_reference"
 """A sent-back reference's place in the body, until :func:`resolve` replaces it."""
 
@@ -77,11 +82,11 @@ def block(item: Item, name: str) -> dict[str, Any]:
         }
     content: dict[str, Any]
     if item.get("status") == "incomplete":
-        error = item.get("error")
+        code, message = error_parts(item.get("error"))
         content = {
             "type": "tool_search_tool_result_error",
-            "error_code": INVALID_INPUT,
-            "error_message": error if isinstance(error, str) else None,
+            "error_code": code,
+            "error_message": message,
         }
     else:
         names = [n for tool in item.get("tools") or () for n in _names(tool)]
@@ -94,6 +99,19 @@ def block(item: Item, name: str) -> dict[str, Any]:
         "tool_use_id": SERVER_TOOL_USE_PREFIX + str(item.get("id", "")).removeprefix("tso_"),
         "content": content,
     }
+
+
+def error_parts(error: object) -> tuple[str, str | None]:
+    """A failed search's code and message, from its output's ``error``: the code it
+    starts with (:func:`stateway.core.tools.tool_search.error_of`; a client's sent back
+    is the code alone, or ``code: message``), else ``invalid_tool_input`` (a search
+    without a query)."""
+    if not isinstance(error, str):
+        return INVALID_INPUT, None
+    code, _, message = error.partition(": ")
+    if code in ERROR_CODES:
+        return code, message or None
+    return INVALID_INPUT, error
 
 
 def _names(tool: Any) -> list[str]:
@@ -144,7 +162,8 @@ def output_of(block: ToolSearchToolResultBlock, where: str, pending: dict[str, I
     content = block.content
     if content.type == "tool_search_tool_result_error":
         item["status"] = "incomplete"
-        item["error"] = content.error_message or content.error_code
+        message = content.error_message
+        item["error"] = f"{content.error_code}: {message}" if message else content.error_code
         return item
     at = f"{where}.content.tool_references"
     item["tools"] = [
