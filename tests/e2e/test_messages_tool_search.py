@@ -186,3 +186,36 @@ def test_a_reference_to_no_declared_tool_is_a_400(claude: Anthropic) -> None:
     assert error["message"].startswith(
         "messages.1.content.1.content.tool_references.0.tool_name: Tool reference 'get_time'"
     )
+
+
+@pytest.mark.parametrize("searching", [True, False])
+def test_a_tool_results_references_load_the_deferred_tools_they_name(
+    claude: Anthropic, upstream: str, searching: bool
+) -> None:
+    """A client's own search (Claude Code's ToolSearch) answers with ``tool_reference``
+    blocks in its ``tool_result``: beside the server tool, which holds deferred tools
+    back, they load what they name (a name no tool has loads nothing); without it every
+    tool is offered anyway."""
+    finder = {"name": "find_tools", "input_schema": {"type": "object"}}
+    call = {"type": "tool_use", "id": "toolu_1", "name": "find_tools", "input": {"q": "w"}}
+    references = [
+        {"type": "tool_reference", "tool_name": "get_weather"},
+        {"type": "tool_reference", "tool_name": "not_declared"},
+    ]
+    history = [
+        {"role": "user", "content": "find weather"},
+        {"role": "assistant", "content": [call]},
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": references}],
+        },
+    ]
+    tools = [*([REGEX] if searching else []), finder, WEATHER, ORDERS]
+    clear(upstream)
+    answer = create(claude, history, tools=tools)
+    assert answer.content[-1].text.startswith("Tool said: ")
+    [sent] = upstream_log(upstream)
+    if searching:
+        assert offered(sent["body"]) == ["find_tools", "get_weather", "tool_search"]
+    else:
+        assert offered(sent["body"]) == ["find_tools", "get_weather", "list_orders"]

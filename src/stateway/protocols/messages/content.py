@@ -20,7 +20,9 @@
 
 In a ``tool_result``, a ``tool_reference`` (a deferred tool the client's tool search loaded:
 Claude Code's ToolSearch) becomes the text ``Tool loaded: NAME``, its mark kept (the tool
-itself, declared with ``defer_loading``, is offered to the model like any other). A
+itself, declared with ``defer_loading``, is offered to the model like any other; beside
+the tool search server tool, which holds deferred tools back, the reference loads it:
+:func:`.tool_search.referenced`). A
 ``search_result`` (in a user message or a tool result) becomes its title, source and
 text, one per line, as an ``input_text`` part that keeps the block as it came under
 ``search_result``: an Anthropic upstream gets the block itself (and can cite it), the
@@ -151,6 +153,7 @@ def _user(
             _add_message(items, role, run)
             run = []
             items.append(_tool_output(block, pending, f"{where}.content.{position}"))
+            items += tool_search.referenced(block, f"{where}.content.{position}")
         elif isinstance(block, TextBlock | ImageBlock | DocumentBlock | SearchResultBlock):
             run += _block_parts(block)
         elif isinstance(block, ToolAdditionBlock | ToolRemovalBlock) and role == "system":

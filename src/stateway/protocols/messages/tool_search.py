@@ -22,10 +22,16 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from stateway.core.ids import new_id
 from stateway.core.items import TOOL_SEARCH_CALL, TOOL_SEARCH_OUTPUT, Item
 from stateway.core.tools.catalog import NAMESPACE, TOOL_SEARCH
 from stateway.core.tools.model_names import model_name
-from stateway.protocols.messages.blocks import ServerToolUseBlock, ToolSearchToolResultBlock
+from stateway.protocols.messages.blocks import (
+    ServerToolUseBlock,
+    ToolReferenceBlock,
+    ToolResultBlock,
+    ToolSearchToolResultBlock,
+)
 from stateway.protocols.messages.errors import field_error
 from stateway.protocols.messages.tool_params import TOOL_SEARCH_TOOL, ToolSearchToolParam
 
@@ -39,6 +45,9 @@ ERROR_CODES: Final = frozenset(
 """A failed search's codes (the SDK's ``BetaToolSearchToolResultErrorObject``)."""
 _REFERENCE: Final = "_reference"
 """A sent-back reference's place in the body, until :func:`resolve` replaces it."""
+_LENIENT: Final = "_lenient"
+"""The same, of a ``tool_result``'s reference (:func:`referenced`): one naming no declared
+tool loads nothing, and none loads anything without the tool search server tool."""
 
 
 # -- in: the declaration ---------------------------------------------------------------
@@ -173,29 +182,64 @@ def output_of(block: ToolSearchToolResultBlock, where: str, pending: dict[str, I
     return item
 
 
+def referenced(block: ToolResultBlock, where: str) -> list[Item]:
+    """What a ``tool_result``'s ``tool_reference`` blocks load (a client's own search,
+    Claude Code's ToolSearch): a search's output after it, which no call shows (the model
+    reads the result's ``Tool loaded: NAME``); none without references. A reference to no
+    declared tool loads nothing (:func:`resolve`), as before the tool search was run."""
+    if not isinstance(block.content, list):
+        return []
+    names = [part.tool_name for part in block.content if isinstance(part, ToolReferenceBlock)]
+    if not names:
+        return []
+    return [
+        {
+            "id": new_id("tso"),
+            "type": TOOL_SEARCH_OUTPUT,
+            "status": "completed",
+            "call_id": None,
+            "execution": "server",
+            "tools": [{"type": "function", "name": name, _LENIENT: where} for name in names],
+        }
+    ]
+
+
 def resolve(items: list[Item], tools: list[Item], *, inherited: bool = False) -> None:
     """Each sent-back ``tool_reference`` (in place) as the declared tool it names, which
     the search's output then loads; one naming no declared tool is a 400, as Anthropic's
     ("has no corresponding tool definition"). ``inherited``: a thread's turn without
     ``tools``, whose tools the core knows: its references are left out (the thread's own
-    stored outputs load what its searches found)."""
+    stored outputs load what its searches found). A ``tool_result``'s references
+    (:func:`referenced`) load what they name only beside the tool search server tool (the
+    deferred tools are offered anyway without it): else their output is left out."""
     declared = {str(tool.get("name")): tool for tool in tools if tool.get("type") == "function"}
+    searching = shown_name(tools) is not None
+    kept: list[Item] = []
     for item in items:
-        if item.get("type") != TOOL_SEARCH_OUTPUT or not item.get("tools"):
+        if item.get("type") == TOOL_SEARCH_OUTPUT and item.get("tools"):
+            lenient = any(_LENIENT in reference for reference in item["tools"])
+            item["tools"] = _resolved(item["tools"], declared, inherited=inherited)
+            if lenient and not (searching and item["tools"]):
+                continue  # a tool_result's references, with nothing to load
+        kept.append(item)
+    items[:] = kept
+
+
+def _resolved(references: list[Item], declared: dict[str, Item], *, inherited: bool) -> list[Item]:
+    out = []
+    for reference in references:
+        lenient = reference.pop(_LENIENT, None) is not None
+        where = reference.pop(_REFERENCE, None)
+        if where is None and not lenient:
+            out.append(reference)
             continue
-        resolved = []
-        for reference in item["tools"]:
-            where = reference.pop(_REFERENCE, None)
-            if where is None:
-                resolved.append(reference)
-                continue
-            tool = declared.get(reference["name"])
-            if tool is not None:
-                resolved.append(tool)
-            elif not inherited:
-                raise field_error(
-                    f"{where}.tool_name",
-                    f"Tool reference '{reference['name']}' has no corresponding tool "
-                    "definition: declare it in tools (with defer_loading).",
-                )
-        item["tools"] = resolved
+        tool = declared.get(reference["name"])
+        if tool is not None:
+            out.append(tool)
+        elif not (inherited or lenient):
+            raise field_error(
+                f"{where}.tool_name",
+                f"Tool reference '{reference['name']}' has no corresponding tool "
+                "definition: declare it in tools (with defer_loading).",
+            )
+    return out
