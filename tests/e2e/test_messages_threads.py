@@ -166,6 +166,34 @@ def test_a_continue_sends_the_model_the_whole_thread(
     assert tools == ["get_weather"]  # never sent again, still offered
 
 
+def test_a_continue_offers_what_the_threads_tool_searches_loaded(
+    claude: Anthropic, upstream: str, upstream_api: str
+) -> None:
+    """The tool search server tool: a continue without tools is offered what the
+    thread's searches loaded (its stored outputs), the other deferred tools held back."""
+    search = {"type": "tool_search_tool_regex_20251119", "name": "tool_search_tool_regex"}
+    weather = {**TOOLS[0], "defer_loading": True}
+    orders = {"name": "list_orders", "input_schema": {"type": "object"}, "defer_loading": True}
+    prompt = '[[tool:tool_search:{"query":"weather"}]] [[then:get_weather:{"city":"Oslo"}]]'
+    first = send(
+        claude,
+        [{"role": "user", "content": prompt}],
+        tools=[search, weather, orders],
+        thread=CREATE,
+    )
+    assert [block.type for block in first.content] == [
+        "server_tool_use",
+        "tool_search_tool_result",
+        "tool_use",
+    ]
+    result = {"type": "tool_result", "tool_use_id": first.content[-1].id, "content": "sunny"}
+    clear(upstream)
+    second = send(claude, [{"role": "user", "content": [result]}], thread=after(first))
+    assert second.content[-1].text == "Tool said: sunny"
+    _, tools = said(upstream_log(upstream)[-1], upstream_api)
+    assert tools == ["get_weather", "tool_search"]
+
+
 def test_a_continue_replaces_the_system_and_tools_it_sends(
     claude: Anthropic, upstream: str, upstream_api: str
 ) -> None:
