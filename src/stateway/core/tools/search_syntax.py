@@ -3,7 +3,8 @@
 Messages frontend declares as a ``tool_search`` tool with a ``syntax``.
 
 - ``regex`` (``tool_search_tool_regex``): the ``query`` is a Python regular expression
-  (``re.search``, at most :data:`MAX_PATTERN` characters, as Anthropic bounds it),
+  (``re.search``'s syntax, matched by the ``regex`` package, which reads it too; at most
+  :data:`MAX_PATTERN` characters, as Anthropic bounds it),
   matched against each deferred tool's text (:func:`searched_text`); tools whose name
   matches come first, then those whose other text does, each in declaration order.
 - ``bm25`` (``tool_search_tool_bm25``): the ``query`` is natural language, and the tools
@@ -22,6 +23,8 @@ import math
 import re
 from collections import Counter
 from typing import Any, Final, Literal
+
+import regex
 
 from stateway.core.items import Item
 from stateway.core.tools import pattern_search
@@ -79,15 +82,15 @@ def searched_text(candidate: Entry, namespaces: dict[str, Item]) -> tuple[str, s
 
 
 async def _regex(query: str, deferred: list[Entry], namespaces: dict[str, Item]) -> list[Entry]:
-    """Matched in a child process (:mod:`.pattern_search`: a pattern may take exponential
-    time), once it is known to compile."""
+    """Matched off the event loop, with a time limit (:mod:`.pattern_search`: a pattern
+    may take exponential time), once it is known to compile."""
     if len(query) > MAX_PATTERN:
         raise _invalid(
             f"The pattern is {len(query)} characters long; at most {MAX_PATTERN} are allowed."
         )
     try:
-        re.compile(query)
-    except (re.error, RecursionError, OverflowError) as exc:
+        pattern_search.compile_pattern(query)
+    except (regex.error, RecursionError, OverflowError) as exc:
         raise _invalid(f"The pattern is not a valid regular expression: {exc}.") from None
     if not deferred:
         return []
