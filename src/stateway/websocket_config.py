@@ -38,7 +38,8 @@ class WebSocketConfig(Section):
     lane is not counted (as hosted)."""
     max_checkpoint_bytes: int = Field(default=32 * MIB, ge=0)
     """Bytes of the responses a connection keeps (its last one per lane, stored or not) to
-    continue them with ``previous_response_id``; past it the oldest are let go."""
+    continue them with ``previous_response_id``, each counted with what keeping it costs
+    besides its JSON; past it the oldest are let go."""
     max_pending_steers: int = Field(default=16, ge=1)
     """Steers (``response.steer``) accepted for one response and not committed yet; past
     it a steer fails with ``too_many_pending_steers``. Also the steers a response fails

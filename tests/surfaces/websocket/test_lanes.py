@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from stateway.core.errors import InvalidRequest
-from stateway.surfaces.websocket.lanes import Checkpoints, LaneKey, Lanes
+from stateway.surfaces.websocket.lanes import Checkpoints, LaneKey, Lanes, counted
 from stateway.websocket_config import WebSocketConfig
 
 
@@ -217,7 +217,7 @@ async def test_cancel_interrupts_the_work_a_lane_has_begun() -> None:
 
 def test_checkpoints_by_lane_and_id_within_their_bytes() -> None:
     item = {"type": "message", "role": "user", "content": "x" * 100}
-    size = len(b'[{"type":"message","role":"user","content":""}]') + 100
+    size = counted("a", "resp_1", len(b'[{"type":"message","role":"user","content":""}]') + 100)
     checkpoints = Checkpoints(limit=2 * size)
     checkpoints.keep("a", "resp_1", [item])
     checkpoints.keep("a", "resp_2", [item])  # the lane's last one replaces its previous
@@ -230,7 +230,7 @@ def test_checkpoints_by_lane_and_id_within_their_bytes() -> None:
     assert checkpoints.find("resp_2") is None
     assert len(checkpoints) == 2
     assert checkpoints.size == 2 * size
-    checkpoints.keep("d", "resp_big", [item, item, item])  # larger than all: not kept
+    checkpoints.keep("d", "resp_big", [item] * 20)  # larger than all: not kept
     assert checkpoints.find("resp_big") is None
     checkpoints.evict("resp_3", "a")  # another lane's: kept
     assert checkpoints.find("resp_3") is not None
@@ -279,4 +279,28 @@ def test_a_checkpoint_holds_about_the_bytes_it_counts() -> None:
     found = checkpoints.find("resp_1")
     assert found is not None
     assert found.items == context()
-    assert checkpoints.size == len(orjson.dumps(context()))
+    assert checkpoints.size == counted("a", "resp_1", len(orjson.dumps(context())))
+
+
+def test_many_small_checkpoints_hold_about_the_bytes_they_count() -> None:
+    """A client naming a new ``stream_id`` for every short response keeps a checkpoint
+    per lane; counted at its JSON alone, each held ~3 times that (its object, its id and
+    lane, two table entries), so a connection at its ``max_checkpoint_bytes`` held ~3
+    times the bytes it allows."""
+    import tracemalloc
+
+    limit = 1024 * 1024
+    checkpoints = Checkpoints(limit=limit)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for n in range(20_000):
+            output = {"type": "message", "id": f"msg_{n:048x}", "content": "w1"}
+            context = [{"type": "message", "role": "user", "content": "x"}, output]
+            checkpoints.keep(f"lane-{n:08d}", f"resp_{n:048x}", context)
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert checkpoints.size <= limit
+    assert held < 1.25 * limit
+    assert checkpoints.find(f"resp_{19_999:048x}") is not None

@@ -11,7 +11,8 @@ request frames waiting to start (``max_queued_bytes``), named lanes with request
 A *checkpoint* is the last response of a lane, kept whether or not it is stored: its
 whole context (the items before its output, then its output), so that a frame naming it
 as ``previous_response_id`` continues it without reading the store. Checkpoints are
-bounded by bytes (``max_checkpoint_bytes``); the oldest are let go first.
+bounded by bytes (``max_checkpoint_bytes``), each counted with what keeping it costs
+besides its JSON (:data:`ENTRY_BYTES`); the oldest are let go first.
 """
 
 from __future__ import annotations
@@ -33,6 +34,11 @@ W = TypeVar("W")
 LaneKey = str | None
 """A lane's ``stream_id`` (None: the default lane)."""
 _NO_LANE: Final = object()
+ENTRY_BYTES: Final = 384
+"""What keeping a checkpoint costs besides its JSON and the characters of its response
+id and lane: its object, its bytes' header, the strings' headers, an entry in each
+table (measured: ~330). A lane per short response (a new ``stream_id`` each time, the
+lanes over a connection's life being unbounded) kept ~3 times the bytes counted."""
 
 
 def limit_exceeded(what: str, code: str = "websocket_limit_exceeded") -> InvalidRequest:
@@ -154,6 +160,11 @@ class Lanes(Generic[W]):
                 lane.task.cancel()
 
 
+def counted(lane: LaneKey, response_id: str, payload_bytes: int) -> int:
+    """The bytes a checkpoint of ``payload_bytes`` of JSON counts, kept on ``lane``."""
+    return payload_bytes + len(response_id) + len(lane or "") + ENTRY_BYTES
+
+
 @dataclass(slots=True, frozen=True)
 class Checkpoint:
     response_id: str
@@ -162,9 +173,9 @@ class Checkpoint:
     stored: bool = True
     """The response is in the store (``store: true``)."""
 
-    @property
-    def size(self) -> int:
-        return len(self.payload)
+    def counted(self, lane: LaneKey) -> int:
+        """The bytes it counts against ``max_checkpoint_bytes``, kept on ``lane``."""
+        return counted(lane, self.response_id, len(self.payload))
 
     @property
     def items(self) -> list[Item]:
@@ -177,7 +188,8 @@ class Checkpoints:
     """The last response of each lane, by lane and by response id, within ``limit``
     bytes.
 
-    Each is kept as its JSON, the size it is counted at. Kept as parsed items, a context of
+    Each is kept as its JSON, counted at its size and what keeping it costs besides
+    (:func:`counted`). Kept as parsed items, a context of
     many short items (an agent's calls and their outputs) held about 5 times its JSON's
     size (~17 MB for 20,000 short messages counted as 3.4 MB), so a connection at its
     ``max_checkpoint_bytes`` (32 MiB) could hold ~160 MB."""
@@ -203,7 +215,7 @@ class Checkpoints:
         one larger than the whole budget is not kept, older lanes' go to make room."""
         self._drop(lane)
         payload = orjson.dumps(items)
-        size = len(payload)
+        size = counted(lane, response_id, len(payload))
         if size > self._limit:
             return
         while self.size + size > self._limit and self._by_lane:
@@ -224,7 +236,7 @@ class Checkpoints:
         checkpoint = self._by_lane.pop(lane, None)
         if checkpoint is not None:
             del self._by_id[checkpoint.response_id]
-            self.size -= checkpoint.size
+            self.size -= checkpoint.counted(lane)
 
     def __len__(self) -> int:
         return len(self._by_lane)
