@@ -215,3 +215,24 @@ def test_a_connection_keeps_the_targets_of_max_lanes_lanes() -> None:
         "response_already_completed",
     ]
     assert len(connection.steering._by_lane) == 4
+
+
+def test_a_finished_response_keeps_none_of_its_create_s_fields() -> None:
+    """Only a response's end reads its create's fields (for a successor), yet an ended
+    target kept them: a client giving each request a stream_id of its own left up to
+    ``max_lanes`` of them on the connection, each as large as a frame (129 lanes of 1 MB
+    instructions held ~126 MB, outside ``max_checkpoint_bytes``)."""
+    connection = Connection()
+    run, target = connection.start()
+    end(run)
+    assert connection.steering.finished(target, draining=False) is None
+    assert target.settings == {}
+
+    run, target = connection.start(lane="b")
+    connection.steer(target, "more")
+    end(run)
+    successor = connection.steering.finished(target, draining=False)
+    assert successor is not None
+    assert successor.settings == SETTINGS
+    assert successor.frame.command.instructions == "Be brief."
+    assert target.settings == {}

@@ -75,7 +75,7 @@ class Target:
     response_id: str
     lane: LaneKey
     settings: dict[str, Any]
-    """The fields of its ``response.create`` that a successor inherits."""
+    """The fields of its ``response.create`` that a successor inherits (until its end)."""
     run: Run | None
     """Until its stream ended (then let go: a connection keeps no finished run)."""
     unsupported: bool
@@ -225,6 +225,9 @@ class Steering:
         assert run.closed
         state = run.state
         target.run = None
+        # Read here only: an ended target keeps none of its create's fields (a client
+        # giving each request a lane of its own leaves up to max_lanes ended targets).
+        settings, target.settings = target.settings, {}
         target.status = state.status
         target.tail = len(run.events)
         for notice in target.deferred:
@@ -249,7 +252,7 @@ class Steering:
         if draining:
             self.uncommitted(commit)
             return None
-        fields = {**target.settings, "type": "response.create", "input": []}
+        fields = {**settings, "type": "response.create", "input": []}
         fields["previous_response_id"] = target.response_id
         try:
             frame = decode_frame("response.create", fields)
@@ -259,7 +262,7 @@ class Steering:
         assert isinstance(frame, CreateFrame)
         frame.command.input = commit.items
         frame.stream_id = target.lane
-        return Successor(frame, target.settings, commit)
+        return Successor(frame, settings, commit)
 
     def _pend(self, target: Target, steer: Steer) -> None:
         if not steer.told_pending and target.waiting is not None:
