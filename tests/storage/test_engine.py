@@ -72,6 +72,22 @@ def test_unusable_urls_are_refused_readably(url: str, complaint: str) -> None:
     assert complaint in str(caught.value)
 
 
+@pytest.mark.parametrize(
+    ("url", "host"),
+    [
+        ("sqlite://relative.db", "relative.db"),  # was refused as in-memory
+        ("sqlite://data/x.db", "data"),  # was served from ./x.db, the host dropped
+        ("sqlite://u:hunter2@h:5/x.db", "h"),
+    ],
+)
+def test_sqlite_urls_with_a_host_are_refused_with_the_slashes_to_write(url: str, host: str) -> None:
+    with pytest.raises(ValueError, match=f"names the host {host!r}") as caught:
+        async_url(url)
+
+    assert "sqlite:///relative/path.db" in str(caught.value)
+    assert "hunter2" not in str(caught.value)
+
+
 def test_parse_errors_do_not_echo_passwords() -> None:
     with pytest.raises(ValueError, match="Could not parse") as caught:
         async_url("postgresql://u:hunter2@host:notaport/db")

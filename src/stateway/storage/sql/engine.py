@@ -7,7 +7,9 @@ Users write plain URLs; this module maps them to SQLAlchemy's async drivers:
     postgresql://user@host:port/db
     postgres://user@host:port/db  -> postgresql+asyncpg
 
-Anything else raises :class:`ValueError` with a message meant for a human. SQLite paths are
+Anything else raises :class:`ValueError` with a message meant for a human; so does a
+SQLite URL with two slashes (``sqlite://data/x.db``), which names a host (``data``) that
+SQLite would drop. SQLite paths are
 made absolute (so a later ``chdir`` cannot move the database) and their parent directory is
 created. In-memory SQLite is refused: every pooled connection would see its own empty
 database.
@@ -93,6 +95,12 @@ def async_url(url: str) -> URL:
     parsed = _parse(url)
     scheme = parsed.drivername
     if scheme in _SQLITE_SCHEMES:
+        if parsed.host:  # sqlite://data/x.db: "data" read as a host, and dropped
+            raise ValueError(
+                f"The SQLite URL names the host {parsed.host!r}, which SQLite has none of; "
+                "write three slashes before a relative path (sqlite:///relative/path.db) "
+                "or four before an absolute one (sqlite:////absolute/path.db)"
+            )
         if parsed.database in (None, "", ":memory:"):
             raise ValueError(
                 "In-memory SQLite is not supported (each connection would see its own empty "
