@@ -551,6 +551,57 @@ def test_a_stop_signal_ends_serve_by_that_signal_without_a_traceback(
     assert "KeyboardInterrupt" not in stderr
 
 
+_INTERRUPTED_AT = {
+    # importing what serving runs: the second or more before anything is served
+    "imports": """
+import importlib.abc
+class Interrupting(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name == "stateway.subcommands":
+            os.kill(os.getpid(), signal.SIGINT)
+        return None
+sys.meta_path.insert(0, Interrupting())
+""",
+    # migrating: the database is waited for
+    "migrating": """
+from stateway import subcommands
+migrate = subcommands.migrate
+async def interrupted(url):
+    os.kill(os.getpid(), signal.SIGINT)
+    await migrate(url)
+subcommands.migrate = interrupted
+""",
+    # the last of start-up before uvicorn takes the signals (the loop's, meanwhile)
+    "before uvicorn": """
+from stateway import subcommands
+subcommands._tune_gc = lambda: os.kill(os.getpid(), signal.SIGINT)
+""",
+}
+
+
+@pytest.mark.parametrize("moment", list(_INTERRUPTED_AT))
+def test_ctrl_c_while_serve_starts_ends_it_by_sigint_without_a_traceback(
+    tmp_path: Path, moment: str
+) -> None:
+    """An operator who sees a wrong flag and presses Ctrl+C at once gets their prompt back
+    quietly, whenever in start-up it lands."""
+    arguments = [
+        "serve", "--port", "0", "--database", f"sqlite:///{tmp_path}/int.db",
+        "--upstream", "http://127.0.0.1:9/v1",
+    ]  # fmt: skip
+    script = (
+        "import os, signal, sys\n"
+        + _INTERRUPTED_AT[moment]
+        + f"from stateway import cli\nsys.exit(cli.main({arguments!r}))\n"
+    )
+    process = interruptible([sys.executable, "-c", script])
+    stdout, stderr = process.communicate(timeout=60)
+    assert "listening on" not in stdout
+    assert "Traceback" not in stderr
+    assert "KeyboardInterrupt" not in stderr
+    assert process.returncode == -signal.SIGINT
+
+
 def test_sigint_ends_the_fake_upstream_without_a_traceback() -> None:
     command = [sys.executable, "-m", "stateway", "fake-upstream", "--port", "0"]
     process = interruptible(command)

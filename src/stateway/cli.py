@@ -2,11 +2,13 @@
 
 Its entry imports nothing else first: ``serve`` notes a ``SIGHUP`` from here on
 (:mod:`stateway.hangup`), before the second or so it takes to import what it runs, in
-which the signal's default action would end it. The commands: :mod:`stateway.subcommands`.
+which the signal's default action would end it; a Ctrl+C meanwhile ends it by SIGINT,
+quietly. The commands: :mod:`stateway.subcommands`.
 """
 
 from __future__ import annotations
 
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -17,9 +19,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     # Subcommands come first (``stateway`` itself takes only --help and --version).
     hangup = StartupHangup() if arguments[:1] == ["serve"] else None
-    from stateway import subcommands
+    try:
+        from stateway import subcommands
 
-    return subcommands.main(arguments, hangup)
+        return subcommands.main(arguments, hangup)
+    except KeyboardInterrupt:  # Ctrl+C before a command took SIGINT (importing, say)
+        end_by(signal.SIGINT)
+        return 130  # pragma: no cover - the signal ended the process
+
+
+def end_by(signum: int) -> None:
+    """End the process by ``signum`` (its status says so, as README's "Shutdown" has it),
+    without the traceback an uncaught KeyboardInterrupt would print."""
+    sys.stdout.flush()
+    signal.signal(signum, signal.SIG_DFL)
+    signal.raise_signal(signum)
 
 
 if __name__ == "__main__":  # pragma: no cover

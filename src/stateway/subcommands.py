@@ -14,6 +14,7 @@ from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from stateway import __version__, key_commands
+from stateway.cli import end_by
 from stateway.config import Config, ConfigError, Overrides, load_config
 from stateway.core.errors import StorageError
 from stateway.durations import duration_text
@@ -181,6 +182,9 @@ def _serve(
         # Beside serving, leasing its generation: a SIGHUP meanwhile leaves its pools open.
         check = asyncio.create_task(check_generation(generations, generations.acquire(), urls))
         try:
+            # A Ctrl+C since the last await (the loop cancels this task for it) lands
+            # here, not in uvicorn's start-up, which would log it as a lifespan failure.
+            await asyncio.sleep(0)
             await server.serve(sockets=[sock])
         finally:
             check.cancel()
@@ -189,7 +193,7 @@ def _serve(
         try:
             _run(serve())
         except KeyboardInterrupt:  # the SIGINT uvicorn drained on, raised again as it ends
-            _end_by(signal.SIGINT)
+            end_by(signal.SIGINT)
     return 0
 
 
@@ -199,16 +203,8 @@ def _fake_upstream(arguments: list[str]) -> int:
     try:
         run_fake(arguments, prog="stateway fake-upstream")
     except KeyboardInterrupt:  # uvicorn raises the SIGINT it stopped on again
-        _end_by(signal.SIGINT)
+        end_by(signal.SIGINT)
     return 0
-
-
-def _end_by(signum: int) -> None:
-    """End the process by ``signum`` (its status says so, as README's "Shutdown" has it),
-    without the traceback an uncaught KeyboardInterrupt would print."""
-    sys.stdout.flush()
-    signal.signal(signum, signal.SIG_DFL)
-    signal.raise_signal(signum)
 
 
 def _tune_gc() -> None:
