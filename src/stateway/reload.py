@@ -31,6 +31,7 @@ from stateway.backends.admission import WaitingRoom
 from stateway.config import Config, ConfigError
 from stateway.core.errors import ConfigRejected
 from stateway.core.generations import ConfigStatus, Generations
+from stateway.core.hops import Hop
 from stateway.core.routing import Router
 from stateway.core.routing.probe import HealthProber
 from stateway.core.routing.windows import LearnedWindows, WindowDiscovery
@@ -72,6 +73,9 @@ class Compiled:
     first generation to every reload's, as the waiting room is."""
     discovery: WindowDiscovery | None = None
     """Asks the router's model servers for their windows while the generation is current."""
+    hop: Hop = field(default_factory=Hop)
+    """This process's ``Via`` entry on what its backends send (a loop's mark), handed on
+    from the first generation to every reload's."""
 
 
 def restart_required(started: Config, loaded: Config) -> tuple[str, ...]:

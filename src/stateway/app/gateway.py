@@ -22,6 +22,7 @@ from stateway.core.coordination import CancelSignals, CommandResults, EventFanou
 from stateway.core.errors import StorageNotWritable
 from stateway.core.gateway import Gateway
 from stateway.core.generations import Generation
+from stateway.core.hops import Hop
 from stateway.core.leases import LeaseKeeper
 from stateway.core.limits import RateLimits
 from stateway.core.loop import Loop
@@ -83,6 +84,9 @@ class GatewayParts:
     """Deletes stored responses older than ``[storage] retention``, when it is set."""
     recovered: bool = False
     """Whether :meth:`recover` is done."""
+    hop: Hop | None = None
+    """This process's ``Via`` entry on what its backends send: a request carrying it is
+    refused as a loop (None: none is looked for)."""
 
     async def recover(self) -> None:
         """Before serving, once: mark failed the responses a dead process of this host
@@ -268,4 +272,5 @@ def build_gateway(
         telemetry,
         settler=settler,
         retention=sweeper,
+        hop=compiled.hop,
     )

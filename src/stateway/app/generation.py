@@ -26,6 +26,7 @@ from stateway.config import (
 )
 from stateway.core.backend import Backend, ChatForwarder, WindowAdvertiser
 from stateway.core.errors import InvalidRequest
+from stateway.core.hops import VIA_HEADER, Hop
 from stateway.core.routing import BackendEntry, Candidate, Capabilities, Route, Router
 from stateway.core.routing.health import HealthPolicy
 from stateway.core.routing.probe import HealthProber
@@ -67,8 +68,11 @@ BACKEND_APIS: dict[str, Callable[[UpstreamClient, BackendConfig], Backend]] = {
 }
 
 
-def build_backend(config: BackendConfig, waiting_room: WaitingRoom) -> Backend:
-    """One backend; ``waiting_room`` is the process-wide queue all backends share."""
+def build_backend(
+    config: BackendConfig, waiting_room: WaitingRoom, hop: Hop | None = None
+) -> Backend:
+    """One backend; ``waiting_room`` is the process-wide queue all backends share, ``hop``
+    the process's ``Via`` entry its requests carry (:mod:`stateway.core.hops`)."""
     target = UpstreamTarget(
         name=config.name,
         base_url=config.url,
@@ -83,15 +87,16 @@ def build_backend(config: BackendConfig, waiting_room: WaitingRoom) -> Backend:
         pool_idle_timeout=config.pool_idle_timeout,
         pool_timeout=config.pool_timeout,
         extra_body=config.extra_body,
-        **_wire_headers(config),
+        **_wire_headers(config, hop),
     )
     return BACKEND_APIS[config.api](UpstreamClient(target, waiting_room), config)
 
 
-def _wire_headers(config: BackendConfig) -> dict[str, Any]:
+def _wire_headers(config: BackendConfig, hop: Hop | None) -> dict[str, Any]:
     """How the upstream's API shape wants its key, and the headers it needs (then the
-    configured ``headers``)."""
-    configured = tuple(config.headers.items())
+    configured ``headers``, after the process's ``Via``)."""
+    via = () if hop is None else ((VIA_HEADER, hop.via),)
+    configured = (*via, *config.headers.items())
     if config.api == "anthropic":
         return {
             "key_header": "x-api-key",
@@ -160,11 +165,12 @@ def build_router(
     waiting_room: WaitingRoom,
     tools: GatewayTools,
     windows: LearnedWindows | None = None,
+    hop: Hop | None = None,
 ) -> Router:
     """Every backend once, the routes over them, the aliases and the default route;
     ``windows``: what model servers advertised, read by the candidates whose window is
-    not configured (None: none is learned)."""
-    backends = {b.name: build_backend(b, waiting_room) for b in config.backends}
+    not configured (None: none is learned); ``hop``: the ``Via`` entry the backends send."""
+    backends = {b.name: build_backend(b, waiting_room, hop) for b in config.backends}
     learned = {b.name: _learned(b, windows) for b in config.backends}
     offered = {b.name: backend_gateway_tools(b, tools) for b in config.backends}
     catch_alls = {b.name for b in config.catch_all_backends}
@@ -261,13 +267,22 @@ def compile_generation(flags: Overrides, started: Compiled | None = None) -> Com
     )
     tools = build_tools(config)
     windows = started.windows if started else LearnedWindows()
-    router = build_router(config, waiting_room, tools, windows)
+    hop = started.hop if started else Hop()
+    router = build_router(config, waiting_room, tools, windows, hop)
     prober = None
     if config.health.active_probe:
         prober = HealthProber(router, config.health.probe_interval)
     discovery = window_discovery(config, router, windows)
     return Compiled(
-        config, router, tools, waiting_room, prober, changed, windows=windows, discovery=discovery
+        config,
+        router,
+        tools,
+        waiting_room,
+        prober,
+        changed,
+        windows=windows,
+        discovery=discovery,
+        hop=hop,
     )
 
 

@@ -140,6 +140,7 @@ def build_app(parts: GatewayParts) -> Starlette:
         usage=UsageRoutes(parts.gateway),
         authenticator=authenticator,
         websocket=parts.websockets,
+        hop=parts.hop,
     )
 
 

@@ -60,6 +60,8 @@ Import the tree from here. Its branches are kept one concept to a module:
     │                                 request), final
     ├── RateLimited               429 type=requests|tokens code=rate_limit_exceeded, Retry-After
     │                                 (final past MAX_RETRY_WAIT, 120 s)
+    ├── RequestLoop               508 code=loop_detected (a request the gateway sent came
+    │                                 back: a backend's url points at it), final
     ├── UpstreamError             502 upstream_error (any upstream failure, status mapped;
     │   │                             final: its credentials refused, a redirect, a quota)
     │   ├── UpstreamTimeout       504
@@ -120,6 +122,7 @@ from stateway.core.errors.request import (
     ModelNotFound,
     NoSearchProvider,
     PreviousResponseNotFound,
+    RequestLoop,
     RequestTooLarge,
     ResponseInProgress,
     ResponseNotFound,
@@ -197,6 +200,7 @@ __all__ = [
     "Overloaded",
     "PreviousResponseNotFound",
     "RateLimited",
+    "RequestLoop",
     "RequestTooLarge",
     "ResponseInProgress",
     "ResponseNotFound",

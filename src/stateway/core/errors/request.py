@@ -244,3 +244,22 @@ class IdempotencyKeyReused(GatewayError):
             "use a new key for a new request.",
             param=param,
         )
+
+
+class RequestLoop(GatewayError):
+    """A request the gateway sent upstream came back to it (its ``Via`` names this
+    process: :mod:`stateway.core.hops`): a backend's URL points at the gateway. Refused
+    before any route, so the loop stops at its first hop back; the sending gateway tells
+    its client of an upstream failure holding this message."""
+
+    status = 508
+    type = "server_error"
+    code = "loop_detected"
+    retryable = False
+
+    def __init__(self) -> None:
+        super().__init__(
+            "Request loop: the gateway sent this request to itself, as a backend's url "
+            "points at this gateway itself, not at a model server; point it at the model "
+            "server's base URL (vLLM's: http://HOST:8000/v1)."
+        )

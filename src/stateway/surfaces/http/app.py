@@ -25,7 +25,9 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocketClose
 
 from stateway.core.errors import GatewayError, InvalidRequest, NotFound
+from stateway.core.hops import Hop
 from stateway.surfaces.asgi.hosts import HostGuard
+from stateway.surfaces.asgi.loops import LoopGuard
 from stateway.surfaces.auth.authenticator import Authenticator
 from stateway.surfaces.http.admin import AdminRoutes
 from stateway.surfaces.http.authentication import Authentication
@@ -80,6 +82,7 @@ def build_http_app(
     usage: UsageRoutes | None = None,
     authenticator: Authenticator | None = None,
     websocket: ASGIApp | None = None,
+    hop: Hop | None = None,
 ) -> Starlette:
     """``allowed_hosts``: the ``Host`` names served (None: any), see
     :mod:`stateway.surfaces.asgi.hosts`; ``conversations``: the Conversations API's
@@ -90,7 +93,9 @@ def build_http_app(
     of every request (which then gets an ``x-request-id``: :mod:`.observed`). Every request is
     identified by ``authenticator`` (default: no auth configured, no admin credential) before it
     is routed (:mod:`.authentication`). ``websocket`` serves ``GET /v1/responses`` upgraded
-    (WebSocket mode); without it an upgrade is refused (426)."""
+    (WebSocket mode); without it an upgrade is refused (426). ``hop``: this process's
+    ``Via`` entry on what it sends upstream; a request carrying it is refused as a loop
+    (:mod:`stateway.surfaces.asgi.loops`) before anything else."""
     chat_route = None if chat is None else Route(CHAT_PATH, chat, methods=["POST"])
     create_route = Route(RESPONSES_PATH, PlainApp(responses.create), methods=["POST"])
     upgrade_route = WebSocketRoute(RESPONSES_PATH, websocket or refuse_websocket)
@@ -132,9 +137,10 @@ def build_http_app(
         HTTPException: _http_error,
         Exception: _unexpected,
     }
+    loop = [] if hop is None else [Middleware(LoopGuard, hop=hop)]
     guard = [] if allowed_hosts is None else [Middleware(HostGuard, allowed=allowed_hosts)]
     authentication = Middleware(Authentication, authenticator=authenticator or Authenticator())
-    middleware = [*guard, authentication]
+    middleware = [*loop, *guard, authentication]
     app = ObservedStarlette(
         routes=routes,
         middleware=middleware,
