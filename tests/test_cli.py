@@ -602,6 +602,25 @@ def test_ctrl_c_while_serve_starts_ends_it_by_sigint_without_a_traceback(
     assert process.returncode == -signal.SIGINT
 
 
+@pytest.mark.parametrize("command", ["serve", "fake-upstream"])
+def test_a_port_in_use_is_a_readable_error(tmp_path: Path, command: str) -> None:
+    """The second ``make fake-upstream``, or vLLM already on its port: no traceback."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        arguments = [command, "--port", str(port)]
+        if command == "serve":
+            arguments += ["--database", f"sqlite:///{tmp_path}/x.db"]
+        result = stateway(*arguments)
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    assert result.stderr.splitlines()[-1] == (
+        f"stateway: cannot listen on 127.0.0.1:{port}: Address already in use (another "
+        "process listens there: stop it, or choose another port; 0 picks a free one)"
+    )
+
+
 def test_sigint_ends_the_fake_upstream_without_a_traceback() -> None:
     command = [sys.executable, "-m", "stateway", "fake-upstream", "--port", "0"]
     process = interruptible(command)

@@ -6,15 +6,17 @@ as uvicorn's does once the transport pauses."""
 from __future__ import annotations
 
 import asyncio
+import errno
 import socket
 from typing import Any
 
+import pytest
 import uvicorn
 from uvicorn.server import ServerState
 from websockets.frames import Frame, Opcode
 from websockets.streams import StreamReader
 
-from stateway.serving import DenyingWebSocketProtocol, bind_socket
+from stateway.serving import DenyingWebSocketProtocol, ListenFailed, bind_socket, listen_failure
 
 HANDSHAKE = (
     b"GET /v1/responses HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\n"
@@ -144,3 +146,43 @@ async def test_connections_to_a_bound_socket_send_small_writes_at_once() -> None
             assert await asyncio.wait_for(nodelay, 5) != 0
         finally:
             writer.close()
+
+
+def test_a_port_in_use_says_so_and_what_to_do() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(ListenFailed) as failed:
+            bind_socket("127.0.0.1", port)
+    assert str(failed.value) == (
+        f"cannot listen on 127.0.0.1:{port}: Address already in use (another process "
+        "listens there: stop it, or choose another port; 0 picks a free one)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("host", "hint"),
+    [
+        ("192.0.2.1", "192.0.2.1 is not an address of this machine"),  # TEST-NET-1
+        ("no-such-host.invalid", "no-such-host.invalid is not a name this machine resolves"),
+    ],
+)
+def test_a_host_that_is_not_this_machines_says_so_and_what_to_do(host: str, hint: str) -> None:
+    with pytest.raises(ListenFailed) as failed:
+        bind_socket(host, 0)
+    said = str(failed.value)
+    assert said.startswith(f"cannot listen on {host}:0: ")
+    assert f"({hint}: " in said
+    assert "0.0.0.0 for all" in said
+
+
+def test_a_privileged_port_says_what_it_needs() -> None:
+    refused = OSError(errno.EACCES, "Permission denied")
+    assert listen_failure("127.0.0.1", 80, refused) == (
+        "cannot listen on 127.0.0.1:80: Permission denied (a port below 1024 needs root or "
+        "CAP_NET_BIND_SERVICE: choose one of 1024 or above, such as 8080)"
+    )
+    assert listen_failure("127.0.0.1", 8080, refused) == (
+        "cannot listen on 127.0.0.1:8080: Permission denied"
+    )

@@ -17,6 +17,7 @@ a few seconds longer than the drain, as a last resort only.
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import socket
 import sys
@@ -245,20 +246,50 @@ def _counted(count: int, noun: str) -> str:
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
+class ListenFailed(Exception):
+    """The socket could not be bound: what failed, and what to do (:func:`listen_failure`)."""
+
+
 def bind_socket(host: str, port: int) -> socket.socket:
     """A TCP socket bound to ``host:port`` (``port`` 0 for an ephemeral one). Made for TCP
     (``IPPROTO_TCP``, not the default 0), as its accepted connections then are: asyncio
     sets ``TCP_NODELAY`` only on those, and without it an answer written in two parts
-    (uvicorn's headers, then its body) waits for the client's delayed ACK (~40 ms)."""
+    (uvicorn's headers, then its body) waits for the client's delayed ACK (~40 ms).
+    Raises :class:`ListenFailed` when the address cannot be bound."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise ListenFailed(listen_failure(host, port, exc)) from None
     except BaseException:
         sock.close()
         raise
     return sock
+
+
+_ANY_ADDRESS = "127.0.0.1 for this machine only, 0.0.0.0 for all its addresses"
+
+
+def listen_failure(host: str, port: int, exc: OSError) -> str:
+    """Why ``host:port`` could not be bound, with what to do about the usual causes."""
+    said = f"cannot listen on {host}:{port}: {exc.strerror}"
+    if isinstance(exc, socket.gaierror):
+        hint = f"{host} is not a name this machine resolves: give an address ({_ANY_ADDRESS})"
+    elif exc.errno == errno.EADDRINUSE:
+        hint = "another process listens there: stop it, or choose another port; 0 picks a free one"
+    elif exc.errno == errno.EADDRNOTAVAIL:
+        hint = f"{host} is not an address of this machine: give one of its own ({_ANY_ADDRESS})"
+    elif exc.errno == errno.EACCES and 0 < port < 1024:
+        hint = (
+            "a port below 1024 needs root or CAP_NET_BIND_SERVICE: choose one of 1024 or "
+            "above, such as 8080"
+        )
+    else:
+        return said
+    return f"{said} ({hint})"
 
 
 def socket_url(sock: socket.socket) -> str:

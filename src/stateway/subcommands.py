@@ -26,6 +26,7 @@ from stateway.serving import (
     DRAIN_GRACE,
     AnnouncingServer,
     Drain,
+    ListenFailed,
     bind_socket,
     server_config,
     socket_url,
@@ -125,9 +126,8 @@ def _serve(
         logging.getLogger("stateway").warning("%s", warning)
     try:
         sock = bind_socket(config.server.host, config.server.port)
-    except OSError as exc:
-        where = f"{config.server.host}:{config.server.port}"
-        print(f"stateway: cannot listen on {where}: {exc.strerror}", file=sys.stderr)
+    except ListenFailed as exc:
+        print(f"stateway: {exc}", file=sys.stderr)
         return 1
 
     async def serve() -> None:
@@ -204,6 +204,9 @@ def _fake_upstream(arguments: list[str]) -> int:
         run_fake(arguments, prog="stateway fake-upstream")
     except KeyboardInterrupt:  # uvicorn raises the SIGINT it stopped on again
         end_by(signal.SIGINT)
+    except ListenFailed as exc:
+        print(f"stateway: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -9,6 +9,7 @@ from stateway.fake_upstream.chat import REASONING_FIELDS
 from stateway.fake_upstream.listing import Windows
 from stateway.fake_upstream.server import serve
 from stateway.fake_upstream.tokenizer import DIALECTS
+from stateway.serving import ListenFailed
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "python -m stateway.fake_upstream") -> None:
@@ -122,4 +123,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m stateway.fake
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except ListenFailed as exc:  # its port taken, say: said, no traceback
+        raise SystemExit(f"fake-upstream: {exc}") from None
