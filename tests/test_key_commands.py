@@ -56,6 +56,32 @@ def test_create_list_and_revoke(capsys: pytest.CaptureFixture[str], database: st
     assert lines[1].startswith(f"{listed[1]['id']} globex active expires ")
 
 
+def test_a_key_created_for_a_configuration_without_api_keys_says_it_is_not_asked_for(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, database: str
+) -> None:
+    """The first-hour mistake: keys created, ``[auth] api_keys`` never set, and every
+    caller still served without one."""
+    code, out, err = keys(capsys, "create", "--tenant", "acme", "--database", database)
+    assert code == 0
+    assert looks_like_key(out.strip())
+    assert "[auth] api_keys is not true" in err
+    assert "serves every caller without a key" in err
+
+    config = tmp_path / "stateway.toml"
+    config.write_text(f'[auth]\napi_keys = true\n[storage]\ndatabase = "{database}"\n')
+    code, out, err = keys(capsys, "create", "--tenant", "acme", "--config", str(config))
+    assert code == 0
+    assert "api_keys" not in err
+
+
+def test_an_empty_listing_says_so(capsys: pytest.CaptureFixture[str], database: str) -> None:
+    code, out, err = keys(capsys, "list", "--database", database)
+    assert (code, out) == (0, "")
+    assert err == "no API keys in SQLite database at " + database.removeprefix("sqlite:///") + "\n"
+    code, out, err = keys(capsys, "list", "--json", "--database", database)
+    assert (code, out, err) == (0, "[]\n", "")
+
+
 def test_revoking_an_unknown_key_is_exit_1(
     capsys: pytest.CaptureFixture[str], database: str
 ) -> None:

@@ -3,7 +3,9 @@
 ``create`` prints the new key alone on stdout (it is shown this once: only its digest is
 stored); ``list`` prints the keys (``--json``: a JSON array of objects with ``id``,
 ``tenant``, ``name``, ``status``, ``created_at``, ``expires_at``, ``revoked_at``; never a
-key); ``revoke ID`` revokes one. Each upgrades the database's schema first, like
+key; none: a note on stderr naming the database); ``revoke ID`` revokes one. ``create``
+notes on stderr when the configuration does not set ``[auth] api_keys``: its key would
+not be asked for. Each upgrades the database's schema first, like
 ``stateway migrate``. A running gateway sees a change within ``[auth] key_cache_ttl``.
 """
 
@@ -18,7 +20,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
-from stateway.config import ConfigError, Overrides, load_config
+from stateway.config import Config, ConfigError, Overrides, load_config
 from stateway.core.errors import StorageError
 from stateway.core.ids import new_id
 from stateway.durations import duration_seconds
@@ -52,7 +54,7 @@ def add_parser(commands: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     try:
         config = load_config(Overrides(config=args.config, database=args.database))
-        work = _ACTIONS[args.keys_command](args, sys.stdout)
+        work = _ACTIONS[args.keys_command](args, sys.stdout, config)
         asyncio.run(_against(config.database_url, work))
     except (ConfigError, ValueError) as exc:  # what was asked is wrong
         print(f"stateway: {exc}", file=sys.stderr)
@@ -78,7 +80,7 @@ async def _against(database_url: str, work: Work) -> None:
         await engine.dispose()
 
 
-def _create(args: argparse.Namespace, out: TextIO) -> Work:
+def _create(args: argparse.Namespace, out: TextIO, config: Config) -> Work:
     tenant = checked_tenant(args.tenant)
     now = time.time()
     expires_at = None if args.expires is None else expiry(args.expires, now)
@@ -92,17 +94,26 @@ def _create(args: argparse.Namespace, out: TextIO) -> Work:
             f"created API key {record.id} for tenant {tenant}; it is shown only now",
             file=sys.stderr,
         )
+        if not config.auth.api_keys:  # created, and not asked for: say so
+            print(
+                "note: [auth] api_keys is not true in this configuration, so a gateway "
+                "serving it serves every caller without a key; set it in the file "
+                "(--config) that serving reads",
+                file=sys.stderr,
+            )
 
     return create
 
 
-def _list(args: argparse.Namespace, out: TextIO) -> Work:
+def _list(args: argparse.Namespace, out: TextIO, config: Config) -> Work:
     async def listing(store: KeyStore) -> None:
         now = time.time()
         keys = [_described(key, now) for key in await store.list()]
         if args.json:
             print(json.dumps(keys), file=out)
             return
+        if not keys:  # a typo'd --database finds none: say where none were found
+            print(f"no API keys in {describe_url(config.database_url)}", file=sys.stderr)
         for key in keys:
             expires = f" expires {key['expires_at']}" if key["expires_at"] else ""
             name = f" {key['name']!r}" if key["name"] else ""
@@ -111,7 +122,7 @@ def _list(args: argparse.Namespace, out: TextIO) -> Work:
     return listing
 
 
-def _revoke(args: argparse.Namespace, out: TextIO) -> Work:
+def _revoke(args: argparse.Namespace, out: TextIO, config: Config) -> Work:
     async def revoke(store: KeyStore) -> None:
         key = await store.revoke(args.id, time.time())
         if key is None:
@@ -121,7 +132,7 @@ def _revoke(args: argparse.Namespace, out: TextIO) -> Work:
     return revoke
 
 
-_ACTIONS: dict[str, Callable[[argparse.Namespace, TextIO], Work]] = {
+_ACTIONS: dict[str, Callable[[argparse.Namespace, TextIO, Config], Work]] = {
     "create": _create,
     "list": _list,
     "revoke": _revoke,
