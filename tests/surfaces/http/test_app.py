@@ -416,6 +416,38 @@ async def test_a_trailing_slash_is_an_unknown_route_not_a_redirect() -> None:
         assert error == {**unknown, "message": f"Unknown route: {method} {path}."}
 
 
+async def test_a_base_url_without_v1_or_with_it_twice_is_told_in_the_404() -> None:
+    """The first-hour mistakes: the OpenAI SDK given the gateway's root (it adds no
+    ``/v1``), the anthropic SDK or Claude Code given ``.../v1`` (they add their own)."""
+    app = build()
+    for method, path in [
+        ("POST", "/responses"),
+        ("POST", "/chat/completions"),
+        ("GET", "/models"),
+        ("POST", "/conversations"),
+        ("GET", "/responses/resp_1"),
+    ]:
+        reply = await call(app, method, path, b"{}")
+        assert reply.status == 404, path
+        assert reply.json()["error"]["message"] == (
+            f"Unknown route: {method} {path}. Did you mean /v1{path}? A client that adds "
+            "no /v1 itself (the openai SDK) takes the gateway's URL with /v1 as its base "
+            "URL: http://HOST:PORT/v1."
+        )
+    for method, path in [("POST", "/v1/v1/messages"), ("POST", "/v1/v1/responses")]:
+        reply = await call(app, method, path, b"{}")
+        assert reply.status == 404, path
+        error = reply.json()["error"]
+        assert error["message"] == (
+            f"Unknown route: {method} {path}. The path holds /v1 twice: a client that adds "
+            "/v1 itself (the anthropic SDK, Claude Code) takes the gateway's root as its "
+            "base URL: http://HOST:PORT."
+        )
+    for path in ["/v1/nothing", "/health/x", "/nothing"]:  # nothing to tell
+        reply = await call(app, "GET", path)
+        assert reply.json()["error"]["message"] == f"Unknown route: GET {path}.", path
+
+
 async def test_the_mcp_surface_is_served_with_a_trailing_slash_too() -> None:
     """MCP clients are often configured with ``/mcp/`` (once redirected to ``/mcp``)."""
     seen: list[str] = []
@@ -460,7 +492,8 @@ async def test_an_upgrade_of_a_path_with_no_websocket_route_is_an_unknown_route(
         start, body = sent[0], b"".join(m.get("body", b"") for m in sent[1:])
         assert (start["type"], start["status"]) == ("websocket.http.response.start", 404)
         error = orjson.loads(body)["error"]
-        assert (error["code"], error["message"]) == ("not_found", f"Unknown route: GET {path}.")
+        assert error["code"] == "not_found"
+        assert error["message"].startswith(f"Unknown route: GET {path}.")  # a hint may follow
     sent = await upgrade(app, "/responses")
     assert [m["type"] for m in sent] == ["websocket.close"]
 

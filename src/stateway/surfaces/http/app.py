@@ -2,6 +2,7 @@
 
 Errors leave in the OpenAI shape ``{"error": {message, type, param, code}}``; an
 unknown route is a 404 in it (or in Anthropic's, :func:`.messages.error_response_for`),
+telling a base URL without ``/v1``, or with it twice, when its path shows one,
 a path with a trailing slash included, as hosted: never Starlette's 307 to the path
 without it, which would have a client send its body again to a path it never named. An
 unexpected exception is logged and answered with a generic 500, never a stack trace. A
@@ -224,12 +225,34 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     respond = error_response_for(request.scope)
     if exc.status_code == 404:
         method = request.scope.get("method", "GET")
-        return respond(NotFound(f"Unknown route: {method} {request.url.path}."))
+        path = request.url.path
+        return respond(NotFound(f"Unknown route: {method} {path}.{_base_url_hint(path)}"))
     if exc.status_code == 405:
         allowed = _allowed_methods(request)
         return respond(_method_not_allowed(request.method, request.url.path, allowed))
     error = InvalidRequest(str(exc.detail), status=exc.status_code, code="invalid_request")
     return respond(error)
+
+
+_UNDER_V1 = frozenset({"responses", "chat", "messages", "models", "conversations", "usage"})
+"""The first segments of the routes served under ``/v1``."""
+
+
+def _base_url_hint(path: str) -> str:
+    """What an unknown path tells of a client's base URL: one without ``/v1`` (the openai
+    SDK's, which adds none), or one with it where the client adds its own (the
+    anthropic SDK's, Claude Code's); else nothing."""
+    if path.startswith("/v1/v1/"):
+        return (
+            " The path holds /v1 twice: a client that adds /v1 itself (the anthropic SDK, "
+            "Claude Code) takes the gateway's root as its base URL: http://HOST:PORT."
+        )
+    if path.split("/")[1] in _UNDER_V1:
+        return (
+            f" Did you mean /v1{path}? A client that adds no /v1 itself (the openai SDK) "
+            "takes the gateway's URL with /v1 as its base URL: http://HOST:PORT/v1."
+        )
+    return ""
 
 
 def _method_not_allowed(method: str, path: str, allowed: list[str]) -> InvalidRequest:
