@@ -707,6 +707,33 @@ def test_the_start_up_description_masks_a_redis_password_however_given(
     assert f"redis: {shown} (key prefix 'stateway:')" in out.getvalue().splitlines()
 
 
+def test_a_stateway_variable_that_sets_nothing_is_warned_of(tmp_path: Path) -> None:
+    """A typo'd variable was ignored in silence, the default served in its place."""
+    config = tmp_path / "stateway.toml"
+    config.write_text(
+        '[[backends]]\nname = "up"\nurl = "http://127.0.0.1:8000/v1"\n'
+        'api_key_env = "STATEWAY_VLLM_KEY"\n'
+    )
+    env = {
+        "STATEWAY_UPSTREAM_URL": "http://gpu:8000/v1",  # for STATEWAY_UPSTREAM
+        "STATEWAY_PROT": "9000",  # for STATEWAY_PORT
+        "STATEWAY_FOO": "1",  # near no variable
+        "STATEWAY_VLLM_KEY": "sk-x",  # the file names it: read
+        "STATEWAY_MAX_BODY_BYTES": "65536",  # a setting's
+        "STATEWAY_TEST_POSTGRES_URL": "postgresql://x",  # the test suite's
+    }
+    result = stateway("check-config", "--config", str(config), env=env)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.splitlines() == [
+        "stateway: warning: STATEWAY_FOO is no setting's variable (ignored)",
+        "stateway: warning: STATEWAY_PROT is no setting's variable (ignored); "
+        "did you mean STATEWAY_PORT?",
+        "stateway: warning: STATEWAY_UPSTREAM_URL is no setting's variable (ignored); "
+        "did you mean STATEWAY_UPSTREAM?",
+    ]
+    assert stateway("check-config").stderr == ""
+
+
 def test_check_config_names_where_a_refused_setting_came_from(tmp_path: Path) -> None:
     path = tmp_path / "gateway.toml"
     path.write_text('[server]\nhost = "127.0.0.1"\nprot = 9\n')

@@ -177,7 +177,7 @@ class Overrides:
 SEALING_KEY_ENV = "STATEWAY_SEALING_KEY"
 """Sets ``[security] sealing_key`` (over the file's)."""
 
-_ENV = {
+FLAG_VARIABLES = {
     "config": "STATEWAY_CONFIG",
     "host": HOST_ENV,
     "port": PORT_ENV,
@@ -186,6 +186,8 @@ _ENV = {
     "upstream_api_key_env": "STATEWAY_UPSTREAM_API_KEY_ENV",
     "database": "STATEWAY_DATABASE",
 }
+"""The variables of the flags' settings (``--upstream``'s: ``STATEWAY_UPSTREAM``)."""
+_ENV = FLAG_VARIABLES
 
 
 def load_config(

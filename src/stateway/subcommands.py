@@ -8,6 +8,7 @@ import asyncio
 import gc
 import logging
 import math
+import os
 import signal
 import sys
 from collections.abc import Callable, Coroutine
@@ -32,6 +33,7 @@ from stateway.serving import (
     socket_url,
 )
 from stateway.storage.sql import describe_url, migrate
+from stateway.stray_variables import stray_variables
 from stateway.telemetry.logs import configure_logging
 
 if TYPE_CHECKING:
@@ -64,6 +66,8 @@ def main(arguments: list[str], hangup: StartupHangup | None) -> int:
     except ConfigError as exc:
         print(f"stateway: {exc}", file=sys.stderr)
         return 2
+    for warning in stray_variables(compiled.config, os.environ):
+        print(f"stateway: warning: {warning}", file=sys.stderr)
     if args.command == "check-config":
         return _check(compiled.config, insecure_no_auth=args.insecure_no_auth)
     assert hangup is not None, "serving notes a SIGHUP from the start"
