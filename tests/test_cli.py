@@ -2,6 +2,7 @@ import errno
 import io
 import json
 import logging
+import os
 import signal
 import socket
 import sqlite3
@@ -732,6 +733,26 @@ def test_a_stateway_variable_that_sets_nothing_is_warned_of(tmp_path: Path) -> N
         "did you mean STATEWAY_UPSTREAM?",
     ]
     assert stateway("check-config").stderr == ""
+
+
+def test_output_into_a_closed_pipe_ends_quietly() -> None:
+    """``stateway check-config | head -1``, ``stateway keys list | head``: a reader that
+    left before the output ends is no traceback."""
+    read, write = os.pipe()
+    os.close(read)  # the reader gone before anything is written
+    with os.fdopen(write, "w") as stdout:
+        result = subprocess.run(
+            [sys.executable, "-m", "stateway", "check-config"],
+            stdout=stdout,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=child_env(),
+            timeout=60,
+            check=False,
+        )
+    assert "Traceback" not in result.stderr
+    assert "BrokenPipeError" not in result.stderr
+    assert result.returncode == 1
 
 
 def test_check_config_names_where_a_refused_setting_came_from(tmp_path: Path) -> None:

@@ -3,11 +3,13 @@
 Its entry imports nothing else first: ``serve`` notes a ``SIGHUP`` from here on
 (:mod:`stateway.hangup`), before the second or so it takes to import what it runs, in
 which the signal's default action would end it; a Ctrl+C meanwhile ends it by SIGINT,
-quietly. The commands: :mod:`stateway.subcommands`.
+quietly. Output into a pipe whose reader left (``| head``) ends a command quietly too.
+The commands: :mod:`stateway.subcommands`.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -26,6 +28,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:  # Ctrl+C before a command took SIGINT (importing, say)
         end_by(signal.SIGINT)
         return 130  # pragma: no cover - the signal ended the process
+    except BrokenPipeError:  # its output's reader left (``| head``): no traceback
+        # What is still buffered would fail again as Python flushes it at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 def end_by(signum: int) -> None:
