@@ -279,6 +279,31 @@ def test_a_storage_failure_as_serving_starts_is_a_readable_error(
     assert "UPDATE" not in result.stderr
 
 
+def test_serving_api_keys_with_none_active_warns_how_to_make_one(tmp_path: Path) -> None:
+    """``[auth] api_keys = true`` and no key made yet: every request would be a 401."""
+    config = tmp_path / "stateway.toml"
+    config.write_text("[auth]\napi_keys = true\n")
+    database = f"sqlite:///{tmp_path}/x.db"
+    command = [
+        sys.executable, "-m", "stateway", "serve", "--port", "0", "--config", str(config),
+        "--database", database, "--upstream", "http://127.0.0.1:9/v1",
+    ]  # fmt: skip
+    warning = "no active API key in the database: every request is refused (401) until one"
+    log_path = tmp_path / "stderr.log"
+    with log_path.open("w") as stderr, launch(command, "listening on ", stderr=stderr):
+        pass
+    assert warning in log_path.read_text()
+    assert "stateway keys create --tenant TENANT" in log_path.read_text()
+
+    made = stateway(
+        "keys", "create", "--tenant", "acme", "--config", str(config), "--database", database
+    )
+    assert made.returncode == 0, made.stderr
+    with log_path.open("w") as stderr, launch(command, "listening on ", stderr=stderr):
+        pass
+    assert warning not in log_path.read_text()
+
+
 def test_serving_a_public_address_without_auth_is_refused_naming_auth(tmp_path: Path) -> None:
     served = stateway(
         "serve", "--host", "0.0.0.0", "--port", "0", "--database", f"sqlite:///{tmp_path}/x.db"

@@ -11,6 +11,7 @@ import math
 import os
 import signal
 import sys
+import time
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +38,7 @@ from stateway.stray_variables import stray_variables
 from stateway.telemetry.logs import configure_logging
 
 if TYPE_CHECKING:
+    from stateway.identity.keys import KeyStore
     from stateway.reload import Compiled
 
 
@@ -145,6 +147,7 @@ def _serve(
         except BaseException:
             await parts.store.aclose()
             raise
+        await _warn_without_active_keys(config, parts.keys)
         app = build_app(parts)
         # Reloads are explicit: SIGHUP (or the admin route); a file edit alone does nothing.
         reload = parts.reloader.reload_signalled
@@ -199,6 +202,20 @@ def _serve(
         except KeyboardInterrupt:  # the SIGINT uvicorn drained on, raised again as it ends
             end_by(signal.SIGINT)
     return 0
+
+
+async def _warn_without_active_keys(config: Config, keys: KeyStore | None) -> None:
+    """``[auth] api_keys`` on and no key to pass it: the first request's 401 would be the
+    first sign, so serving says so as it starts."""
+    if not config.auth.api_keys or keys is None:
+        return
+    now = time.time()
+    if any(key.revoked_at is None and not key.expired(now) for key in await keys.list()):
+        return
+    logging.getLogger("stateway").warning(
+        "no active API key in the database: every request is refused (401) until one is "
+        "made with `stateway keys create --tenant TENANT` (the same --config or --database)"
+    )
 
 
 def _fake_upstream(arguments: list[str]) -> int:
