@@ -32,6 +32,9 @@ def found(syntax: search_syntax.Syntax, query: str, tools: list[dict[str, Any]])
     return [str(hit.tool["name"]) for hit in hits]
 
 
+SLOW = pattern_search.compile_pattern("(a|aa)+$")
+"""Exponential time against ``a`` * n + ``!``."""
+
 TOOLS = [
     fn("send_message", "Post to a Slack channel.", channel="The channel's name"),
     fn("get_weather", "Current weather.", city="A city"),
@@ -85,7 +88,7 @@ def test_a_pattern_too_slow_to_match_is_given_up_and_fails_the_search() -> None:
     texts = [("x", "a" * 60 + "!")]
     started = time.monotonic()
     with pytest.raises(ToolFailure) as failed:
-        asyncio.run(pattern_search.matching("(a|aa)+$", texts, 5, time_limit=0.5))
+        asyncio.run(pattern_search.matching(SLOW, texts, 5, time_limit=0.5))
     assert time.monotonic() - started < 4
     assert failed.value.error.cause == "execution_time_exceeded"
     assert failed.value.error.message == (
@@ -97,7 +100,7 @@ def test_the_time_limit_is_the_whole_search_s() -> None:
     """Each tool's text alone is matched within the limit, all of them not."""
     texts = [(f"t{n}", "a" * 26 + "!") for n in range(40)]
     with pytest.raises(ToolFailure) as failed:
-        asyncio.run(pattern_search.matching("(a|aa)+$", texts, 5, time_limit=0.3))
+        asyncio.run(pattern_search.matching(SLOW, texts, 5, time_limit=0.3))
     assert failed.value.error.cause == "execution_time_exceeded"
 
 
@@ -113,11 +116,52 @@ def test_the_event_loop_runs_on_while_a_slow_pattern_is_matched() -> None:
 
         ticker = asyncio.create_task(tick())
         with pytest.raises(ToolFailure):
-            await pattern_search.matching("(a|aa)+$", [("x", "a" * 60 + "!")], 5, time_limit=0.5)
+            await pattern_search.matching(SLOW, [("x", "a" * 60 + "!")], 5, time_limit=0.5)
         ticker.cancel()
         return ticks
 
     assert asyncio.run(ticking()) >= 10
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        "a{1000000}",
+        "a{1000000,}",
+        "a{1000000}?",
+        "(?:a{1000}){1000}",
+        "(?:(?:a{100}){100}){100}",
+        "(?x)a{1 000 000}",
+        "(?x)a{1#}\n000000}",
+        "{1 1}{1000000}",  # not verbose: '{1 1}' is text, the last '}' repeated
+    ],
+)
+def test_a_pattern_whose_repeats_would_compile_to_a_huge_program_fails_the_search(
+    pattern: str,
+) -> None:
+    """The regex package writes a repeat's minimum count out in full as it compiles:
+    ``a{4294967294}`` (13 characters) takes gigabytes and seconds, on the event loop."""
+    with pytest.raises(ToolFailure) as failed:
+        found("regex", pattern, TOOLS)
+    assert failed.value.error.cause == "invalid_tool_input"
+    assert "repeat" in failed.value.error.message
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [r"\d{4}-\d{2}-\d{2}", "[0-9a-f]{64}", "za{0,1000000}q", "(?:z|q){2,}x{5}", r"z\{1000000"],
+)
+def test_a_pattern_with_modest_or_unbounded_repeats_is_taken(pattern: str) -> None:
+    assert found("regex", pattern, TOOLS) == []
+
+
+def test_a_pattern_is_not_kept_in_the_regex_packages_cache() -> None:
+    """500 distinct patterns of a megabyte each would stay in memory."""
+    from regex import _main  # the cache is the package's own; nothing public lists it
+
+    pattern = "(?i)kept_nowhere_[a-z]{3}"
+    found("regex", pattern, TOOLS)
+    assert not any(pattern in key for key in _main._cache)
 
 
 def test_a_pattern_of_200_characters_is_taken() -> None:

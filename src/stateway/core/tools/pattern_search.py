@@ -9,6 +9,12 @@ would stall every request the process serves. The ``regex`` package (a superset 
 while it matches: the match runs in one of :data:`WORKERS` threads of its own (never the
 event loop's default pool, which resolves host names), and one running past the limit
 fails the search with ``execution_time_exceeded``, as Anthropic's does.
+
+Compiling is no safer: the package writes a repeat's minimum count out in full, so
+``a{4294967294}`` (13 characters) asks for gigabytes, on the event loop.
+:func:`compile_pattern` first bounds the copies its repeats could make (:func:`copies`),
+and keeps the pattern out of the package's cache (500 of them, distinct patterns each
+the model's, would stay in memory).
 """
 
 from __future__ import annotations
@@ -29,20 +35,83 @@ WORKERS: Final = 2
 """Threads matching at once: a search waits for one, so slow patterns use at most this
 many cores, however many searches run."""
 EXECUTION_TIME_EXCEEDED: Final = "execution_time_exceeded"
+MAX_COPIES: Final = 1_000
+"""The most copies of its parts a pattern's repeats may make (:func:`copies`): at most
+about a megabyte compiled, where an honest pattern (``\\d{4}-\\d{2}``) makes tens."""
 
 _pool: ThreadPoolExecutor | None = None
 
 
 def compile_pattern(pattern: str) -> regex.Pattern[str]:
     """``pattern`` compiled as matching compiles it; raises ``regex.error`` (and
-    ``RecursionError``, ``OverflowError``) for one that is not valid."""
-    return regex.compile(pattern)
+    ``RecursionError``, ``OverflowError``) for one that is not valid, or whose repeats
+    make more than :data:`MAX_COPIES` copies."""
+    if copies(pattern) > MAX_COPIES:
+        raise regex.error(
+            f"its repeat counts make more than {MAX_COPIES} copies of what they repeat"
+        )
+    return regex.compile(pattern, cache_pattern=False)
+
+
+def copies(pattern: str) -> int:
+    """At least the copies of its parts ``pattern`` compiles to, read without parsing it:
+    each character counts the product of the minimum counts (``{n}``, ``{n,}``,
+    ``{n,m}``) of all the repeats after it, as any repeat of it comes after it. Each
+    ``{`` is read as a repeat's where it could be one, with a verbose pattern's spaces
+    and comments; every character counts, a count's too (``{1 1}`` is text unless the
+    pattern is verbose): a repeat cannot be hidden, at the cost of overcounting
+    (``a{99}b{99}``).
+    """
+    minimums = [  # (where a count's "{" is, its minimum), in the pattern's order
+        (start, count)
+        for start in range(len(pattern))
+        if pattern[start] == "{" and (count := _count(pattern, start + 1)) is not None
+    ]
+    total = 0
+    product = 1  # of the counts after the characters being counted
+    cursor = len(pattern)
+    for start, minimum in reversed(minimums):
+        total += (cursor - start) * product
+        cursor = start
+        product = min(product * max(minimum, 1), MAX_COPIES + 1)
+    return total + cursor * product
+
+
+def _count(pattern: str, at: int) -> int | None:
+    """The minimum of the repeat count beginning at ``at`` (after its ``{``), skipping
+    spaces and ``#`` comments as a verbose pattern would; None if none is."""
+    digits = ""
+    seen_comma = False
+    while at < len(pattern):
+        char = pattern[at]
+        if char.isspace():
+            at += 1
+        elif char == "#":
+            newline = pattern.find("\n", at)
+            at = len(pattern) if newline < 0 else newline
+        elif char in "0123456789":
+            if not seen_comma:
+                digits += char
+            at += 1
+        elif char == "," and not seen_comma:
+            seen_comma = True
+            at += 1
+        elif char == "}":
+            if not digits and not seen_comma:
+                return None
+            return int(digits or 0)
+        else:
+            return None
+    return None
 
 
 async def matching(
-    pattern: str, texts: list[tuple[str, str]], limit: int, time_limit: float = TIME_LIMIT
+    pattern: regex.Pattern[str],
+    texts: list[tuple[str, str]],
+    limit: int,
+    time_limit: float = TIME_LIMIT,
 ) -> list[int]:
-    """The indexes of ``texts`` (a name, the rest) that ``pattern`` (known to compile)
+    """The indexes of ``texts`` (a name, the rest) that ``pattern`` (:func:`compile_pattern`)
     finds: those whose name it finds first, then the others, at most ``limit`` of each."""
     global _pool
     if _pool is None:
@@ -59,9 +128,10 @@ async def matching(
         ) from None
 
 
-def _match(pattern: str, texts: list[tuple[str, str]], limit: int, time_limit: float) -> list[int]:
+def _match(
+    compiled: regex.Pattern[str], texts: list[tuple[str, str]], limit: int, time_limit: float
+) -> list[int]:
     """Run in a worker thread; raises ``TimeoutError`` once ``time_limit`` is spent."""
-    compiled = compile_pattern(pattern)
     deadline = time.monotonic() + time_limit
     names: list[int] = []
     rest: list[int] = []

@@ -89,13 +89,13 @@ async def _regex(query: str, deferred: list[Entry], namespaces: dict[str, Item])
             f"The pattern is {len(query)} characters long; at most {MAX_PATTERN} are allowed."
         )
     try:
-        pattern_search.compile_pattern(query)
+        pattern = pattern_search.compile_pattern(query)
     except (regex.error, RecursionError, OverflowError) as exc:
         raise _invalid(f"The pattern is not a valid regular expression: {exc}.") from None
     if not deferred:
         return []
     texts = [searched_text(candidate, namespaces) for candidate in deferred]
-    found = await pattern_search.matching(query, texts, MAX_FOUND)
+    found = await pattern_search.matching(pattern, texts, MAX_FOUND)
     return [deferred[index] for index in found][:MAX_FOUND]
 
 
