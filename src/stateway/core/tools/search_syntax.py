@@ -110,13 +110,12 @@ def _bm25(query: str, deferred: list[Entry], namespaces: dict[str, Item]) -> lis
     average = sum(len(document) for document in documents) / len(documents) or 1.0
     frequency: Counter[str] = Counter(term for document in documents for term in set(document))
     counts = [Counter(document) for document in documents]
+    asked = frozenset(_terms(query))  # read once: the model's query may be long
     scored = []
     for order, (document, count) in enumerate(zip(documents, counts, strict=True)):
         score = 0.0
-        for term in set(_terms(query)):
+        for term in asked.intersection(count):  # a tool's few terms, not all the query's
             found = count[term]
-            if not found:
-                continue
             idf = math.log(1 + (len(documents) - frequency[term] + 0.5) / (frequency[term] + 0.5))
             norm = _K1 * (1 - _B + _B * len(document) / average)
             score += idf * found * (_K1 + 1) / (found + norm)
