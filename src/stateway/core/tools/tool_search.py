@@ -62,6 +62,8 @@ _QUERIES: Final = {
 """The ``query`` of a search of another syntax (:mod:`.search_syntax`), described."""
 MAX_LOADED: Final = 10
 """At most this many functions are loaded by one gateway search."""
+MAX_QUERY_WORDS: Final = 32
+"""The distinct words of a query a gateway search reads (a model may write thousands)."""
 MAX_LISTED: Final = 64
 """At most this many searchable tools are named in the function's description."""
 _WORD = re.compile(r"[a-z0-9]+")
@@ -183,8 +185,9 @@ def search(
     """The deferred tools that best match ``query``, as public tools (namespace members
     grouped under their namespace): deterministic, by the query's words found in each
     tool's name (3 points) or description, its namespace's included (1 point); ties keep
-    declaration order; at most ``limit``."""
-    terms = set(_words(query))
+    declaration order; at most ``limit``. The query's first :data:`MAX_QUERY_WORDS`
+    distinct words count (each is compared with each tool's, on the event loop)."""
+    terms = list(dict.fromkeys(_words(query)))[:MAX_QUERY_WORDS]
     scored = []
     for order, candidate in enumerate(deferred):
         group = namespaces.get(candidate.namespace or "") or {}
