@@ -282,6 +282,20 @@ async def test_a_call_flooded_with_notifications_fails_naming_it_and_the_flood_e
         await pool.aclose()
 
 
+async def test_an_idle_session_flooded_with_replies_to_no_request_is_closed() -> None:
+    """The SDK drops each, once parsed and validated, as cheaply as a log: they count as
+    notifications, or the flood would run until the session's TTL. (On a call's own
+    stream the SDK takes the first for the call's answer.)"""
+    pool = PooledMcpClient(connect_timeout=5.0, max_notifications=500)
+    try:
+        with serve_notification_flood(idle=True, replies=True) as flood:
+            await pool.list_tools(McpServer(label="chatty", url=flood.url))
+
+            assert await asyncio.to_thread(flood.left.wait, 10)  # no call runs: closed
+    finally:
+        await pool.aclose()
+
+
 async def test_notifications_within_the_bound_leave_the_call_and_its_session_alone() -> None:
     pool = PooledMcpClient(connect_timeout=5.0, max_notifications=500)
     try:

@@ -9,7 +9,12 @@ import mcp_types as types
 import pytest
 from mcp.shared.message import SessionMessage
 
-from stateway.mcp_client.notifications import CountedReads, NotificationFlood, Notifications
+from stateway.mcp_client.notifications import (
+    CountedReads,
+    CountedWrites,
+    NotificationFlood,
+    Notifications,
+)
 
 
 async def bounded_wait(notifications: Notifications, started: asyncio.Event) -> str:
@@ -89,8 +94,28 @@ async def test_the_read_stream_counts_all_but_replies_and_skips_logs_and_progres
         send.send_nowait(item)
     send.close()
     notifications = Notifications()
+    notifications.awaited.add("1")
 
     seen = [item async for item in CountedReads(receive, notifications)]
 
     assert seen == [changed, reply, unreadable]
     assert notifications.count == 5
+
+
+async def test_a_reply_counts_unless_it_answers_a_request_sent_and_unanswered() -> None:
+    sent, _ = anyio.create_memory_object_stream[SessionMessage](10)
+    send, receive = anyio.create_memory_object_stream[SessionMessage | Exception](10)
+    notifications = Notifications()
+    request = types.JSONRPCRequest(jsonrpc="2.0", id=7, method="ping")
+    await CountedWrites(sent, notifications).send(SessionMessage(request))
+    answer = SessionMessage(types.JSONRPCResponse(jsonrpc="2.0", id=7, result={}))
+    error = types.ErrorData(code=-1, message="no")
+    unasked = SessionMessage(types.JSONRPCError(jsonrpc="2.0", id="8", error=error))
+    for item in (answer, answer, unasked):  # the second answer answers nothing left
+        send.send_nowait(item)
+    send.close()
+
+    seen = [item async for item in CountedReads(receive, notifications)]
+
+    assert seen == [answer, answer, unasked]  # the SDK drops them, as it would have
+    assert notifications.count == 2

@@ -145,11 +145,21 @@ def _note(serial: int) -> bytes:
     return b"event: message\ndata: " + orjson.dumps(note) + b"\n\n"
 
 
+def _unasked_reply(serial: int) -> bytes:
+    reply = {"jsonrpc": "2.0", "id": f"unasked-{serial}", "result": {}}
+    return b"event: message\ndata: " + orjson.dumps(reply) + b"\n\n"
+
+
 async def _flood(
-    flood: Flood, request: dict[str, Any], receive: Receive, send: Send, notes: int | None
+    flood: Flood,
+    request: dict[str, Any],
+    receive: Receive,
+    send: Send,
+    notes: int | None,
+    message: Callable[[int], bytes] = _note,
 ) -> None:
-    """Notifications in a tight loop until the client leaves, never the result; or
-    ``notes`` of them, then the result."""
+    """Notifications (``message``) in a tight loop until the client leaves, never the
+    result; or ``notes`` of them, then the result."""
     headers = [(b"content-type", b"text/event-stream")]
     await send({"type": "http.response.start", "status": 200, "headers": headers})
     gone = asyncio.Event()
@@ -163,7 +173,7 @@ async def _flood(
     serial = 0
     try:
         while not gone.is_set() and (notes is None or serial < notes):
-            chunk = b"".join(_note(serial + i) for i in range(FLOOD_BATCH))
+            chunk = b"".join(message(serial + i) for i in range(FLOOD_BATCH))
             serial += FLOOD_BATCH
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
             await asyncio.sleep(0)
@@ -185,12 +195,16 @@ FLOOD_RESULT = {"content": [{"type": "text", "text": "done"}]}
 
 
 @contextmanager
-def serve_notification_flood(notes: int | None = None, *, idle: bool = False) -> Iterator[Flood]:
+def serve_notification_flood(
+    notes: int | None = None, *, idle: bool = False, replies: bool = False
+) -> Iterator[Flood]:
     """A server whose ``tools/call`` answers an endless stream of log notifications and
     never the result, or (``notes``) that many of them (rounded up to a whole
     :data:`FLOOD_BATCH`), then the result (``ping`` and ``tools/list``, of one tool
     ``flood``, are answered). ``idle``: the stream a client opens for the server's own
-    messages (a ``GET``, once the session has an id) floods them too."""
+    messages (a ``GET``, once the session has an id) floods them too. ``replies``: the
+    flood is of replies to requests the client never sent, not of notifications."""
+    message = _unasked_reply if replies else _note
     flood = Flood(url="")
 
     def reply(request: dict[str, Any], result: dict[str, Any]) -> Iterator[bytes]:
@@ -200,7 +214,7 @@ def serve_notification_flood(notes: int | None = None, *, idle: bool = False) ->
         if scope["type"] != "http":
             return
         if scope["method"] == "GET" and idle:
-            await _flood(flood, {}, receive, send, None)
+            await _flood(flood, {}, receive, send, None, message)
             return
         if scope["method"] != "POST":
             await _answer(send, 405, iter(()))
@@ -216,7 +230,7 @@ def serve_notification_flood(notes: int | None = None, *, idle: bool = False) ->
             tools = [{"name": "flood", "inputSchema": {"type": "object"}}]
             await _answer(send, 200, reply(request, {"tools": tools}))
         elif method == "tools/call":
-            await _flood(flood, request, receive, send, notes)
+            await _flood(flood, request, receive, send, notes, message)
         else:
             await _answer(send, 200, reply(request, {}))
 

@@ -4,8 +4,10 @@ A server may send notifications (progress, log messages) while a ``tools/call`` 
 gateway shows them to no one, but the SDK parses, validates and dispatches each one. A
 server that floods them (in a tight loop, never answering) would keep the gateway busy
 until the tool timeout, and its stream would go on after the call was abandoned. So each
-session counts what its transport delivers that is no reply (:class:`CountedReads`:
-notifications, requests of the server's, messages that could not be read; logs and
+session counts what its transport delivers that is no reply to a request it sent
+(:class:`CountedReads`: notifications, requests of the server's, messages that could not
+be read, replies to ids it never sent or already had answered, which the SDK drops as
+cheaply as a log; logs and
 progress, which the gateway has no use for, are then dropped there, before the SDK
 dispatches them), and a call :meth:`~Notifications.bounded` by them fails
 once more than ``limit`` arrived during it: its cancel scope is cancelled, as a timeout's
@@ -30,7 +32,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 from mcp.client._transport import TransportStreams
-from mcp.shared._stream_protocols import ReadStream
+from mcp.shared._stream_protocols import ReadStream, WriteStream
 from mcp.shared.message import SessionMessage
 
 MAX_CALL_NOTIFICATIONS = 10_000
@@ -65,6 +67,10 @@ class Notifications:
         self.idle = 0
         """Notifications since the last call began while no call ran (a server may send
         them at any time: over Streamable HTTP, on the stream the client opens for them)."""
+
+        self.awaited: set[str] = set()
+        """The ids of the requests sent and not answered yet (:class:`CountedWrites`), as
+        the SDK matches a reply's (a string or a number alike)."""
 
     def received(self) -> None:
         """One more notification arrived: calls past the limit fail, and so does the
@@ -127,7 +133,7 @@ class CountedReads:
         while True:
             item = await self._inner.receive()  # a checkpoint each, however many are skipped
             message = item.message if isinstance(item, SessionMessage) else None
-            if isinstance(message, _REPLIES):
+            if isinstance(message, _REPLIES) and _answers(message, self._notifications):
                 return item
             self._notifications.received()
             if not (isinstance(message, types.JSONRPCNotification) and message.method in IGNORED):
@@ -157,6 +163,43 @@ class CountedReads:
         await self.aclose()
 
 
+class CountedWrites:
+    """A transport's write stream, telling ``notifications`` of each request sent (whose
+    reply is then no flood's)."""
+
+    def __init__(self, inner: WriteStream[SessionMessage], notifications: Notifications) -> None:
+        self._inner = inner
+        self._notifications = notifications
+
+    async def send(self, item: SessionMessage, /) -> None:
+        if isinstance(item.message, types.JSONRPCRequest):
+            self._notifications.awaited.add(str(item.message.id))
+        await self._inner.send(item)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> CountedWrites:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
+def _answers(reply: types.JSONRPCResponse | types.JSONRPCError, counted: Notifications) -> bool:
+    """Whether ``reply`` answers a request sent and not answered yet (then it is not)."""
+    key = str(reply.id)
+    if key not in counted.awaited:
+        return False
+    counted.awaited.discard(key)
+    return True
+
+
 _REPLIES = (types.JSONRPCResponse, types.JSONRPCError)
 
 IGNORED = frozenset({"notifications/message", "notifications/progress"})
@@ -168,4 +211,4 @@ which halves what each costs."""
 def counted(streams: TransportStreams, notifications: Notifications) -> TransportStreams:
     """``streams`` with their reads counted by ``notifications``."""
     read, write = streams
-    return CountedReads(read, notifications), write
+    return CountedReads(read, notifications), CountedWrites(write, notifications)
