@@ -188,6 +188,32 @@ def test_a_reference_to_no_declared_tool_is_a_400(claude: Anthropic) -> None:
     )
 
 
+def test_a_reference_to_a_tool_removed_since_loads_nothing(
+    claude: Anthropic, upstream: str
+) -> None:
+    """The tool was defined where the search found it: no 400; the later removal wins,
+    and the tool is not offered again."""
+    first = create(claude, [{"role": "user", "content": PROMPT}], tools=[REGEX, SHELL, WEATHER])
+    call = first.content[-1]
+    removal = {"type": "tool_removal", "tool": {"type": "tool_reference", "name": "get_weather"}}
+    history = [
+        {"role": "user", "content": PROMPT},
+        {"role": "assistant", "content": sent_back(first)},
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": call.id, "content": "sunny"}],
+        },
+        {"role": "assistant", "content": "It is sunny."},
+        {"role": "system", "content": [removal]},
+        {"role": "user", "content": "and now?"},
+    ]
+    clear(upstream)
+    answer = create(claude, history, tools=[REGEX, SHELL, WEATHER])
+    assert answer.stop_reason == "end_turn"
+    [sent] = upstream_log(upstream)
+    assert offered(sent["body"]) == ["run_shell", "tool_search"]
+
+
 @pytest.mark.parametrize("searching", [True, False])
 def test_a_tool_results_references_load_the_deferred_tools_they_name(
     claude: Anthropic, upstream: str, searching: bool

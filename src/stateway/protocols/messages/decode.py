@@ -174,11 +174,14 @@ def _command(
     tools = decode_tools(body.tools or [], body.mcp_servers or [])
     changes = decode_tool_changes(body.messages)
     inherited = continued and thread is not None and not thread.tools_given
+    defined = {str(tool.get("name")) for tool in tools} | {
+        change.name for change in changes if change.definition is not None
+    }
     if inherited and thread is not None:
         thread.tool_changes = changes  # applied to the thread's tools (core)
     else:
         tools = tools_in_effect(tools, changes)
-    tool_search.resolve(items, tools, inherited=inherited)
+    tool_search.resolve(items, tools, inherited=inherited, defined=defined)
     settings = GenerationSettings(
         tools=tools,
         tool_choice=decode_tool_choice(body.tool_choice, tools, inherited=inherited),

@@ -20,6 +20,7 @@ In again: the same blocks of an earlier turn are the search they show, and what 
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any, Final
 
 from stateway.core.ids import new_id
@@ -204,10 +205,18 @@ def referenced(block: ToolResultBlock, where: str) -> list[Item]:
     ]
 
 
-def resolve(items: list[Item], tools: list[Item], *, inherited: bool = False) -> None:
+def resolve(
+    items: list[Item],
+    tools: list[Item],
+    *,
+    inherited: bool = False,
+    defined: Collection[str] = (),
+) -> None:
     """Each sent-back ``tool_reference`` (in place) as the declared tool it names, which
     the search's output then loads; one naming no declared tool is a 400, as Anthropic's
-    ("has no corresponding tool definition"). ``inherited``: a thread's turn without
+    ("has no corresponding tool definition"), unless the request ``defined`` it where a
+    later ``tool_removal`` withdrew it: that one loads nothing (the removal stands).
+    ``inherited``: a thread's turn without
     ``tools``, whose tools the core knows: its references are left out (the thread's own
     stored outputs load what its searches found). A ``tool_result``'s references
     (:func:`referenced`) load what they name only beside the tool search server tool (the
@@ -218,14 +227,20 @@ def resolve(items: list[Item], tools: list[Item], *, inherited: bool = False) ->
     for item in items:
         if item.get("type") == TOOL_SEARCH_OUTPUT and item.get("tools"):
             lenient = any(_LENIENT in reference for reference in item["tools"])
-            item["tools"] = _resolved(item["tools"], declared, inherited=inherited)
+            item["tools"] = _resolved(item["tools"], declared, inherited=inherited, defined=defined)
             if lenient and not (searching and item["tools"]):
                 continue  # a tool_result's references, with nothing to load
         kept.append(item)
     items[:] = kept
 
 
-def _resolved(references: list[Item], declared: dict[str, Item], *, inherited: bool) -> list[Item]:
+def _resolved(
+    references: list[Item],
+    declared: dict[str, Item],
+    *,
+    inherited: bool,
+    defined: Collection[str],
+) -> list[Item]:
     out = []
     for reference in references:
         lenient = reference.pop(_LENIENT, None) is not None
@@ -236,7 +251,7 @@ def _resolved(references: list[Item], declared: dict[str, Item], *, inherited: b
         tool = declared.get(reference["name"])
         if tool is not None:
             out.append(tool)
-        elif not (inherited or lenient):
+        elif not (inherited or lenient or reference["name"] in defined):
             raise field_error(
                 f"{where}.tool_name",
                 f"Tool reference '{reference['name']}' has no corresponding tool "
