@@ -104,6 +104,28 @@ def test_the_time_limit_is_the_whole_search_s() -> None:
     assert failed.value.error.cause == "execution_time_exceeded"
 
 
+def test_a_search_waiting_for_a_thread_spends_its_time_limit_waiting() -> None:
+    """Slow patterns holding both threads fail a quick search queued behind them, rather
+    than keeping it (and the response) waiting for as long as they come."""
+    slow = pattern_search.compile_pattern("(a|aa)+$")
+    quick = pattern_search.compile_pattern("weather")
+
+    async def searches() -> list[object]:
+        return await asyncio.gather(
+            *(
+                pattern_search.matching(slow, [("x", "a" * 60 + "!")], 5, time_limit=1.0)
+                for _ in range(pattern_search.WORKERS)
+            ),
+            pattern_search.matching(quick, [("weather", "")], 5, time_limit=0.3),
+            return_exceptions=True,
+        )
+
+    *slowed, queued = asyncio.run(searches())
+    assert all(isinstance(failed, ToolFailure) for failed in slowed)
+    assert isinstance(queued, ToolFailure)
+    assert queued.error.cause == "execution_time_exceeded"
+
+
 def test_the_event_loop_runs_on_while_a_slow_pattern_is_matched() -> None:
     async def ticking() -> int:
         ticks = 0

@@ -112,13 +112,17 @@ async def matching(
     time_limit: float = TIME_LIMIT,
 ) -> list[int]:
     """The indexes of ``texts`` (a name, the rest) that ``pattern`` (:func:`compile_pattern`)
-    finds: those whose name it finds first, then the others, at most ``limit`` of each."""
+    finds: those whose name it finds first, then the others, at most ``limit`` of each.
+    ``time_limit`` counts from now: a search waiting for a thread (slow patterns of
+    others' in both) spends it waiting, so a flood of slow patterns fails searches
+    rather than queueing them without end."""
+    deadline = time.monotonic() + time_limit
     global _pool
     if _pool is None:
         _pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="tool-search-pattern")
     loop = asyncio.get_running_loop()
     try:
-        return await loop.run_in_executor(_pool, _match, pattern, texts, limit, time_limit)
+        return await loop.run_in_executor(_pool, _match, pattern, texts, limit, deadline)
     except TimeoutError:
         raise ToolFailure(
             ToolError(
@@ -129,10 +133,10 @@ async def matching(
 
 
 def _match(
-    compiled: regex.Pattern[str], texts: list[tuple[str, str]], limit: int, time_limit: float
+    compiled: regex.Pattern[str], texts: list[tuple[str, str]], limit: int, deadline: float
 ) -> list[int]:
-    """Run in a worker thread; raises ``TimeoutError`` once ``time_limit`` is spent."""
-    deadline = time.monotonic() + time_limit
+    """Run in a worker thread; raises ``TimeoutError`` once ``deadline`` (monotonic) is
+    past."""
     names: list[int] = []
     rest: list[int] = []
     for index, (name, text) in enumerate(texts):
