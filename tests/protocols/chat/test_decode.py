@@ -1038,3 +1038,50 @@ def test_content_parts_past_ten_a_message_allowed_are_refused_on_the_fast_path_t
         "'messages' holds 21 content parts, more than the 20 this gateway takes (ten for "
         "each message)."
     )
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (b"{", "The request body is not valid JSON; expected a JSON object."),
+        (b"[]", "The request body must be a JSON object."),
+        (b'{"messages": []}', "Missing required parameter: 'model'."),
+        (
+            orjson.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}] * 21}),
+            "'messages' holds 21 messages and items, more than the 20 this gateway takes.",
+        ),
+    ],
+    ids=["not-json", "not-an-object", "no-model", "too-many-messages"],
+)
+def test_a_refused_body_is_told_what_is_wrong_in_full(body: bytes, message: str) -> None:
+    """The message is what a client's user reads: whole, not only its code."""
+    with pytest.raises(InvalidRequest) as caught:
+        peek_chat(body, max_input_items=20)
+    assert caught.value.message == message
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        (
+            {"top_logprobs": 2},
+            "Invalid value for 'top_logprobs': 'logprobs' must be true when 'top_logprobs' is set.",
+        ),
+        (
+            {"modalities": ["text", "audio"]},
+            "Invalid value for 'modalities': only 'text' output is supported.",
+        ),
+        (
+            {"response_format": {"type": "json_schema"}},
+            "Missing required parameter: 'response_format.json_schema'.",
+        ),
+        (
+            {"audio": {"voice": "alloy", "format": "wav"}},
+            "Unsupported parameter: 'audio' is not supported by this gateway when the "
+            "request is translated for its upstream.",
+        ),
+    ],
+    ids=["top-logprobs", "modalities", "json-schema", "audio"],
+)
+def test_a_refused_value_is_told_in_full(fields: dict[str, Any], message: str) -> None:
+    assert refused(**fields).message == message
