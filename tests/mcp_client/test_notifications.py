@@ -119,3 +119,44 @@ async def test_a_reply_counts_unless_it_answers_a_request_sent_and_unanswered() 
 
     assert seen == [answer, answer, unasked]  # the SDK drops them, as it would have
     assert notifications.count == 2
+
+
+async def test_a_call_is_failed_past_its_own_limit_not_at_it_while_another_fails() -> None:
+    """Two calls whose limits are one notification apart: the first's flood is not the
+    second's, which is at its limit then, not past it."""
+    notifications = Notifications(limit=2)
+    first_started, second_started = asyncio.Event(), asyncio.Event()
+    first = asyncio.create_task(bounded_wait(notifications, first_started))
+    await first_started.wait()
+    notifications.received()
+    second = asyncio.create_task(bounded_wait(notifications, second_started))
+    await second_started.wait()
+    notifications.received()
+    notifications.received()  # three during the first, two during the second
+
+    with pytest.raises(NotificationFlood):
+        await first
+    await asyncio.sleep(0)
+    assert not second.done()
+    second.cancel()
+
+
+async def test_a_call_begun_after_another_was_flooded_is_bounded_afresh() -> None:
+    notifications = Notifications(limit=1)
+    started = asyncio.Event()
+    flooded = asyncio.create_task(bounded_wait(notifications, started))
+    await started.wait()
+    notifications.received()
+    notifications.received()
+    with pytest.raises(NotificationFlood):
+        await flooded
+
+    started = asyncio.Event()
+    later = asyncio.create_task(bounded_wait(notifications, started))
+    await started.wait()
+    notifications.received()
+    await asyncio.sleep(0)
+    assert not later.done()
+    notifications.received()
+    with pytest.raises(NotificationFlood):
+        await later
