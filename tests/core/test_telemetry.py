@@ -398,3 +398,55 @@ async def test_a_failed_summary_call_is_a_span_the_error_leaves() -> None:
         await gw.execute(Principal(tenant_id="acme"), CompactResponse("m", [user("one")]))
     assert [(s.name, s.error) for s in telemetry.spans] == [("attempt", "UpstreamUnavailable")]
     assert telemetry.spans[0].answers == []
+
+
+class NotingBackend(ScriptedBackend):
+    """Notes the upstream's id and model of its answer, as a real backend does, where a
+    span asks for them."""
+
+    async def infer(self, request: InferenceRequest) -> AsyncIterator[Any]:
+        if request.answered is not None:
+            request.answered.note("resp_summary", "m-2026")
+        async for delta in super().infer(request):
+            yield delta
+
+
+async def test_a_summary_calls_span_is_told_its_answers_id_model_and_ending() -> None:
+    telemetry = Recording()
+    store = MemoryStore()
+    cut_short = [TextDelta("the summary"), UsageReport(Usage(10, 3)), Finish("length")]
+    router = Router([BackendEntry(NotingBackend(cut_short), {}, catch_all=True)])
+    gw = Gateway(store, router, Loop(store), RunRegistry(), sealer=SEALER, telemetry=telemetry)
+
+    await gw.execute(Principal(tenant_id="acme"), CompactResponse("m", [user("one")]))
+
+    [summary] = telemetry.spans
+    assert summary.answers == [("length", Usage(10, 3), Answered("resp_summary", "m-2026"))]
+
+
+async def test_without_a_recording_span_a_summary_call_asks_for_no_answer_notes() -> None:
+    store = MemoryStore()
+    backend = ScriptedBackend(SUMMARY)
+    router = Router([BackendEntry(backend, {}, catch_all=True)])
+    gw = Gateway(store, router, Loop(store), RunRegistry(), sealer=SEALER)
+
+    await gw.execute(Principal(tenant_id="acme"), CompactResponse("m", [user("one")]))
+
+    [request] = backend.requests
+    assert request.answered is None
+
+
+async def test_an_empty_summary_is_an_upstream_error_naming_the_server() -> None:
+    store = MemoryStore()
+    router = Router(
+        [BackendEntry(ScriptedBackend([TextDelta("  "), Finish("stop")]), {}, catch_all=True)]
+    )
+    gw = Gateway(store, router, Loop(store), RunRegistry(), sealer=SEALER)
+
+    with pytest.raises(UpstreamError) as raised:
+        await gw.execute(Principal(tenant_id="acme"), CompactResponse("m", [user("one")]))
+
+    assert (raised.value.code, raised.value.message) == (
+        "empty_summary",
+        "The model server 'scripted' answered the compaction request without a summary.",
+    )

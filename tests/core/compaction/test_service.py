@@ -104,6 +104,8 @@ CACHED = GenerationSettings(
     temperature=0.5,
     tools=[{"type": "function", "name": "f"}],
     user="u",
+    safety_identifier="s",
+    client_cache_marks=True,
     prompt_cache_key="k",
     prompt_cache_retention="24h",
     prompt_cache_options={"mode": "explicit"},
@@ -119,6 +121,7 @@ def assert_cached_only(sent: GenerationSettings) -> None:
         "flex",
         "u",
     )
+    assert (sent.safety_identifier, sent.client_cache_marks) == ("s", True)
     assert (sent.temperature, sent.tools) == (None, [])
 
 

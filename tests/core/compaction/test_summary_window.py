@@ -400,3 +400,18 @@ async def test_arguments_that_are_not_json_are_never_cut_into_other_text() -> No
     await build(backend, window=WINDOW).execute(Principal(), CompactResponse("m", history))
     [request] = backend.requests
     assert texts(request) == ["task"]
+
+
+async def test_the_instructions_count_against_the_window_too() -> None:
+    """What fits beside long instructions is less than what fits alone: the instructions
+    are sent with every summary call."""
+    backend = ScriptedBackend(SUMMARY)
+    history = HISTORY[3:]  # fits whole alone (the test above)
+    instructions = "i" * 1600
+    await build(backend, window=WINDOW).execute(
+        Principal(), CompactResponse("m", history, instructions=instructions)
+    )
+    [request] = backend.requests
+    assert request.instructions == instructions
+    assert request.items[:-1] != history
+    assert sent(request) <= WINDOW * SHARE
