@@ -424,7 +424,9 @@ def test_enabled_tracing_without_the_sdk_names_the_extra(monkeypatch: pytest.Mon
         raise ModuleNotFoundError("No module named 'opentelemetry.sdk'", name="opentelemetry.sdk")
 
     monkeypatch.setattr(tracing, "otlp_provider", missing)
-    with pytest.raises(ConfigError, match=r"stateway\[otel\]"):
+    with pytest.raises(
+        ConfigError, match=r"\(opentelemetry.sdk is not installed\).*stateway\[otel\]"
+    ):
         open_tracing(TracingConfig(enabled=True), "0", {})
 
 
