@@ -16,6 +16,7 @@ from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, inspect, text
 
+from stateway import __version__
 from stateway.core.errors import StorageError
 from stateway.storage.sql import migrate
 from stateway.storage.sql.engine import create_engine
@@ -97,10 +98,11 @@ async def test_a_newer_revision_is_refused_with_what_to_do(sqlite_url: str) -> N
     with pytest.raises(StorageError) as raised:
         await migrate(sqlite_url)
 
-    message = raised.value.message
-    assert "'9999_future'" in message
-    assert f"newest is '{HEAD}'" in message
-    assert "newer stateway" in message
+    assert raised.value.message == (
+        f"The database is at schema revision '9999_future', which stateway {__version__} "
+        f"does not know (its newest is '{HEAD}'): a newer stateway has migrated it. Serve it "
+        "with that version (a schema is never downgraded on start-up)."
+    )
     assert sqlite_state(sqlite_url)[1] == ["9999_future"]
 
 
@@ -494,3 +496,36 @@ async def test_0012_renames_shared_ids_on_postgres(fresh_postgres_url: str) -> N
     assert [tuple(rows[i]) for i in (0, 3, 5)] == [_SHARED_ID_ROWS[i][:4] for i in (0, 3, 5)]
     assert json.loads(rows[1][3])["call_id"] == "call_1"
     assert len({row[2] for row in rows[:5]}) == 5
+
+
+async def test_an_up_to_date_database_is_migrated_without_waiting_for_its_write_lock(
+    sqlite_url: str,
+) -> None:
+    """A start-up finding the schema current only reads its version: a serving process's
+    write transaction does not hold it up (an upgrade would wait for it)."""
+    await migrate(sqlite_url)
+    with sqlite3.connect(sqlite_url.removeprefix("sqlite:///"), isolation_level=None) as writer:
+        writer.execute("BEGIN IMMEDIATE")
+        migrating = asyncio.create_task(migrate(sqlite_url))
+        try:
+            done, _ = await asyncio.wait({migrating}, timeout=5)
+        finally:
+            writer.execute("ROLLBACK")  # a migration waiting for the lock then ends
+            await migrating
+    assert done, "the start-up waited for the write lock"
+
+
+async def test_a_database_that_cannot_be_read_is_a_storage_error_naming_the_migration(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "db").mkdir()
+    with pytest.raises(StorageError) as raised:
+        await migrate(f"sqlite:///{tmp_path / 'db'}")
+    assert raised.value.message.startswith("Storage failed while migrating the database.")
+
+
+def test_a_url_with_percent_signs_reaches_alembic_as_written() -> None:
+    """Alembic's configuration is a ConfigParser, where ``%`` would start an
+    interpolation: a password or path holding one must still be read back whole."""
+    url = "postgresql://gw:p%40ss%25@db/stateway"
+    assert alembic_config(url).get_main_option("sqlalchemy.url") == url
