@@ -27,7 +27,7 @@ import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 import anyio
 import mcp_types as types
@@ -113,15 +113,39 @@ class Notifications:
             raise NotificationFlood(self.limit)
 
 
-class CountedReads:
+class _Counted:
+    """A transport stream counted by ``notifications``: closed as the stream it wraps,
+    and a context manager that closes it, as that stream is."""
+
+    def __init__(self, inner: ReadStream[Any] | WriteStream[Any], notifications: Notifications):
+        self._inner = inner
+        self._notifications = notifications
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
+class CountedReads(_Counted):
     """A transport's read stream, telling ``notifications`` of each item that is no
     reply (the SDK's dispatcher reads it, and ``last_context``, as it would the stream)."""
+
+    _inner: ReadStream[SessionMessage | Exception]
 
     def __init__(
         self, inner: ReadStream[SessionMessage | Exception], notifications: Notifications
     ) -> None:
-        self._inner = inner
-        self._notifications = notifications
+        super().__init__(inner, notifications)
 
     @property
     def last_context(self) -> Any:
@@ -139,9 +163,6 @@ class CountedReads:
             if not (isinstance(message, types.JSONRPCNotification) and message.method in IGNORED):
                 return item
 
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
     def __aiter__(self) -> CountedReads:
         return self
 
@@ -151,44 +172,20 @@ class CountedReads:
         except anyio.EndOfStream:
             raise StopAsyncIteration from None
 
-    async def __aenter__(self) -> CountedReads:
-        return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_val: BaseException | None,
-        exc_tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
-
-class CountedWrites:
+class CountedWrites(_Counted):
     """A transport's write stream, telling ``notifications`` of each request sent (whose
     reply is then no flood's)."""
 
+    _inner: WriteStream[SessionMessage]
+
     def __init__(self, inner: WriteStream[SessionMessage], notifications: Notifications) -> None:
-        self._inner = inner
-        self._notifications = notifications
+        super().__init__(inner, notifications)
 
     async def send(self, item: SessionMessage, /) -> None:
         if isinstance(item.message, types.JSONRPCRequest):
             self._notifications.awaited.add(str(item.message.id))
         await self._inner.send(item)
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    async def __aenter__(self) -> CountedWrites:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_val: BaseException | None,
-        exc_tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
 
 def _answers(reply: types.JSONRPCResponse | types.JSONRPCError, counted: Notifications) -> bool:
