@@ -196,7 +196,8 @@ async def main() -> None:
         pass
 
 asyncio.run(main())
-print(" ".join(sorted(m for m in ("mcp", "alembic", "redis", "jwt") if m in sys.modules)) or "-")
+loaded = ("mcp", "alembic", "redis", "jwt", "regex")
+print(" ".join(sorted(m for m in loaded if m in sys.modules)) or "-")
 """
 
 
@@ -204,7 +205,8 @@ async def test_a_gateway_that_serves_no_mcp_and_uses_no_redis_loads_neither(
     tmp_path: Any,
 ) -> None:
     """Their SDKs (and Alembic, on a database already at the head, and PyJWT without
-    OIDC) are ~46 MiB of a process at rest (docs/benchmarks.md)."""
+    OIDC) are ~46 MiB of a process at rest (docs/benchmarks.md); the ``regex`` package
+    waits for a tool search with a pattern."""
     database = f"sqlite:///{tmp_path / 'db.sqlite'}"
     await migrate(database)
     run = [sys.executable, "-c", _RESTING_IMPORTS, database]

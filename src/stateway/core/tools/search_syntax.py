@@ -24,10 +24,7 @@ import re
 from collections import Counter
 from typing import Any, Final, Literal
 
-import regex
-
 from stateway.core.items import Item
-from stateway.core.tools import pattern_search
 from stateway.core.tools.catalog import Entry
 from stateway.core.tools.ports import ToolError, ToolFailure
 
@@ -83,7 +80,15 @@ def searched_text(candidate: Entry, namespaces: dict[str, Item]) -> tuple[str, s
 
 async def _regex(query: str, deferred: list[Entry], namespaces: dict[str, Item]) -> list[Entry]:
     """Matched off the event loop, with a time limit (:mod:`.pattern_search`: a pattern
-    may take exponential time), once it is known to compile."""
+    may take exponential time), once it is known to compile.
+
+    The ``regex`` package is loaded by the first such search, not at start-up: its
+    parser's many objects would stay in memory, and in every full garbage collection,
+    of a process that never runs one."""
+    import regex
+
+    from stateway.core.tools import pattern_search
+
     if len(query) > MAX_PATTERN:
         raise _invalid(
             f"The pattern is {len(query)} characters long; at most {MAX_PATTERN} are allowed."
