@@ -36,6 +36,7 @@ from stateway.core.response import ResponseState
 from stateway.core.tools import web_search
 from stateway.core.tools.mcp_binding import carries_credentials, http_url
 from stateway.protocols.messages import tool_search as tool_search_blocks
+from stateway.protocols.messages.answered_calls import answered
 from stateway.protocols.messages.blocks import (
     McpToolResultBlock,
     McpToolUseBlock,
@@ -352,15 +353,8 @@ def complete(
     block: WebSearchToolResultBlock | McpToolResultBlock, where: str, pending: dict[str, Item]
 ) -> None:
     """Fill in the call a result block answers (it must follow the call's block)."""
-    item = pending.pop(block.tool_use_id, None)
     wanted = MCP_CALL if isinstance(block, McpToolResultBlock) else WEB_SEARCH_CALL
-    if item is None or item["type"] != wanted:
-        raise field_error(
-            f"{where}.tool_use_id",
-            f"unexpected tool_use_id '{block.tool_use_id}' found in a {block.type} "
-            "block: it must follow the block of the call it answers.",
-            code="tool_call_not_found",
-        )
+    item = answered(pending, block.tool_use_id, wanted, where, block_type=block.type)
     if isinstance(block, McpToolResultBlock):
         content = block.content
         text = content if isinstance(content, str) else "".join(b.text for b in content)

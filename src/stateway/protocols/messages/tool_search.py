@@ -27,6 +27,7 @@ from stateway.core.ids import new_id
 from stateway.core.items import TOOL_SEARCH_CALL, TOOL_SEARCH_OUTPUT, Item
 from stateway.core.tools.catalog import NAMESPACE, TOOL_SEARCH
 from stateway.core.tools.model_names import model_name
+from stateway.protocols.messages.answered_calls import answered
 from stateway.protocols.messages.blocks import (
     ServerToolUseBlock,
     ToolReferenceBlock,
@@ -153,14 +154,14 @@ def output_of(block: ToolSearchToolResultBlock, where: str, pending: dict[str, I
     """The output of the search a ``tool_search_tool_result`` answers (it must follow its
     call's block): its references, resolved once the declared tools are known
     (:func:`resolve`), or its error."""
-    call = pending.pop(block.tool_use_id, None)
-    if call is None or call["type"] != TOOL_SEARCH_CALL:
-        raise field_error(
-            f"{where}.tool_use_id",
-            f"unexpected tool_use_id '{block.tool_use_id}' found in a tool_search_tool_result "
-            "block: it must follow the server_tool_use block of the search it answers.",
-            code="tool_call_not_found",
-        )
+    answered(
+        pending,
+        block.tool_use_id,
+        TOOL_SEARCH_CALL,
+        where,
+        block_type=block.type,
+        follows="the server_tool_use block of the search it answers",
+    )
     item: Item = {
         "id": "tso_" + block.tool_use_id.removeprefix(SERVER_TOOL_USE_PREFIX),
         "type": TOOL_SEARCH_OUTPUT,
