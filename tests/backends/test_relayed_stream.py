@@ -389,10 +389,12 @@ async def test_a_done_split_between_reads_is_judged_as_a_whole_one(
 )
 async def test_a_done_line_the_body_ends_is_a_cut(loopback: Loopback, chunks: list[bytes]) -> None:
     """A ``[DONE]`` line the body's end cuts before its line end was never dispatched: the
-    stream was cut short, as a run judges it, and relayed whole."""
+    stream was cut short, as a run judges it. The line is not relayed: the route's error
+    line after it would end its event, and the ``openai`` SDK, reading ``[DONE]``, would
+    stop there and never see the error."""
     body = b"".join(chunks)
     relayed, error = await relayed_until(await forwarded(loopback, *chunks))
-    assert relayed == body
+    assert relayed == ROLE
     same(error, cut_short("up"))
     same(error, await streamed_failure(loopback, body))
 
@@ -424,12 +426,13 @@ async def test_a_stream_cut_before_its_finish_events_blank_line_is_cut(
 ) -> None:
     """An event is dispatched at its blank line: cut before it, a finish was never given
     (an event-stream reader drops an unended event, the SDK's and a run's alike), so the
-    stream was cut short, as a run judges it."""
+    stream was cut short, as a run judges it; the unended event is not relayed (the
+    route's error line after it would end it)."""
     chunks = [ROLE, OUTPUT, ending]
     relayed, error = await relayed_until(await forwarded(loopback, *writes_of(chunks, apart)))
-    assert relayed == b"".join(chunks)
+    assert relayed == ROLE + OUTPUT
     same(error, cut_short("up"))
-    same(error, await streamed_failure(loopback, relayed))
+    same(error, await streamed_failure(loopback, b"".join(chunks)))
 
 
 @pytest.mark.parametrize("apart", [False, True])
@@ -551,13 +554,14 @@ async def test_an_answer_given_up_on_is_told_by_its_last_finish_reason(
 async def test_an_error_begun_by_an_ordinary_read_is_raised(
     loopback: Loopback, event: bytes, begun: int
 ) -> None:
-    """A read of one ordinary event is relayed unread, with the first bytes of the line
-    after it (not a whole ``data:``: a read of two is held until its last event ends): the
-    error event that line begins is read whole from the next read, which is left out (the
-    route's error goes apart from those first bytes)."""
+    """A read of one ordinary event is relayed unread with the first byte of the line after
+    it (a field name begun: a client's event-stream reader ignores it, dispatched alone by
+    the route's error line after it); with more of that line (which may be a data line
+    cut part-way) the read is held for that line's end, only the event relayed. The error
+    event that line begins is read whole from the next read, and left out."""
     writes = [ROLE + event[:begun], event[begun:]]
     relayed, error = await relayed_until(await forwarded(loopback, *writes))
-    assert relayed == (ROLE if b"data:" in event[:begun] else ROLE + event[:begun])
+    assert relayed == (ROLE + event[:begun] if begun == 1 else ROLE)
     same(error, await streamed_failure(loopback, ROLE + event))
 
 
@@ -596,3 +600,58 @@ async def test_a_keepalive_comment_ended_by_one_line_end_goes_out_at_once(
     sent.set()
     assert b"".join([chunk async for chunk in chunks]) == OUTPUT + finished("stop") + DONE
     await relay.aclose()
+
+
+CUT_CHUNK = b'data: {"id":"c","choices":[{"index":0,"delta":{"content":"Hel'
+"""An answer's chunk cut part-way: the start of its data line, no line end."""
+
+
+async def cut_part_way(loopback: Loopback, writes: list[bytes], dropped: bool) -> UpstreamRelay:
+    """A relay of a 200 event stream whose server writes ``writes`` one by one, each one
+    read, then ends its body cleanly or (``dropped``) drops the connection."""
+    read = asyncio.Event()
+
+    async def answers(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        for index, write in enumerate(writes):
+            if index:
+                await read.wait()
+                read.clear()
+            await response.write(write)
+        await read.wait()
+        if dropped:
+            assert request.transport is not None
+            request.transport.abort()
+        else:
+            await response.write_eof()
+        return response
+
+    client = UpstreamClient(UpstreamTarget("up", await loopback.serve(answers)))
+    backend = OpenAIChatBackend(loopback.adopt(client))
+    relay = await backend.forward_chat(b'{"model": "m", "messages": [], "stream": true}')
+    return reads_told(relay, read.set)
+
+
+@pytest.mark.parametrize(
+    "writes",
+    [
+        pytest.param([ROLE, OUTPUT, CUT_CHUNK], id="alone"),
+        pytest.param([ROLE, OUTPUT + CUT_CHUNK], id="after-an-event"),
+        pytest.param([ROLE, CUT_CHUNK[:20], CUT_CHUNK[20:]], id="in-two-reads"),
+        pytest.param([ROLE, OUTPUT, CUT_CHUNK + b'lo"}}]}\n'], id="before-its-blank-line"),
+    ],
+)
+@pytest.mark.parametrize("dropped", [False, True], ids=["ended", "dropped"])
+async def test_an_answers_chunk_cut_part_way_is_not_relayed(
+    loopback: Loopback, writes: list[bytes], dropped: bool
+) -> None:
+    """The stream ends (or its connection drops) inside an answer's chunk: what came before
+    that chunk is relayed, none of the chunk itself. The route ends the stream with its
+    error line after what was relayed: a chunk begun before it would be ended by that
+    line's blank line before it, and a client's event-stream reader would take the broken
+    JSON for an event (the ``openai`` SDK raises a ``JSONDecodeError``, not the error)."""
+    relay = await cut_part_way(loopback, writes, dropped)
+    relayed, error = await relayed_until(relay)
+    assert relayed == b"".join(writes).partition(CUT_CHUNK)[0]
+    assert error.status == 502

@@ -14,16 +14,19 @@ it left out, and the route ends the stream with it in the OpenAI shape (what the
 So too for a stream that ends as no answer, which a run fails on and a client reading
 the relayed bytes could not tell from one; each is told once per stream, at its end,
 from the last chunks the relay keeps anyway, however its bytes were split between reads
-(a read that ends inside an event, but for one that begins as an ordinary event, is
-relayed to the end of what it holds whole, its events and comment lines, and the start of
-the event it ends inside held, judged joined to the reads that end it, what they hold of
-the next event going with the read after: :data:`EVENT_ENDS`, :func:`whole_end`; a read that
-ends no event otherwise, or goes on with a line the read before it began, is kept with
-that read: :data:`KEPT`, :data:`OBJECT_ENDS`; a ``data:`` split between two reads is
-counted: :func:`straddling`). Lines may end with LF, CRLF or a CR alone, as the
-event-stream rules allow; a ``[DONE]`` may be followed by spaces (a run reads an event's
-data stripped). A stream that ends without ``data: [DONE]`` and without a
-finish in its last chunks (:func:`unended`, :func:`unfinished`) was cut short (a proxy's
+(a read that ends inside an event, but for one ordinary event ended, or followed by one
+byte of the next, is relayed to the end of what it holds whole, its events and comment
+lines, and the start of the event it ends inside held, judged joined to the reads that
+end it, what they hold of the next event going with the read after: :data:`EVENT_ENDS`,
+:func:`whole_end`; a read that ends no event otherwise, or goes on with a line the read
+before it began, is kept with that read: :data:`KEPT`, :data:`OBJECT_ENDS`; a ``data:``
+split between two reads is counted: :func:`straddling`; an event the body's end cuts
+is relayed only when that end tells no failure: the route's error line after it would
+end it, and a client's event-stream reader take its broken JSON, or its ``[DONE]``, for
+an event). Lines may end with LF, CRLF or a CR alone, as the event-stream rules allow;
+a ``[DONE]`` may be followed by spaces (a run reads an event's data stripped). A stream
+that ends without ``data: [DONE]`` and without a finish in its last chunks
+(:func:`unended`, :func:`unfinished`) was cut short (a proxy's
 timeout, a server dying between two events: the body ends cleanly), as is one that ends
 with no byte at all. At ``[DONE]`` (:func:`done_ending`: its read's last event, perhaps
 followed by a proxy's keepalive comments or blank lines, or with an ``id`` after it in its
@@ -36,10 +39,11 @@ answer (vLLM's and SGLang's ``abort``, vLLM's ``error``) or the bytes ``error`` 
 (:func:`~stateway.backends.chat_reply.from_upstream_chunk`, and an error event).
 
 The relay's loop adds almost nothing to an ordinary chunk, one event that starts as an
-answer's chunk does (:data:`ORDINARY`): one ``startswith`` of a chunk whose ``data:``
-lines it counts anyway. Any other chunk (several events read together, a comment, an
-error, ``[DONE]``) is searched for the bytes ``error`` and ``[DONE]`` (with ``bytes.find``
-and ``rfind``: ``in`` first tries its operand as an integer, raising and clearing a
+answer's chunk does (:data:`ORDINARY`) and ends as an event does (:data:`LF`): one
+``startswith`` of a chunk whose ``data:`` lines it counts anyway, and one byte read. Any
+other chunk (several events read together, a comment, an error, ``[DONE]``) is searched
+for the bytes ``error`` and ``[DONE]`` (with ``bytes.find`` and ``rfind``: ``in`` first
+tries its operand as an integer, raising and clearing a
 ``TypeError``, some 1,800 instructions a search, counted with callgrind), its split
 ``data:`` counted (:func:`straddling`), and only one that holds ``error`` is read line by
 line (:func:`reported_error`, from its first whole line; the key ``"error"`` cannot
@@ -79,6 +83,14 @@ from stateway.core.inference import Delta, Finish
 ORDINARY: Final = (b'data: {"id"', b'data: {"choices"')
 """How the one event of an ordinary chunk starts: an answer's chunk, no error alone (vLLM,
 SGLang, hosted OpenAI, Ollama and LM Studio write ``id`` first, llama-server ``choices``)."""
+LF: Final = 0x0A
+"""The byte an ordinary chunk's next to last is: it ends as an event does (``}\\n\\n``), or
+with one byte of the next event's first line after it. One that ends otherwise (a read
+ending inside its data line, as the network may cut a long event) is read as any other
+read, held for its end (:data:`OBJECT_ENDS` tells a CRLF stream's whole one): relayed
+unread, an answer's chunk cut part-way would be ended by the route's error line after
+it, and a client's event-stream reader would take its broken JSON for an event (the
+``openai`` SDK raises a ``JSONDecodeError``, never the error)."""
 
 Scrub = Callable[[str], str]
 """Masks the backend's key in an upstream's words."""

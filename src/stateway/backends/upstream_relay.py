@@ -44,6 +44,7 @@ from stateway.backends.relayed_answer import judged_answer
 from stateway.backends.relayed_stream import (
     DONE,
     DONE_ENDS,
+    LF,
     LINE_ENDS,
     OBJECT_ENDS,
     ORDINARY,
@@ -171,6 +172,7 @@ class UpstreamRelay:
                 judged = self.status == 200  # an answer's stream (:mod:`.relayed_stream`)
                 head = self._scrubbed(first)
                 carry = b""  # the start of an event a held read left for the next
+                unended = b""  # an event the body's end cut: relayed once no cut is told
                 if judged and ends_inside(head):  # its event's end held for (below)
                     head, carry = await self._completed(head)
                 if head:  # read apart (first_token_timeout): judged as any other
@@ -179,7 +181,11 @@ class UpstreamRelay:
                         if ending[0]:
                             yield tail.noted(ending[0])
                         raise ending[1]
-                    yield tail.noted(head)
+                    noted = tail.noted(head)
+                    if carry or not judged or not ends_inside(noted):
+                        yield noted
+                    else:
+                        unended = noted
                 reads: AsyncIterator[bytes] = self._reply
                 while True:
                     async for chunk in reads:
@@ -188,11 +194,20 @@ class UpstreamRelay:
                         if self._scrub is not None:
                             chunk = _scrubbed(self._scrub, chunk)
                         events = chunk.count(b"data:")
-                        if carry or (judged and (events != 1 or not chunk.startswith(ORDINARY))):
+                        if carry or (
+                            judged
+                            and (
+                                events != 1
+                                or not chunk.startswith(ORDINARY)
+                                or (chunk[-2] != LF and not chunk.endswith(OBJECT_ENDS))
+                            )
+                        ):
                             carry = b""
+                            cut = False  # the body's end inside the event it begins
                             if ends_inside(chunk):
                                 chunk, carry = await self._completed(chunk)
                                 events = chunk.count(b"data:")
+                                cut = not carry and ends_inside(chunk)
                             erring = chunk.find(b"error") >= 0
                             going_on = False  # with a line the read before began
                             if chunk[:1] != b"d":  # may go on with a line the read before began
@@ -212,7 +227,10 @@ class UpstreamRelay:
                                 raise ending[1]
                             if not whole or not events or going_on:  # kept with the last
                                 tail.joined(chunk, events)
-                                yield chunk
+                                if cut:
+                                    unended = chunk
+                                else:
+                                    yield chunk
                                 continue
                         tail.previous, tail.last = tail.last, chunk
                         tail.events += events
@@ -224,6 +242,8 @@ class UpstreamRelay:
                     failed = tail.unended()
                     if failed is not None:
                         raise failed
+                if unended:  # a stream answered all the same: relayed as it came
+                    yield unended
             except (aiohttp.ClientError, OSError) as exc:
                 if not self._closed:
                     raise  # the server's failure, told by the client's translation
