@@ -9,6 +9,7 @@ from contextlib import AsyncExitStack
 from types import SimpleNamespace
 from typing import Any, cast
 
+import httpx2
 import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
@@ -20,7 +21,8 @@ from stateway.core.principal import Principal
 from stateway.core.watch import Watch
 from stateway.surfaces.mcp import limits, server
 from stateway.surfaces.mcp.updates import ResponseUpdates
-from tests.surfaces.mcp.test_server import Served, answering, serving
+from tests.surfaces.mcp.test_cutoff import call, following
+from tests.surfaces.mcp.test_server import ACCEPT, Served, answering, initialize, serving
 
 URI = "stateway://acme/responses/resp_1"
 
@@ -165,3 +167,27 @@ async def test_a_listen_stream_following_too_many_resources_is_refused() -> None
     assert refused.value.code == INVALID_PARAMS
     assert str(limits.MAX_LISTENED) in refused.value.error.message
     assert opened == uris[1:]  # the refused stream opened none
+
+
+async def test_a_stream_resumed_after_an_event_id_is_opened_anew() -> None:
+    """A 2025-11-25 client whose standalone GET stream dropped may ask for it again with
+    ``Last-Event-ID`` (the spec's resumption). The gateway keeps no events to replay, so
+    the stream is opened anew and carries the session's notifications from then on; the
+    SDK, without an event store, answered nothing (uvicorn's 500)."""
+    async with serving(answering()) as served, httpx2.AsyncClient() as http:
+        opened = await http.post(served.url, json=initialize("2025-11-25"), headers=ACCEPT)
+        session = {**ACCEPT, "mcp-session-id": opened.headers["mcp-session-id"]}
+        session["mcp-protocol-version"] = "2025-11-25"
+        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        await http.post(served.url, json=initialized, headers=session)
+        response = following(served)
+        resumed = {**session, "accept": "text/event-stream", "last-event-id": "some-event"}
+        async with http.stream("GET", served.url, headers=resumed, timeout=30) as notifications:
+            assert notifications.status_code == 200
+            subscribe = call(2, "resources/subscribe", {"uri": URI})
+            assert (await http.post(served.url, json=subscribe, headers=session)).is_success
+            response.change()
+            lines = notifications.aiter_lines()
+            while "notifications/resources/updated" not in await anext(lines):
+                pass
+    assert served.escaped == []

@@ -155,6 +155,7 @@ class McpSurface:
             token="", client_id=principal.tenant_id, scopes=[], subject=principal.scope
         )
         scope["user"] = AuthenticatedUser(token)
+        _without_resumption(scope)
         try:
             revoked = await serve_until_revoked(self._handle, scope, receive, send)
         except TenantSessionsFull as full:  # raised as a session would open: nothing sent
@@ -318,6 +319,16 @@ class _Server(Server[Any]):
                 "resources": ResourcesCapability(subscribe=subscribe, list_changed=False),
             }
         )
+
+
+def _without_resumption(scope: Scope) -> None:
+    """A request's ``Last-Event-ID`` dropped: the surface keeps no events (no event store),
+    so a standalone stream asked for again after one (the spec's resumption, which a
+    server may ignore) is opened anew. The SDK, given one without a store, answered
+    nothing (uvicorn's 500)."""
+    scope["headers"] = [
+        (name, value) for name, value in scope["headers"] if name != b"last-event-id"
+    ]
 
 
 def _first_page(params: PaginatedRequestParams | None) -> None:
