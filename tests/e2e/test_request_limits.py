@@ -11,6 +11,7 @@ from typing import Any
 import openai
 import orjson
 import pytest
+from mcp import Client
 from openai import OpenAI
 
 from stateway.core.nesting import MAX_NESTING
@@ -63,6 +64,28 @@ def test_input_items_over_the_limit_are_refused_before_upstream(
     assert upstream_requests(fake_upstream) == []
     at_limit = orjson.dumps({"model": MODEL, "input": messages[:3]})
     assert post(small_limit_gateway, at_limit)[0] == 200
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_input_items_over_the_limit_are_refused_to_mcp_as_to_the_route(
+    small_limit_gateway: str, fake_upstream: str, mode: str
+) -> None:
+    """The MCP ``create_response`` tool holds its input to the route's bounds: it had
+    none, and 200,000 one-word messages (a 6 MB call) took ~18 s of CPU and ~400 MB
+    more, where the route refuses them at once."""
+    messages = [{"role": "user", "content": f"m{i}"} for i in range(4)]
+    parts = [{"role": "user", "content": [{"type": "input_text", "text": "m"}] * 31}]
+    clear(fake_upstream)
+    async with Client(small_limit_gateway + "/mcp", mode=mode) as client:
+        for given in (messages, parts):
+            arguments = {"model": MODEL, "input": given}
+            refused = await client.call_tool("create_response", arguments)
+            assert refused.is_error
+            error = refused.structured_content["error"]
+            assert (error["param"], error["code"]) == ("input", "array_above_max_length")
+        assert upstream_requests(fake_upstream) == []
+        at_limit = {"model": MODEL, "input": messages[:3]}
+        assert not (await client.call_tool("create_response", at_limit)).is_error
 
 
 def deep_body(place: str, value: bytes, *, stream: bool) -> bytes:

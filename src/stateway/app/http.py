@@ -50,7 +50,12 @@ def build_app(parts: GatewayParts) -> Starlette:
     shutdown ends the runs still in flight, then closes every config generation."""
     server = parts.config.server
     tenant_sessions = MAX_TENANT_SESSIONS if parts.config.auth.configured else None
-    limits = McpLimits(server.max_body_bytes, server.request_body_timeout, tenant_sessions)
+    limits = McpLimits(
+        server.max_body_bytes,
+        server.request_body_timeout,
+        tenant_sessions,
+        max_input_items=server.max_input_items,
+    )
     mcp = McpMount(parts.gateway, __version__, limits)
 
     @asynccontextmanager

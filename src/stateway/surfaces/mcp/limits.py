@@ -3,11 +3,12 @@
 A request's body is read ahead of the ``mcp`` SDK, within the bounds every route's body
 has (``[server] max_body_bytes``, ``request_body_timeout``): past them it is a 413 or a
 408 in the OpenAI error shape, as on the other routes (the SDK would wait for a body for
-ever, and bound it at 4 MiB with a plain-text 413). A listen stream follows at most
-:data:`MAX_LISTENED` resources, each once however often it is named. The process keeps
-at most :data:`MAX_SESSIONS` sessions open; with auth configured, one tenant holds at most
-:data:`MAX_TENANT_SESSIONS` of them (``sessions.py``), so that no tenant can take them
-all and keep every other one from opening a session.
+ever, and bound it at 4 MiB with a plain-text 413). A tool taking Responses input items
+takes at most ``[server] max_input_items`` of them, as the route does. A listen stream
+follows at most :data:`MAX_LISTENED` resources, each once however often it is named.
+The process keeps at most :data:`MAX_SESSIONS` sessions open; with auth configured, one
+tenant holds at most :data:`MAX_TENANT_SESSIONS` of them (``sessions.py``), so that no
+tenant can take them all and keep every other one from opening a session.
 
 Nothing here loads the SDK: the app builds :class:`McpLimits` before ``/mcp`` is used.
 """
@@ -40,6 +41,10 @@ class McpLimits:
     tenant_sessions: int | None = None
     """Sessions one tenant may hold open; None: any number, up to the process's (without
     auth, every caller is one tenant)."""
+    max_input_items: int | None = None
+    """``[server] max_input_items``: the input items (and ten times as many content
+    parts) one ``create_response`` call may carry, as one request to the route may;
+    None: no bound."""
 
 
 async def body_read_ahead(scope: Scope, receive: Receive, limits: McpLimits) -> Receive:

@@ -111,7 +111,7 @@ class McpSurface:
         self._subscriptions: dict[_Subscriber, dict[str, asyncio.Task[None]]] = {}
         """Each session's subscriptions (by its ``mcp-session-id`` and the caller the SDK
         bound it to), by URI, until the session ends."""
-        self._calls = ToolCalls(gateway)
+        self._calls = ToolCalls(gateway, self._limits.max_input_items)
         server = _Server(
             "stateway",
             version=version,

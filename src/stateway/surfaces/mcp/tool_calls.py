@@ -1,6 +1,7 @@
 """A ``tools/call`` answered, for the principal its request acts for (``server.py``).
 
-The tool is named (an unknown one is a JSON-RPC error), its arguments read
+The tool is named (an unknown one is a JSON-RPC error), its input items counted (at most
+``[server] max_input_items``, as the route takes), its arguments read
 (:func:`~.inputs.as_parsed`) and checked against its input model, then it runs as
 commands for ``Gateway.execute`` (``tools.py``); what it gives, or how it failed, is
 shaped as the call's result (``tool_results.py``): a failure is an ``isError`` result,
@@ -29,6 +30,7 @@ from stateway.core.errors import GatewayError, InternalError
 from stateway.core.exactly_once import fingerprint
 from stateway.core.gateway import Gateway
 from stateway.core.principal import Principal
+from stateway.protocols.responses.body import check_item_count
 from stateway.surfaces.mcp import resources, tool_results
 from stateway.surfaces.mcp.inputs import as_parsed
 from stateway.surfaces.mcp.tools import TOOLS, Result
@@ -40,10 +42,12 @@ log = logging.getLogger(__name__)
 class ToolCalls:
     """The tools' calls on ``gateway``."""
 
-    __slots__ = ("_detached", "_gateway")
+    __slots__ = ("_detached", "_gateway", "_max_input_items")
 
-    def __init__(self, gateway: Gateway) -> None:
+    def __init__(self, gateway: Gateway, max_input_items: int | None = None) -> None:
+        """``max_input_items``: ``[server] max_input_items`` (None: no bound)."""
         self._gateway = gateway
+        self._max_input_items = max_input_items
         self._detached: set[asyncio.Task[Result]] = set()
         """Calls under a ``command_id`` (see :meth:`_run`), until they end."""
 
@@ -51,6 +55,11 @@ class ToolCalls:
         tool = TOOLS.get(params.name)
         if tool is None:
             raise MCPError(INVALID_PARAMS, f"Unknown tool: {params.name!r}.")
+        if tool.takes_items and self._max_input_items is not None:
+            try:  # first, as the route counts a body's items: reading them costs
+                check_item_count(params.arguments, self._max_input_items)
+            except GatewayError as error:
+                return tool_results.failed(error.to_dict())
         try:
             arguments = as_parsed(params.arguments or {})
         except ValueError:

@@ -80,6 +80,9 @@ class Tool:
     input: type[i.ToolInput]
     run: Callable[[Gateway, Principal, Any], Awaitable[Result]]
     effect: Effect
+    takes_items: bool = False
+    """Its ``input`` argument holds Responses input items, as many as a request to the
+    route may carry (``[server] max_input_items``), counted before anything is read."""
 
 
 async def create_response(
@@ -213,6 +216,7 @@ TOOLS: dict[str, Tool] = {
             i.CreateResponseInput,
             create_response,
             ASKS_A_MODEL,
+            takes_items=True,
         ),
         Tool("get_response", "Get a stored response.", i.ResponseInput, get_response, READS),
         Tool(
