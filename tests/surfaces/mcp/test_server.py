@@ -482,3 +482,28 @@ async def test_a_call_takes_its_tools_schema_without_listing_the_tools(
     assert lookup is not None
     assert lookup("get_response") == schema
     assert lookup("nope") is None
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_input_items_past_the_routes_bound_are_refused_before_they_are_read(
+    mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``create_response`` takes at most ``[server] max_input_items`` items (and ten
+    content parts for each), counted before its arguments are read, as the route counts
+    a body's; the other tools' items are bounded by their own decoders."""
+    read: list[object] = []
+    monkeypatch.setattr("stateway.surfaces.mcp.tool_calls.as_parsed", read.append)
+    messages = [{"role": "user", "content": "m"}] * 4
+    parts = [{"role": "user", "content": [{"type": "input_text", "text": "m"}] * 31}]
+    limits = McpLimits(max_input_items=3)
+    async with (
+        serving(answering(), limits=limits) as served,
+        Client(served.url, mode=mode) as client,
+    ):
+        for given in (messages, parts):
+            refused = await client.call_tool("create_response", {"model": "m", "input": given})
+            assert refused.is_error
+            error = refused.structured_content["error"]
+            assert (error["param"], error["code"]) == ("input", "array_above_max_length")
+    assert read == []
+    assert served.backend.requests == []
