@@ -19,7 +19,8 @@ Each HTTP request to ``/mcp`` is authenticated by the HTTP surface's middleware;
 principal (``principal_of``) is what the handlers act for, and the SDK binds each session
 to the principal that opened it (another principal naming the session gets 404). One
 from a web page of another site (its ``Origin`` not the gateway's own) is refused (403).
-A request's body has been read within the bounds of every route's (``mount.py``). A request
+A request's body has been read within the bounds of every route's (``mount.py``); a
+2025-03-26 batch is served a message at a time (``batches.py``). A request
 outlasting its credential's revocation or expiry (a stream) is cut off (``cutoff.py``),
 and its session's subscriptions end. A session idle for :data:`SESSION_IDLE_TIMEOUT` (no
 request in flight, no stream open) is closed, and at most ``limits.MAX_SESSIONS`` are
@@ -78,6 +79,7 @@ from stateway.surfaces.asgi.hosts import cross_site
 from stateway.surfaces.auth.authenticator import principal_of
 from stateway.surfaces.mcp import resources
 from stateway.surfaces.mcp.answer_once import answer_once
+from stateway.surfaces.mcp.batches import serve_batches
 from stateway.surfaces.mcp.cutoff import serve_until_revoked
 from stateway.surfaces.mcp.limits import MAX_SESSIONS, McpLimits
 from stateway.surfaces.mcp.listening import ListenBus, listened
@@ -136,7 +138,7 @@ class McpSurface:
             max_sessions=MAX_SESSIONS,
             max_request_body_size=self._limits.max_body_bytes,  # read ahead: __call__
         )
-        self._handle = partial(answer_once, self._manager.handle_request)
+        self._handle = partial(serve_batches, partial(answer_once, self._manager.handle_request))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:

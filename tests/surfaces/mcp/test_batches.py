@@ -1,0 +1,124 @@
+"""JSON-RPC batches, which MCP 2025-03-26 has a server take (a POST whose body is an
+array of messages) and later versions removed: served on a 2025-03-26 session, refused
+with a JSON-RPC error on any other."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx2
+import orjson
+import pytest
+
+from tests.surfaces.mcp.test_server import ACCEPT, Served, answering, initialize, serving
+
+INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+
+
+def call(request_id: int | str, method: str, params: dict[str, Any] | None = None) -> Any:
+    message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+    if params is not None:
+        message["params"] = params
+    return message
+
+
+@asynccontextmanager
+async def session(version: str) -> AsyncIterator[tuple[Served, httpx2.AsyncClient, dict[str, str]]]:
+    """A session opened at ``version``; the headers its requests carry (a 2025-03-26
+    client sends no ``mcp-protocol-version``: the header came with 2025-06-18)."""
+    async with serving(answering()) as served, httpx2.AsyncClient() as http:
+        opened = await http.post(served.url, json=initialize(version), headers=ACCEPT)
+        headers = {**ACCEPT, "mcp-session-id": opened.headers["mcp-session-id"]}
+        if version != "2025-03-26":
+            headers["mcp-protocol-version"] = version
+        await http.post(served.url, json=INITIALIZED, headers=headers)
+        yield served, http, headers
+
+
+async def test_a_batch_of_requests_is_answered_with_their_replies_in_one_array() -> None:
+    batch = [
+        call(1, "ping"),
+        call("two", "tools/list"),
+        {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 99}},
+        call(3, "tools/call", {"name": "get_response", "arguments": {"response_id": "resp_x"}}),
+        call(4, "resources/read", {"uri": "stateway://acme/responses/resp_x"}),
+    ]
+    async with session("2025-03-26") as (served, http, headers):
+        reply = await http.post(served.url, json=batch, headers=headers)
+
+    assert reply.status_code == 200
+    assert reply.headers["content-type"] == "application/json"
+    assert reply.headers["mcp-session-id"] == headers["mcp-session-id"]
+    replies = {r["id"]: r for r in reply.json()}
+    assert set(replies) == {1, "two", 3, 4}
+    assert replies[1]["result"] == {}
+    assert "create_response" in {t["name"] for t in replies["two"]["result"]["tools"]}
+    assert replies[3]["result"]["isError"] is True
+    assert replies[4]["error"]["code"] == -32602
+    assert served.escaped == []
+
+
+async def test_a_batch_without_requests_is_accepted() -> None:
+    notes = [{"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 9}}]
+    async with session("2025-03-26") as (served, http, headers):
+        reply = await http.post(served.url, json=notes * 2, headers=headers)
+    assert reply.status_code == 202
+
+
+@pytest.mark.parametrize(
+    ("version", "batch", "words"),
+    [
+        ("2025-11-25", [call(1, "ping")], "2025-03-26"),
+        ("2025-06-18", [call(1, "ping")], "2025-03-26"),
+        ("2025-03-26", [], "empty"),
+        ("2025-03-26", [call(1, "ping"), call(1, "tools/list")], "id"),
+        ("2025-03-26", [call(1, "ping"), 7], "object"),
+    ],
+)
+async def test_a_batch_is_refused_where_the_protocol_has_none(
+    version: str, batch: list[Any], words: str
+) -> None:
+    async with session(version) as (served, http, headers):
+        reply = await http.post(served.url, content=orjson.dumps(batch), headers=headers)
+        still = await http.post(served.url, json=call(5, "ping"), headers=headers)
+
+    assert reply.status_code == 400
+    body = reply.json()
+    assert (body["id"], body["error"]["code"]) == (None, -32600)
+    assert words in body["error"]["message"]
+    assert still.status_code == 200
+
+
+async def test_a_batch_opens_no_session() -> None:
+    """``initialize`` must not be part of a batch (2025-03-26), and nothing else opens one."""
+    async with serving(answering()) as served, httpx2.AsyncClient() as http:
+        batch = [initialize("2025-03-26")]
+        reply = await http.post(served.url, json=batch, headers=ACCEPT)
+        assert served.surface._manager._server_instances == {}
+
+    assert reply.status_code == 400
+    assert reply.json()["error"]["code"] == -32600
+
+
+async def test_a_batch_on_a_session_that_is_gone_is_not_found() -> None:
+    async with session("2025-03-26") as (served, http, headers):
+        assert (await http.delete(served.url, headers=headers)).status_code == 200
+        reply = await http.post(served.url, json=[call(1, "ping")], headers=headers)
+    assert reply.status_code == 404
+    assert reply.json()["error"]["message"] == "Session not found"
+
+
+async def test_a_batch_holds_a_message_the_sdk_cannot_read_as_its_error() -> None:
+    batch = [call(1, "ping"), {"jsonrpc": "2.0", "id": 2}]
+    async with session("2025-03-26") as (served, http, headers):
+        reply = await http.post(served.url, json=batch, headers=headers)
+        unacceptable = {**headers, "accept": "text/plain"}
+        refused = await http.post(served.url, json=batch, headers=unacceptable)
+
+    assert reply.status_code == 200
+    [ping, unread] = reply.json()
+    assert (ping["id"], ping["result"]) == (1, {})
+    assert (unread["id"], unread["error"]["code"]) == (None, -32602)
+    assert refused.status_code == 406
