@@ -8,6 +8,7 @@ import openai
 import pytest
 from openai import AsyncOpenAI, OpenAI
 from openai.types.responses import Response, ResponseFunctionToolCall
+from openai.types.responses.response_item_list import ResponseItemList
 
 MODEL = "fake-model"
 WEATHER_TOOL = {
@@ -73,6 +74,28 @@ def test_input_items_pagination(client: OpenAI) -> None:
     assert every == [f"message {i}" for i in range(5)]
     newest = client.responses.input_items.list(response.id, limit=1)
     assert newest.data[0].content[0].text == "message 4"  # type: ignore[union-attr]
+
+
+def test_the_auto_pager_reaches_input_items_of_every_type(client: OpenAI) -> None:
+    """An item of a type the gateway does not model (``additional_tools``) is listed under
+    an id, as every item is: the SDK's auto-pager goes on from the last item's id, and
+    stopped at one without, leaving the rest unlisted. A conversation keeps the turn's
+    input under the same ids."""
+    offer = {"type": "additional_tools", "role": "developer", "tools": [WEATHER_TOOL]}
+    given = [{"role": "user", "content": "one"}, offer, {"role": "user", "content": "two"}]
+    conversation = client.conversations.create()
+    response = client.responses.create(model=MODEL, input=given, conversation=conversation.id)  # type: ignore[arg-type]
+    kinds = ["message", "additional_tools", "message"]
+    for order, expected in (("asc", kinds), ("desc", kinds[::-1])):
+        paged = list(client.responses.input_items.list(response.id, order=order, limit=1))  # type: ignore[arg-type]
+        assert [item.type for item in paged] == expected
+    raw = client.responses.input_items.with_raw_response.list(response.id, order="asc")
+    page = ResponseItemList.model_validate(json.loads(raw.text))  # the SDK's strict model
+    ids = [item.id for item in page.data]
+    assert all(ids)
+    assert page.last_id == ids[-1]
+    held = client.conversations.items.list(conversation.id, order="asc", limit=3)
+    assert [item.id for item in held.data] == ids
 
 
 def test_previous_response_rebuilds_context_but_not_instructions(client: OpenAI) -> None:

@@ -227,7 +227,8 @@ def test_compaction_items_and_trigger_decode() -> None:
     assert first["id"].startswith("cmp_")
     assert "status" not in first
     assert second["id"] == "cmp_mine"
-    assert trigger == {"type": "compaction_trigger"}
+    assert trigger == {"type": "compaction_trigger", "id": trigger["id"]}  # a page's cursor
+    assert trigger["id"].startswith("item_")
 
 
 @pytest.mark.parametrize(

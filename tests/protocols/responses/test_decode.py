@@ -139,14 +139,16 @@ def test_unknown_top_level_fields_are_ignored() -> None:
     assert command.model == "m"
 
 
-def test_unknown_item_types_pass_through_untouched() -> None:
+def test_unknown_item_types_pass_through_untouched_but_for_their_id() -> None:
     item = {
         "type": "additional_tools",
         "role": "developer",
         "tools": [{"type": "custom", "name": "x"}],
     }
     command = decode_create(orjson.dumps({"model": "m", "input": [item]}))
-    assert command.input == [item]
+    [decoded] = command.input
+    assert decoded == {**item, "id": decoded["id"]}
+    assert decoded["id"].startswith("item_")
 
 
 @pytest.mark.parametrize("raw", [b"", b"{", b"[]", b"null", b'"x"', b"\xff\xfe"])
@@ -708,7 +710,7 @@ def test_additional_tools_join_the_declared_ones_and_the_item_stays_as_sent() ->
     body = {"model": "m", "tools": [{"type": "function", "name": "f"}], "input": [extra]}
     command = decode_create(orjson.dumps(body))
     assert [tool["name"] for tool in command.settings.tools] == ["f", "functions"]
-    assert command.input == [extra]
+    assert command.input == [{**extra, "id": command.input[0]["id"]}]  # given an id only
 
 
 @pytest.mark.parametrize(

@@ -359,6 +359,38 @@ def test_accepted_items_without_an_id_get_one(item: dict[str, Any], prefix: str)
     }
 
 
+@pytest.mark.parametrize(
+    "item",
+    [
+        {"type": "additional_tools", "role": "developer", "tools": []},
+        {"type": "compaction_trigger"},
+        {"type": "image_generation_call", "status": "completed", "result": None},
+        {"type": "a_future_type", "id": 7},
+    ],
+)
+def test_items_of_every_type_get_an_id_when_they_have_none(item: dict[str, Any]) -> None:
+    """Ids are the cursors of item pages (the SDK's auto-pager goes on from the last item's
+    id, and stops at an item without one): an item of a type the gateway does not model
+    gets an ``item_`` id too, and is otherwise kept as sent."""
+    [decoded] = decode_items([item])
+    assert decoded["id"].startswith("item_")
+    assert {k: v for k, v in decoded.items() if k != "id"} == {
+        k: v for k, v in item.items() if k != "id"
+    }
+    labelled = {**item, "id": "given"}
+    assert decode_items([labelled]) == [labelled]
+
+
+@pytest.mark.parametrize("kind", ["computer_call_output", "program_output"])
+def test_an_unmodelled_output_is_completed_without_a_status(kind: str) -> None:
+    """The SDK's item of these types has a ``status`` (hosted fills it in when it lists
+    them), which their input may leave out."""
+    [decoded] = decode_items([{"type": kind, "call_id": "c"}])
+    assert decoded["status"] == "completed"
+    [kept] = decode_items([{"type": kind, "call_id": "c", "status": "incomplete"}])
+    assert kept["status"] == "incomplete"
+
+
 def test_a_client_id_is_kept() -> None:
     item = {
         "type": "mcp_approval_response",

@@ -6,7 +6,8 @@ the ``compaction_trigger``, which must come last, and ``configuration_update``) 
 field by field so a bad one is a 400 naming the exact path; sealed ``encrypted_content``
 is verified later, in the core.
 The gateway's own tool items sent back are checked by :mod:`.gateway_items`. Other item
-types pass through untouched.
+types pass through untouched, but for the ``id`` every item is given when it has none
+(ids are the cursors of item pages) and the ``status`` of a type listed with one.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 from stateway.core.errors import DuplicateItem, InvalidRequest
 from stateway.core.ids import new_id
-from stateway.core.items import ID_PREFIXES, Item
+from stateway.core.items import ID_PREFIXES, Item, new_item_id
 from stateway.core.tools.apply_patch import DELETE, OPERATIONS, OUTPUT_STATUSES
 from stateway.protocols.responses.configuration_update import check_configuration_update
 from stateway.protocols.responses.gateway_items import check_gateway_item
@@ -31,6 +32,9 @@ _EXECUTIONS = ("client", "server")
 """Who ran a tool search."""
 _FINISHED = "completed"
 """The ``status`` of a modelled input item given without one (as ``input_items`` shows it)."""
+_LISTED_WITH_STATUS = frozenset({"computer_call_output", "program_output"})
+"""Types the gateway does not model whose items are listed with a ``status`` (the SDK's
+item types require one; hosted fills it in), which their input may leave out."""
 
 
 def decode_items(raw: str | list[dict[str, Any]], field: str = "input") -> list[Item]:
@@ -132,7 +136,7 @@ def _item(raw: dict[str, Any], path: str) -> Item:
                 item["id"] = new_id("cmp")
             return item
         case "compaction_trigger":
-            return dict(raw)
+            return _labelled(dict(raw))
         case "mcp_approval_response":
             _require_str(raw, path, "approval_request_id")
             if not isinstance(raw.get("approve"), bool):
@@ -150,7 +154,7 @@ def _item(raw: dict[str, Any], path: str) -> Item:
             return check_configuration_update(raw, path)
         case "additional_tools":
             _check_additional_tools(raw, path)
-            return dict(raw)  # kept as sent; its tools join the request's
+            return _labelled(dict(raw))  # kept as sent; its tools join the request's
         case "shell_call" | "local_shell_call":
             _require_str(raw, path, "call_id")
             _check_action(raw, path, "commands" if kind == "shell_call" else "command")
@@ -187,7 +191,7 @@ def _item(raw: dict[str, Any], path: str) -> Item:
             _require_str(raw, path, "id")
             return {"type": "item_reference", "id": raw["id"]}
         case _:
-            return dict(raw)
+            return _labelled(dict(raw))
 
 
 def _decode_message(raw: dict[str, Any], path: str) -> Item:
@@ -293,6 +297,17 @@ def _with_id(item: Item, kind: str) -> Item:
     if not isinstance(item.get("id"), str) or not item["id"]:
         item["id"] = new_id(ID_PREFIXES[kind])
     if item.get("status") is None:
+        item["status"] = _FINISHED
+    return item
+
+
+def _labelled(item: Item) -> Item:
+    """An item of a type the gateway does not model (or only reads), given an ``item_`` id
+    when it has none, as the Conversations API gives one, so that a page of items can end
+    on it; and ``completed`` when listed with a ``status`` it was given without."""
+    if not isinstance(item.get("id"), str) or not item["id"]:
+        item["id"] = new_item_id(item.get("type"))
+    if item.get("type") in _LISTED_WITH_STATUS and item.get("status") is None:
         item["status"] = _FINISHED
     return item
 
