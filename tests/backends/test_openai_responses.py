@@ -29,6 +29,7 @@ from stateway.core.reasoning import REDACTED, SEALED_BY_RESPONSES, responses_mak
 from stateway.core.tools.catalog import model_tools
 from stateway.core.usage import Usage
 from stateway.protocols.responses.decode import decode_create
+from stateway.protocols.responses.items import decode_items
 
 USAGE = {
     "input_tokens": 4,
@@ -531,6 +532,29 @@ def test_native_tools_and_shell_items_are_sent_as_they_are() -> None:
     )
     assert body["tools"] == [image, {"type": "shell"}]
     assert body["input"] == [SHELL_CALL, output, odd]
+
+
+def test_the_gateways_ids_of_unmodelled_items_are_not_sent() -> None:
+    """An item of a type the gateway does not model is sent without the ``item_`` id the
+    gateway gave it (a page cursor of its own): hosted OpenAI holds an input item's id to
+    its type's prefix (``fc``, ``ctc``, ...), which the gateway does not know for these. An
+    id from elsewhere (the upstream's own, the client's) goes as it came."""
+    screenshot = {"type": "computer_screenshot", "image_url": "data:,"}
+    given = decode_items(
+        [
+            {"type": "computer_call_output", "call_id": "c", "output": screenshot},
+            {"type": "computer_call_output", "call_id": "d", "output": screenshot, "id": "cu_2"},
+            IMAGE_CALL,
+        ]
+    )
+    shell_output = {"type": "local_shell_call_output", "id": "item_1", "output": "x"}  # its call's
+    request = InferenceRequest(
+        "m", None, [*given, shell_output], GenerationSettings(), stream=False
+    )
+    sent = to_upstream(request)["input"]
+    unlabelled = {k: v for k, v in given[0].items() if k != "id"}
+    assert sent == [unlabelled, given[1], IMAGE_CALL, shell_output]
+    assert given[0]["id"].startswith("item_")  # kept by the gateway
 
 
 def test_unmodelled_output_items_come_back_whole() -> None:

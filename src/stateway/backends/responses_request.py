@@ -9,6 +9,10 @@ a document's ``context``, ``citations`` and ``source``, a text's ``citations`` a
 left out: this wire has no field for them. Tools of types the gateway does not model, and
 the ``shell`` and ``apply_patch`` tools and their items, are sent untouched.
 
+An item of a type the gateway does not model goes without the ``item_`` id the gateway
+gave it (as a page cursor): hosted OpenAI holds an input item's id to its type's prefix,
+which the gateway does not know for such a type.
+
 Reasoning's ``encrypted_content`` is always asked for (``include``). A reasoning item
 sealed by a Responses upstream is sent back as that upstream gave it (its summary and
 blob, without the text read from it); another upstream's seal (an Anthropic signature) is
@@ -21,12 +25,16 @@ from typing import Any
 
 from stateway.core import logprobs
 from stateway.core.inference import InferenceRequest
-from stateway.core.items import Item
+from stateway.core.items import ID_IS_REFERENCE, ID_PREFIXES, UNMODELLED_PREFIX, Item
 from stateway.core.reasoning import SEALED_BY_RESPONSES, responses_seal
 from stateway.core.tools import client_hosted
 from stateway.core.tools.history import model_items
 
 _ENCRYPTED = "reasoning.encrypted_content"
+_UNMODELLED_ID = UNMODELLED_PREFIX + "_"
+_IDS_SENT = frozenset(ID_PREFIXES) | ID_IS_REFERENCE
+"""The types whose ids always go: modelled ones (of their own prefixes), and a reference
+id (a ``local_shell_call_output``'s names its call)."""
 
 
 def to_upstream(request: InferenceRequest, maker: str = SEALED_BY_RESPONSES) -> dict[str, Any]:
@@ -90,18 +98,22 @@ def _item(item: Item, maker: str) -> Item:
     ``is_error``, a part's ``cache_control``, a document's ``context``, ``citations`` and
     ``source``, a text's ``citations`` and ``search_result``, an image's ``in_document``),
     and a Chat client's message ``name``, are left out. A reasoning item carries only its
-    Responses upstream's seal, if that upstream's."""
-    if item.get("type") == "reasoning" and "encrypted_content" in item:
+    Responses upstream's seal, if that upstream's. An item of a type the gateway does not
+    model goes without the id the gateway gave it."""
+    kind = item.get("type")
+    if kind == "reasoning" and "encrypted_content" in item:
         return _reasoning(item, maker)
+    if kind not in _IDS_SENT and str(item.get("id")).startswith(_UNMODELLED_ID):
+        item = {k: v for k, v in item.items() if k != "id"}
     if "is_error" in item or "cache_control" in item:
         item = {k: v for k, v in item.items() if k not in _MESSAGES_ONLY}
-    if "name" in item and item.get("type") == "message":
+    if "name" in item and kind == "message":
         item = {k: v for k, v in item.items() if k != "name"}
     for key in ("content", "output"):
         parts = item.get(key)
         if isinstance(parts, list) and any(map(_messages_only, parts)):
             item = {**item, key: [_part(part) for part in parts]}
-    if item.get("type") == "message" and item.get("role") == "assistant" and "status" not in item:
+    if kind == "message" and item.get("role") == "assistant" and "status" not in item:
         return {**item, "status": "completed"}
     return item
 

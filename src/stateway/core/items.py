@@ -69,9 +69,14 @@ ID_IS_REFERENCE: Final = frozenset({"local_shell_call_output"})
 answers, as the spec has it): never replaced by a new id."""
 
 
+UNMODELLED_PREFIX: Final = "item"
+"""The prefix of the ids the gateway gives items of types it does not model."""
+
+
 def new_item_id(kind: object) -> str:
     """A new gateway id for an item of type ``kind`` (``item_...`` for unmodelled types)."""
-    return new_id(ID_PREFIXES.get(kind, "item") if isinstance(kind, str) else "item")
+    modelled = ID_PREFIXES.get(kind) if isinstance(kind, str) else None
+    return new_id(modelled or UNMODELLED_PREFIX)
 
 
 def announced(item: Item) -> Item:
