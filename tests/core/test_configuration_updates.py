@@ -49,4 +49,5 @@ def test_a_malformed_update_is_refused_naming_its_field(
 
 def test_an_updates_format_is_normalized_as_a_requests() -> None:
     [item] = decode_items([{"type": "configuration_update", "text": {"format": {"type": "text"}}}])
-    assert item == {"type": "configuration_update", "text": {"format": {"type": "text"}}}
+    expected = {"type": "configuration_update", "text": {"format": {"type": "text"}}}
+    assert item == {**expected, "id": item["id"]}

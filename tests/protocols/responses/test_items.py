@@ -364,6 +364,7 @@ def test_accepted_items_without_an_id_get_one(item: dict[str, Any], prefix: str)
     [
         {"type": "additional_tools", "role": "developer", "tools": []},
         {"type": "compaction_trigger"},
+        {"type": "configuration_update", "reasoning": {"effort": "low"}},
         {"type": "image_generation_call", "status": "completed", "result": None},
         {"type": "a_future_type", "id": 7},
     ],

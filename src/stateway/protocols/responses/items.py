@@ -151,7 +151,7 @@ def _item(raw: dict[str, Any], path: str) -> Item:
             _check_tool_search(raw, path, kind)
             return _with_id(dict(raw), kind)
         case "configuration_update":
-            return check_configuration_update(raw, path)
+            return _labelled(check_configuration_update(raw, path))
         case "additional_tools":
             _check_additional_tools(raw, path)
             return _labelled(dict(raw))  # kept as sent; its tools join the request's
