@@ -6,6 +6,7 @@ tests share the migrated ``test`` database without cleaning up after each other.
 
 from __future__ import annotations
 
+import asyncio
 import resource
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
@@ -115,10 +116,18 @@ class ReadOnly:
     async def on(self) -> None:
         await self._alter("SET default_transaction_read_only = on")
         # The failover ends every connection: the new ones reach a read-only server.
-        await self._admin.fetch(
-            "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity"
-            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
-        )
+        # Gone before the test goes on: on a loaded machine a backend may outlive the
+        # terminate's wait, and die in the middle of the test's next query.
+        for _ in range(600):
+            alive = await self._admin.fetchval(
+                "SELECT count(*) FROM (SELECT pg_terminate_backend(pid, 5000)"
+                " FROM pg_stat_activity"
+                " WHERE datname = current_database() AND pid <> pg_backend_pid()) AS ended"
+            )
+            if not alive:
+                return
+            await asyncio.sleep(0.05)
+        raise AssertionError("the database's other connections outlived 30 s of terminates")
 
     async def off(self) -> None:
         """Writable again; the connections opened meanwhile stay open (and read-only)."""
