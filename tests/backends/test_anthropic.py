@@ -720,6 +720,28 @@ def test_tool_choice(choice: Any, parallel: bool, wire: dict[str, Any]) -> None:
     assert sent["tool_choice"] == wire
 
 
+def test_a_history_of_tool_calls_without_tools_declares_them_not_to_be_called() -> None:
+    """Anthropic refuses ``tool_use`` and ``tool_result`` blocks in a request declaring no
+    tools ("... must define tools"): a compaction's summary call offers none, as does a
+    client that sends its tool history with no tools. The tools called are declared from
+    the history (each once, as spelled there), with ``none`` for a choice."""
+    items = [user("go"), call("c1", "files.read"), call("c2"), output("c1"), output("c2")]
+    sent = body([*items, call("c3", "files.read"), output("c3"), user("sum up")])
+    read = safe_name("files.read")
+    assert sent["tools"] == [
+        {"name": read, "input_schema": {"type": "object"}},
+        {"name": "f", "input_schema": {"type": "object"}},
+    ]
+    assert sent["tool_choice"] == {"type": "none"}
+    check_messages_request(sent, lambda thinking, signature: None)
+    assert "tools" not in body([user("q")])
+    assert "tool_choice" not in body([user("q")])
+    declared = [{"type": "function", "name": "g"}]
+    sent = to_upstream(request(items, tools=declared), AnthropicOptions(), ToolNames())
+    assert [tool["name"] for tool in sent["tools"]] == ["g"]  # declared: as declared
+    assert sent["tool_choice"] == {"type": "auto"}
+
+
 def test_a_forced_tool_turns_thinking_off() -> None:
     tools = [{"type": "function", "name": "f"}]
     sent = to_upstream(

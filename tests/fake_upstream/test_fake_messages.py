@@ -358,6 +358,10 @@ def cited(*citations: Any) -> dict[str, Any]:
         ),
         ({"messages": [user([RESULT])]}, "toolu_1"),
         (
+            {"messages": [user("q"), {"role": "assistant", "content": [USE]}, user([RESULT])]},
+            "Requests which include `tool_use` or `tool_result` blocks must define tools.",
+        ),
+        (
             {
                 "messages": [
                     user("q"),
@@ -463,6 +467,7 @@ def test_what_anthropic_takes_is_taken(raw_http: RawHttp, fake_upstream_url: str
         "model": "m",
         "max_tokens": 8000,
         "messages": messages,
+        "tools": [{"name": "f", "input_schema": {"type": "object"}}],
         "thinking": {"type": "enabled", "budget_tokens": 1024},
     }
     status, _, reply = raw_http("POST", fake_upstream_url + "/messages", json.dumps(body).encode())
@@ -513,7 +518,10 @@ def test_search_results_and_their_citations_are_taken(claude: Anthropic) -> None
         {"role": "assistant", "content": [USE]},
         user([{**RESULT, "content": [HIT]}]),
     ]
-    message = claude.messages.create(model="fake-model", max_tokens=100, messages=history)
+    tools: Any = [{"name": "f", "input_schema": {"type": "object"}}]
+    message = claude.messages.create(
+        model="fake-model", max_tokens=100, messages=history, tools=tools
+    )
     assert message.content[0].text == "Tool said: x"
     echoed = claude.messages.create(
         model="fake-model",

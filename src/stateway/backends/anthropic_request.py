@@ -2,7 +2,9 @@
 
 - ``system`` and ``messages``: the instructions and items as blocks of alternating turns
   (:mod:`.anthropic_content`); at least one message is needed.
-- Tool names are respelled into ``[A-Za-z0-9_-]`` (:mod:`.anthropic_names`).
+- Tool names are respelled into ``[A-Za-z0-9_-]`` (:mod:`.anthropic_names`). A request
+  declaring no tools whose messages call some declares those, not to be called
+  (``tool_choice`` ``none``): Anthropic refuses tool blocks in a request without tools.
 - ``max_tokens`` is always sent (the backend's default when the client set none).
   Thinking: ``{"type": "disabled"}`` when the client asked for none (Messages'
   ``disabled``, a reasoning effort ``none``), since newer models
@@ -159,6 +161,7 @@ def blank_stop(sequence: str) -> bool:
 def _tools(body: dict[str, Any], request: InferenceRequest, names: ToolNames) -> bool:
     """Add ``tools`` and ``tool_choice``; whether the choice forces a tool."""
     if not request.tools:
+        _called_tools(body)
         return False
     body["tools"] = [_tool(tool, names) for tool in request.tools]
     choice = request.tool_choice
@@ -174,6 +177,22 @@ def _tools(body: dict[str, Any], request: InferenceRequest, names: ToolNames) ->
         wire["disable_parallel_tool_use"] = True
     body["tool_choice"] = wire
     return bool(wire["type"] != "auto")
+
+
+def _called_tools(body: dict[str, Any]) -> None:
+    """For a request declaring no tools, the tools its messages call, declared (in place)
+    not to be called (``tool_choice`` ``none``): Anthropic refuses ``tool_use`` and
+    ``tool_result`` blocks in a request without ``tools`` ("... must define tools"), such
+    as a compaction's summary call, which offers none, or a client's tool history sent
+    with no tools. Each is declared once, as its calls spell it, taking any input."""
+    called: dict[str, None] = {}
+    for message in body["messages"]:
+        for block in message["content"]:
+            if block["type"] == "tool_use":
+                called[block["name"]] = None
+    if called:
+        body["tools"] = [{"name": name, "input_schema": {"type": "object"}} for name in called]
+        body["tool_choice"] = {"type": "none"}
 
 
 def _tool(tool: Item, names: ToolNames) -> dict[str, Any]:

@@ -14,7 +14,8 @@ would take.
   ``encrypted_index`` is its own);
 - tool names and tool-use ids outside ``[A-Za-z0-9_-]``; a ``tool_use`` without a
   ``tool_result`` in the next message, or a ``tool_result`` answering no ``tool_use`` of
-  the message before; a user message whose tool results do not come first;
+  the message before; a user message whose tool results do not come first; a
+  ``tool_use`` or ``tool_result`` block in a request that declares no ``tools``;
 - an ``output_config`` with fields besides ``effort`` and ``format``, an ``effort`` other
   than ``low``, ``medium``, ``high``, ``xhigh`` or ``max``, or a ``format`` other than
   ``{"type": "json_schema", "schema": {...}}``;
@@ -166,8 +167,22 @@ def check_messages_request(
             f"after: {', '.join(sorted(previous_uses))}",
             "messages",
         )
+    _check_tools_declared(body, messages)
     _check_thinking_tool_turn(body, messages)
     _check_prefill(messages[-1])
+
+
+def _check_tools_declared(body: dict[str, Any], messages: list[Any]) -> None:
+    """A request holding tool calls or results must declare tools (Anthropic's words)."""
+    if body.get("tools"):
+        return
+    for index, message in enumerate(messages):
+        blocks = _blocks(message["content"], f"messages.{index}")
+        if any(b.get("type") in ("tool_use", "tool_result") for b in blocks):
+            raise invalid_request(
+                "Requests which include `tool_use` or `tool_result` blocks must define tools.",
+                "tools",
+            )
 
 
 def _check_prefill(last: dict[str, Any]) -> None:
