@@ -133,6 +133,35 @@ async def test_a_turn_too_long_loses_its_oldest_calls_but_not_its_opening() -> N
     assert texts(request) == ["task", "function_call:c3", "function_call_output:c3"]
 
 
+class Counted(dict[str, Any]):
+    """An item counting how often its ``call_id`` is looked up."""
+
+    lookups = 0
+
+    def get(self, key: str, default: Any = None) -> Any:
+        if key == "call_id":
+            Counted.lookups += 1
+        return super().get(key, default)
+
+
+def test_a_turn_of_many_calls_is_fitted_in_time_linear_in_its_items() -> None:
+    """Codex's long turns: each call is paired with its output in one pass, not by a scan
+    of the rest of the turn for each item (10,000 items took seconds, the event loop
+    held)."""
+    history = [user("task")]
+    for index in range(2000):
+        history += [Counted(item) for item in call(f"c{index}", 40)]
+    Counted.lookups = 0
+    fitted = SummaryWindow(None, history, SUMMARY_PROMPT, 2000)
+    assert fitted.items[0] == user("task")
+    ids = [item["call_id"] for item in fitted.items[1:]]
+    kept = ids[::2]  # the newest calls, each with its output
+    assert 0 < len(kept) < 2000
+    assert kept == [f"c{index}" for index in range(2000 - len(kept), 2000)]
+    assert ids[1::2] == kept
+    assert Counted.lookups <= 4 * len(history)
+
+
 async def test_a_call_left_out_takes_its_output_with_it() -> None:
     """A call whose arguments are what is large goes with its small output, which a model
     server refuses to see without it, however little it leaves to fit."""

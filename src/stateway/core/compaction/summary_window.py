@@ -139,11 +139,15 @@ def _units(view: list[Item], opening: int | None) -> list[list[int]]:
     if opening is None:
         return []
     units = [[i for i in turn if not pinned(view[i])] for turn in turns(view[:opening])]
-    taken: set[int] = set()
+    calls: dict[str, list[int]] = {}  # each call's unit, grown as its items come
     for index in range(opening + 1, len(view)):
-        if index not in taken and not pinned(view[index]):
-            units.append(_unit(view, index))
-            taken.update(units[-1])
+        call_id = view[index].get("call_id")
+        if isinstance(call_id, str) and call_id in calls:
+            calls[call_id].append(index)
+        elif not pinned(view[index]):
+            units.append([index])
+            if isinstance(call_id, str):
+                calls[call_id] = units[-1]
     return [unit for unit in units if unit]
 
 
@@ -173,12 +177,3 @@ def _last_user_message(items: list[Item]) -> int | None:
         if user_message(items[index]):
             return index
     return None
-
-
-def _unit(items: list[Item], index: int) -> list[int]:
-    """The item at ``index`` and, for a call or a call's output, every item of its
-    ``call_id`` (what a model server refuses to see apart)."""
-    call_id = items[index].get("call_id")
-    if not isinstance(call_id, str):
-        return [index]
-    return [i for i in range(index, len(items)) if items[i].get("call_id") == call_id]
