@@ -15,7 +15,7 @@ import pytest
 from stateway.core.compaction.prompt import SUMMARY_PREFIX
 from stateway.fake_upstream.plan import SUMMARY_HEADING
 from tests.clients.codex import CodexRun, run_codex
-from tests.clients.offline import OfflineGateway
+from tests.clients.offline import GatewayPool, OfflineGateway
 
 pytestmark = pytest.mark.clients
 
@@ -165,6 +165,36 @@ def test_a_remote_compaction_replaces_the_history_with_one_item_the_model_can_re
     # The summary is the model's last user message; the fake answers it with a greeting.
     assert message["text"].startswith(f"Hello! You said: {SUMMARY_PREFIX}{SUMMARY_HEADING}")
     assert OUTPUT in message["text"]  # the tool's output reached the model in the summary
+
+
+def test_a_remote_compaction_of_a_tool_call_on_an_anthropic_upstream(
+    codex_binary: Path, gateways: GatewayPool, tmp_path: Path
+) -> None:
+    """Anthropic refuses a request holding tool calls and results that declares no tools,
+    as a summary call is asked: the gateway declares the tools the history calls, none
+    to be called, and Codex's compaction of its turn goes on to the answer."""
+    gateway = gateways.get("anthropic")
+    gateway.take_upstream_requests()  # forget an earlier test's
+    prompt = "Run it [[tool:exec_command:" + json.dumps({"cmd": COMMAND}) + "]]"
+    run = run_codex(
+        codex_binary,
+        gateway,
+        prompt,
+        "gpt-5.5",
+        tmp_path,
+        provider_name="OpenAI",
+        config=("model_auto_compact_token_limit=2000",),
+    )
+    assert run.returncode == 0, f"{run.describe()}\ngateway log:\n{gateway.gateway_log.read_text()}"
+    assert run.bodies()[1]["input"][-1] == {"type": "compaction_trigger"}
+    [message] = run.items("agent_message")
+    assert OUTPUT in message["text"]  # the tool's output reached the model in the summary
+    summary = next(
+        r["body"]
+        for r in gateway.take_upstream_requests()
+        if "tool_choice" in r["body"] and r["body"]["tool_choice"] == {"type": "none"}
+    )
+    assert [tool["name"] for tool in summary["tools"]] == ["exec_command"]
 
 
 def test_a_provider_named_openai_sends_its_effort_as_configuration_updates(

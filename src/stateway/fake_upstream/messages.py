@@ -13,7 +13,9 @@ altered either is caught. With ``thinking: {"type": "disabled"}`` the model does
 think: no thinking block, a scripted ``[[reason:...]]`` notwithstanding.
 ``stop_sequences`` are honoured: the text ends before the first one it contains, with
 ``stop_reason: "stop_sequence"``. A refusal ends with ``stop_reason: "refusal"`` and its
-``stop_details``; ``[[stop:REASON]]`` ends the answer with that reason. A request with
+``stop_details``; ``[[stop:REASON]]`` ends the answer with that reason. Of a user turn
+that merges the messages a compaction kept and its summary, the summary on is the last
+user message (the one that scripts the answer), as on the other wires. A request with
 ``safeguards`` (Claude Code's auto mode asking for Anthropic's check of risky tool calls)
 is answered a ``safeguard_results`` entry per safeguard, beside the stop reason (the
 message's, a stream's ``message_delta``'s): its ``type``, with the status ``available``
@@ -36,6 +38,7 @@ from typing import Any
 
 import orjson
 
+from stateway.core.compaction.prompt import SUMMARY_PREFIX
 from stateway.fake_upstream.conversation import Conversation, ConversationBuilder, content_text
 from stateway.fake_upstream.delivery import END, PAYLOAD, STRUCT, Frame
 from stateway.fake_upstream.errors import UpstreamError, context_too_long
@@ -209,6 +212,12 @@ def _add_message(builder: ConversationBuilder, message: dict[str, Any]) -> None:
     if texts and summary_asked(texts[-1]) is not None:  # the prompt after the turn, merged
         builder.message(role, "".join(texts[:-1]))
         texts = texts[-1:]
+    # A compaction's summary after the user messages it kept, merged into one turn: they
+    # script no more, as on the other wires, where the summary is a message of its own.
+    shown = [i for i, text in enumerate(texts) if text.startswith(SUMMARY_PREFIX)]
+    if shown and shown[-1] > 0:
+        builder.message(role, "".join(texts[: shown[-1]]))
+        texts = texts[shown[-1] :]
     if texts or role != "assistant":
         builder.message(role, "".join(texts))
 
