@@ -206,6 +206,28 @@ def test_compaction_trigger_answers_with_exactly_one_compaction_item(client: Ope
     assert "assistant: w1 w2 w3" in answer.output_text
 
 
+def test_a_compacted_responses_input_items_page_through_by_their_ids(client: OpenAI) -> None:
+    """Every input item listed has an id, the trigger and an ``additional_tools`` item
+    too (the SDK's types say so): the listing's cursors are ids, and a page ending on
+    one without an id ended the listing there."""
+    extra: Any = {"type": "additional_tools", "role": "developer", "tools": []}
+    trigger: Any = {"type": "compaction_trigger"}
+    response = client.responses.create(
+        model=MODEL, input=[extra, user("one"), user("two"), trigger]
+    )
+    page = client.responses.input_items.list(response.id, limit=1)
+    assert page.first_id is not None
+    assert page.first_id == page.last_id == page.data[0].id
+    listed = list(client.responses.input_items.list(response.id, limit=1))
+    assert [item.type for item in listed] == [
+        "compaction_trigger",
+        "message",
+        "message",
+        "additional_tools",
+    ]
+    assert all(isinstance(item.id, str) for item in listed)  # type: ignore[union-attr]
+
+
 def test_context_management_threshold_compacts_first(client: OpenAI) -> None:
     history = [user("first question"), assistant("first answer")]
     response = client.responses.create(
