@@ -16,7 +16,13 @@ from uvicorn.server import ServerState
 from websockets.frames import Frame, Opcode
 from websockets.streams import StreamReader
 
-from stateway.serving import DenyingWebSocketProtocol, ListenFailed, bind_socket, listen_failure
+from stateway.serving import (
+    DenyingWebSocketProtocol,
+    ListenFailed,
+    bind_socket,
+    listen_failure,
+    server_config,
+)
 
 HANDSHAKE = (
     b"GET /v1/responses HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\n"
@@ -186,3 +192,32 @@ def test_a_privileged_port_says_what_it_needs() -> None:
     assert listen_failure("127.0.0.1", 8080, refused) == (
         "cannot listen on 127.0.0.1:8080: Permission denied"
     )
+
+
+async def test_an_answer_names_no_server_software() -> None:
+    """No ``Server: uvicorn`` (what runs the gateway is no client's business, and each
+    header costs every answer its validation in uvicorn); the ``Date`` stays."""
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    sock = bind_socket("127.0.0.1", 0)
+    server = uvicorn.Server(server_config(app, lifespan=False, graceful_shutdown=1))
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    try:
+        for _ in range(3000):  # 30 s: only a failing test waits so long
+            if server.started:
+                break
+            await asyncio.sleep(0.01)
+        reader, writer = await asyncio.open_connection(*sock.getsockname()[:2])
+        writer.write(b"GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        head = (await asyncio.wait_for(reader.read(), 10)).split(b"\r\n\r\n")[0].lower()
+        writer.close()
+    finally:
+        server.should_exit = True
+        await task
+        sock.close()
+    assert head.startswith(b"http/1.1 200")
+    assert b"\r\ndate: " in head
+    assert b"\r\nserver:" not in head

@@ -73,7 +73,8 @@ def server_config(
     by ``headers`` (:mod:`stateway.header_guard`); a connection idle between requests is
     closed after ``keep_alive`` seconds (uvicorn's default, 5 s, unless given); given
     ``send_timeout``, one whose client took none of the output waiting for it for that
-    long is dropped, upgraded or not (:mod:`stateway.send_guard`). ``refused`` counts the
+    long is dropped, upgraded or not (:mod:`stateway.send_guard`). No ``Server`` header
+    is sent. ``refused`` counts the
     answers written before any app runs (a 431, a 400: the app's observer sees none). An answer
     left unfinished on purpose (:mod:`stateway.surfaces.http.unfinished`) is not logged
     as the app's error."""
@@ -86,6 +87,7 @@ def server_config(
         ws_per_message_deflate=ws_compression,
         lifespan="on" if lifespan else "off",
         access_log=False,
+        server_header=False,  # names no server software; one header less on every answer
         log_level="warning",
         timeout_graceful_shutdown=graceful_shutdown,
         timeout_keep_alive=keep_alive,
