@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 import pytest
@@ -88,9 +88,15 @@ def reads_told(relay: UpstreamRelay, read: Callable[[], None]) -> UpstreamRelay:
     return relay
 
 
-async def forwarded(loopback: Loopback, *writes: bytes, **settings: Any) -> UpstreamRelay:
+async def forwarded(
+    loopback: Loopback,
+    *writes: bytes,
+    ending: Literal["at once", "read", "dropped"] = "at once",
+    **settings: Any,
+) -> UpstreamRelay:
     """A relay of a 200 event stream whose server writes ``writes`` one by one, each one
-    read (to a backend of ``settings``)."""
+    read (to a backend of ``settings``), then ends its body: at once, once the last write
+    was read, or (``dropped``) then drops the connection instead."""
     read = asyncio.Event()
 
     async def answers(request: web.Request) -> web.StreamResponse:
@@ -101,7 +107,13 @@ async def forwarded(loopback: Loopback, *writes: bytes, **settings: Any) -> Upst
                 await read.wait()
                 read.clear()
             await response.write(write)
-        await response.write_eof()
+        if ending != "at once":
+            await read.wait()
+        if ending == "dropped":
+            assert request.transport is not None
+            request.transport.abort()
+        else:
+            await response.write_eof()
         return response
 
     client = UpstreamClient(UpstreamTarget("up", await loopback.serve(answers), **settings))
@@ -609,28 +621,7 @@ CUT_CHUNK = b'data: {"id":"c","choices":[{"index":0,"delta":{"content":"Hel'
 async def cut_part_way(loopback: Loopback, writes: list[bytes], dropped: bool) -> UpstreamRelay:
     """A relay of a 200 event stream whose server writes ``writes`` one by one, each one
     read, then ends its body cleanly or (``dropped``) drops the connection."""
-    read = asyncio.Event()
-
-    async def answers(request: web.Request) -> web.StreamResponse:
-        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await response.prepare(request)
-        for index, write in enumerate(writes):
-            if index:
-                await read.wait()
-                read.clear()
-            await response.write(write)
-        await read.wait()
-        if dropped:
-            assert request.transport is not None
-            request.transport.abort()
-        else:
-            await response.write_eof()
-        return response
-
-    client = UpstreamClient(UpstreamTarget("up", await loopback.serve(answers)))
-    backend = OpenAIChatBackend(loopback.adopt(client))
-    relay = await backend.forward_chat(b'{"model": "m", "messages": [], "stream": true}')
-    return reads_told(relay, read.set)
+    return await forwarded(loopback, *writes, ending="dropped" if dropped else "read")
 
 
 @pytest.mark.parametrize(

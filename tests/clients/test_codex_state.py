@@ -129,16 +129,11 @@ def test_codex_shows_the_models_reasoning_when_it_asks_for_summaries(
     assert [item["text"] for item in run.items("agent_message")] == ["Hello! You said: Think"]
 
 
-def test_a_remote_compaction_replaces_the_history_with_one_item_the_model_can_read(
-    codex_binary: Path, gateway: OfflineGateway, tmp_path: Path
-) -> None:
-    """With a provider named ``OpenAI`` and a low ``model_auto_compact_token_limit``,
-    Codex compacts mid-turn: after running the tool it sends its history with a
-    ``compaction_trigger`` item and takes the one ``compaction`` item the gateway answers
-    with; its next request carries the user messages and that item only, and the model
-    sees the summary in its place, the tool's output included."""
+def compacting_run(codex_binary: Path, gateway: OfflineGateway, tmp_path: Path) -> CodexRun:
+    """Codex running a tool, with a provider named ``OpenAI`` and a token limit low
+    enough that it compacts its turn after the tool's output."""
     prompt = "Run it [[tool:exec_command:" + json.dumps({"cmd": COMMAND}) + "]]"
-    run = run_codex(
+    return run_codex(
         codex_binary,
         gateway,
         prompt,
@@ -147,6 +142,17 @@ def test_a_remote_compaction_replaces_the_history_with_one_item_the_model_can_re
         provider_name="OpenAI",
         config=("model_auto_compact_token_limit=2000",),
     )
+
+
+def test_a_remote_compaction_replaces_the_history_with_one_item_the_model_can_read(
+    codex_binary: Path, gateway: OfflineGateway, tmp_path: Path
+) -> None:
+    """With a provider named ``OpenAI`` and a low ``model_auto_compact_token_limit``,
+    Codex compacts mid-turn: after running the tool it sends its history with a
+    ``compaction_trigger`` item and takes the one ``compaction`` item the gateway answers
+    with; its next request carries the user messages and that item only, and the model
+    sees the summary in its place, the tool's output included."""
+    run = compacting_run(codex_binary, gateway, tmp_path)
     assert run.returncode == 0, f"{run.describe()}\ngateway log:\n{gateway.gateway_log.read_text()}"
 
     first, trigger, after = run.bodies()
@@ -175,16 +181,7 @@ def test_a_remote_compaction_of_a_tool_call_on_an_anthropic_upstream(
     to be called, and Codex's compaction of its turn goes on to the answer."""
     gateway = gateways.get("anthropic")
     gateway.take_upstream_requests()  # forget an earlier test's
-    prompt = "Run it [[tool:exec_command:" + json.dumps({"cmd": COMMAND}) + "]]"
-    run = run_codex(
-        codex_binary,
-        gateway,
-        prompt,
-        "gpt-5.5",
-        tmp_path,
-        provider_name="OpenAI",
-        config=("model_auto_compact_token_limit=2000",),
-    )
+    run = compacting_run(codex_binary, gateway, tmp_path)
     assert run.returncode == 0, f"{run.describe()}\ngateway log:\n{gateway.gateway_log.read_text()}"
     assert run.bodies()[1]["input"][-1] == {"type": "compaction_trigger"}
     [message] = run.items("agent_message")
