@@ -51,6 +51,9 @@ def test_a_search_runs_inside_the_response_and_the_answer_cites_its_sources(
     for annotation in text.annotations:
         assert text.text[annotation.start_index : annotation.end_index] == annotation.url
     assert response.tools[0].type == "web_search"
+    assert response.tool_usage is not None
+    assert response.tool_usage.web_search.num_requests == 1
+    assert sdk.responses.retrieve(response.id).tool_usage == response.tool_usage
 
 
 def test_streaming_gives_one_continuous_stream_and_the_same_response(sdk: OpenAI) -> None:
@@ -71,6 +74,10 @@ def test_streaming_gives_one_continuous_stream_and_the_same_response(sdk: OpenAI
     stored = sdk.responses.retrieve(final.id)
     assert [i.type for i in stored.output] == ["web_search_call", "message"]
     assert stored.output[1].content[0].annotations == final.output[1].content[0].annotations
+    assert final.tool_usage is not None
+    assert final.tool_usage.web_search.num_requests == 1
+    created = next(e for e in events if e.type == "response.created")
+    assert created.response.tool_usage is None  # as first announced: nothing run yet
 
 
 def test_a_stream_announces_each_citation_before_its_text_is_done(sdk: OpenAI) -> None:
@@ -106,6 +113,8 @@ def test_a_failing_provider_becomes_a_failed_call_and_the_model_still_answers(
     call, message = response.output
     assert call.status == "failed"
     assert "Error:" in message.content[0].text
+    assert response.tool_usage is not None
+    assert response.tool_usage.web_search.num_requests == 0  # a failed search is not billed
 
 
 def test_a_later_turn_replays_the_search_the_model_saw(sdk: OpenAI) -> None:

@@ -149,3 +149,48 @@ def test_the_image_policy_in_effect_is_echoed_when_image_was_sent() -> None:
     plain = encode_response(state(status="completed"))
     assert "image" in plain
     assert plain["image"] is None
+
+
+def _search(status: str, action: str = "search") -> dict[str, Any]:
+    done = {"type": action, "query": "q"} if action == "search" else {"type": action, "url": "u"}
+    return {"id": "ws_1", "type": "web_search_call", "status": status, "action": done}
+
+
+def test_a_response_declaring_web_search_counts_the_searches_that_ran_in_tool_usage() -> None:
+    """As hosted's ``tool_usage.web_search.num_requests``: the billable searches, so a
+    failed one (the provider's error, past ``max_uses``) and a page opened are not counted;
+    the families with no usage have zero counts."""
+    output = [
+        _search("completed"),
+        _search("failed"),
+        _search("completed", action="open_page"),
+        _search("completed"),
+        {
+            "id": "msg_1",
+            "type": "message",
+            "role": "assistant",
+            "status": "completed",
+            "content": [],
+        },
+    ]
+    settings = GenerationSettings(tools=[{"type": "web_search_preview"}])
+    wire = encode_response(state(settings=settings, status="completed", output=output))
+    parsed = Response.model_validate(wire)
+    assert parsed.tool_usage is not None
+    assert parsed.tool_usage.web_search.num_requests == 2
+    assert parsed.tool_usage.image_gen.total_tokens == 0
+    assert wire["tool_usage"]["image_gen"]["input_tokens_details"] == {
+        "image_tokens": 0,
+        "text_tokens": 0,
+    }
+
+
+def test_tool_usage_is_left_out_without_web_search_and_in_a_snapshot() -> None:
+    """Omitted where it would say nothing: no web search declared, or a snapshot (the
+    response as first announced); a running response's counts the searches so far."""
+    plain = encode_response(state(status="completed"))
+    assert "tool_usage" not in plain
+    settings = GenerationSettings(tools=[{"type": "web_search"}])
+    assert "tool_usage" not in encode_response(state(settings=settings), snapshot=True)
+    running = encode_response(state(settings=settings, output=[_search("completed")]))
+    assert running["tool_usage"]["web_search"] == {"num_requests": 1}

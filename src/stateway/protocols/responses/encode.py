@@ -3,18 +3,22 @@
 :mod:`~stateway.protocols.responses.stream`'s.
 
 Every field of the spec's Response is present, with numbers where the spec wants numbers
-(the effective defaults of the sampling settings, not null).
+(the effective defaults of the sampling settings, not null); hosted's ``tool_usage`` too,
+when the response declares web search (:func:`encode_tool_usage`).
 """
 
 from __future__ import annotations
 
+import copy
 from typing import Any, Final
 
 from stateway.core.compaction.service import Compacted
 from stateway.core.errors import INSUFFICIENT_QUOTA
+from stateway.core.items import WEB_SEARCH_CALL, Item
 from stateway.core.ports import ItemPage
 from stateway.core.response import UNFINISHED, ResponseState
 from stateway.core.results import TokenCount
+from stateway.core.tools.catalog import WEB_SEARCH_TYPES
 from stateway.core.usage import Usage
 from stateway.protocols.service_tier import served_tier
 
@@ -29,7 +33,7 @@ def encode_response(
     incomplete = None
     if not snapshot and state.status == "incomplete":
         incomplete = {"reason": state.incomplete_reason}
-    return {
+    wire: dict[str, Any] = {
         "id": state.id,
         "object": "response",
         "created_at": int(state.created_at),
@@ -68,12 +72,39 @@ def encode_response(
         "metadata": s.metadata,
         "conversation": None if state.conversation_id is None else {"id": state.conversation_id},
     }
+    if not snapshot and any(tool.get("type") in WEB_SEARCH_TYPES for tool in s.tools):
+        wire["tool_usage"] = encode_tool_usage(state.output)
+    return wire
 
 
 def _service_tier(requested: str | None, *, settled: bool) -> str:
     """As hosted: the tier asked for (``auto`` when none) while the response is in
     progress; once it has ended, the tier it was served at."""
     return served_tier(requested) if settled else requested or "auto"
+
+
+_NO_IMAGES: Final = {
+    "input_tokens": 0,
+    "input_tokens_details": {"image_tokens": 0, "text_tokens": 0},
+    "output_tokens": 0,
+    "total_tokens": 0,
+}
+
+
+def encode_tool_usage(output: list[Item]) -> dict[str, Any]:
+    """Hosted's ``tool_usage`` of a response declaring web search: its searches that ran
+    (``web_search.num_requests``, the billable ones: a failed search and a hosted page
+    action sent back are not), and no image generation (each family is there, at zero
+    when unused)."""
+    searches = sum(
+        1
+        for item in output
+        if item.get("type") == WEB_SEARCH_CALL
+        and item.get("status") == "completed"
+        and isinstance(action := item.get("action"), dict)
+        and action.get("type") == "search"
+    )
+    return {"image_gen": copy.deepcopy(_NO_IMAGES), "web_search": {"num_requests": searches}}
 
 
 def encode_usage(usage: Usage) -> dict[str, Any]:
