@@ -127,6 +127,10 @@ def test_a_search_past_max_uses_carries_its_cause_beside_its_message() -> None:
     assert item["error"] == "max_uses_exceeded: this response may run at most 2 web searches."
 
 
+def test_a_cap_of_one_search_is_worded_in_the_singular() -> None:
+    assert web_search.over_max_uses(1).message == "this response may run at most 1 web search."
+
+
 def test_a_call_not_run_shows_its_query_or_none() -> None:
     item = web_search.call_item()
     web_search.show_query(item, "{}")

@@ -33,7 +33,7 @@ FAILED = {
     "type": "web_search_call",
     "status": "failed",
     "action": {"type": "search", "query": "again"},
-    "error": "max_uses_exceeded: this response may run at most 1 web searches.",
+    "error": "max_uses_exceeded: this response may run at most 1 web search.",
 }
 
 

@@ -60,7 +60,8 @@ only in a client's earlier turn, sent back."""
 
 def over_max_uses(cap: int) -> ToolError:
     """The error of a search past ``max_uses``: the call fails, the model is told why."""
-    return ToolError(f"this response may run at most {cap} web searches.", cause=MAX_USES_EXCEEDED)
+    searches = "web search" if cap == 1 else "web searches"
+    return ToolError(f"this response may run at most {cap} {searches}.", cause=MAX_USES_EXCEEDED)
 
 
 def fail(item: Item, error: ToolError) -> None:
