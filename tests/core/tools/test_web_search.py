@@ -228,6 +228,37 @@ def test_a_source_is_cited_before_punctuation_that_ends_its_url(text: str) -> No
     assert set(found) == {(A_DOCS, "docs")}
 
 
+ZURICH = "https://de.wikipedia.org/wiki/Z%C3%BCrich_%F0%9F%98%80"
+ZURICH_IRI = "https://de.wikipedia.org/wiki/Zürich_😀"
+
+
+@pytest.mark.parametrize(
+    ("url", "named"),
+    [
+        (ZURICH, ZURICH_IRI),  # a provider's encoded URL, named as people write it
+        (ZURICH_IRI, ZURICH),  # a provider's IRI, named encoded
+        (f"{ZURICH}/", ZURICH_IRI),  # its trailing slash left out too
+    ],
+)
+def test_a_source_is_cited_where_the_text_names_its_non_ascii_characters_either_way(
+    url: str, named: str
+) -> None:
+    """``https://…/Z%C3%BCrich`` and ``https://…/Zürich`` are one page (RFC 3987's mapping of
+    an IRI to a URI encodes only its non-ASCII characters): cited where the text names
+    either, the span counted in characters (``text[start:end]`` is the name, after
+    non-ASCII text and an emoji), the annotation's ``url`` the source's."""
+    text = f"Grüezi 😀 — siehe {named}。 Und {named}, ok."
+    annotations = web_search.citations(text, [source(url, "Zürich")])
+    spans = [text[a["start_index"] : a["end_index"]] for a in annotations]
+    assert spans == [named, named]
+    assert {a["url"] for a in annotations} == {url}
+
+
+def test_only_non_ascii_characters_are_read_either_way() -> None:
+    """``%2F`` is a character of the path's segment, not a slash: another page."""
+    assert web_search.citations("See https://a.test/a/b.", [source("https://a.test/a%2Fb")]) == []
+
+
 USER = {"type": "message", "role": "user", "content": "and now?"}
 
 

@@ -8,7 +8,7 @@ import re
 from collections.abc import Iterable
 from contextlib import suppress
 from typing import Final
-from urllib.parse import urlsplit
+from urllib.parse import quote, unquote_to_bytes, urlsplit
 
 import orjson
 
@@ -201,7 +201,9 @@ def citations(text: str, found: list[Item]) -> list[Item]:
     whole (``https://a.test`` is not cited where the text names ``https://a.test/pricing``,
     another page), before any punctuation that ends it; a source's trailing slash may be
     left out (``https://a.test/`` is cited where the text names ``https://a.test``, the
-    same page), the annotation's ``url`` the source's."""
+    same page), and its non-ASCII characters named encoded or not (``https://a.test/Zürich``
+    where the source's is ``https://a.test/Z%C3%BCrich``, or the other way); the
+    annotation's ``url`` the source's, its indices in characters (code points)."""
     out: list[Item] = []
     for source in found:
         url = source.get("url")
@@ -230,14 +232,39 @@ def citations(text: str, found: list[Item]) -> list[Item]:
     return kept
 
 
-def _spellings(url: str) -> tuple[str, ...]:
-    """How a text may name a source's URL: as given, and without its trailing slashes
-    (when a host remains)."""
-    bare = url.rstrip("/")
-    scheme = _URL_START.match(bare)
-    if bare == url or scheme is None or scheme.end() == len(bare):
-        return (url,)
-    return (url, bare)
+def _spellings(url: str) -> list[str]:
+    """How a text may name a source's URL: as given, and with its non-ASCII characters the
+    other way (:func:`_other_way`); each also without its trailing slashes (when a host
+    remains)."""
+    found: list[str] = []
+    for spelled in dict.fromkeys((url, _other_way(url))):
+        bare = spelled.rstrip("/")
+        scheme = _URL_START.match(bare)
+        found.append(spelled)
+        if bare != spelled and scheme is not None and scheme.end() < len(bare):
+            found.append(bare)
+    return found
+
+
+_ENCODED_NON_ASCII: Final = re.compile(r"(?:%[89A-Fa-f][0-9A-Fa-f])+")
+_NON_ASCII: Final = re.compile(r"[^\x00-\x7f]+")
+
+
+def _other_way(url: str) -> str:
+    """``url`` with its non-ASCII characters encoded where it holds them, else decoded
+    where it encodes them as UTF-8: ``https://a.test/Zürich`` and
+    ``https://a.test/Z%C3%BCrich`` are one page (RFC 3987's mapping between an IRI and a
+    URI, which leaves every ASCII character, ``%2F`` among them, as it is)."""
+    if _NON_ASCII.search(url):
+        return _NON_ASCII.sub(lambda found: quote(found.group(), safe=""), url)
+    return _ENCODED_NON_ASCII.sub(_decoded, url)
+
+
+def _decoded(encoded: re.Match[str]) -> str:
+    try:
+        return unquote_to_bytes(encoded.group()).decode()
+    except UnicodeDecodeError:  # not UTF-8: left encoded
+        return encoded.group()
 
 
 def _url_ends(text: str, end: int) -> bool:
