@@ -62,6 +62,21 @@ def test_the_server_tool_becomes_the_gateway_web_search_with_its_limits() -> Non
     assert later.settings.tools == [{"type": "web_search"}]  # a later version, same tool
 
 
+def test_a_search_only_code_execution_may_run_is_refused_as_a_tool_of_code_is() -> None:
+    """``web_search_20260209``'s ``allowed_callers`` without ``direct`` (searches a program
+    runs, there being no code execution here) is refused as a custom tool's is, not offered
+    to the model as if it could call it; with ``direct`` the search is offered."""
+    tool = {
+        "type": "web_search_20260209",
+        "name": "web_search",
+        "allowed_callers": ["code_execution_20260120"],
+    }
+    error = refused(body(tools=[tool]))
+    assert error.param == "tools.0.allowed_callers"
+    direct = {**tool, "allowed_callers": ["direct", "code_execution_20260120"]}
+    assert decode_messages(body(tools=[direct])).settings.tools == [{"type": "web_search"}]
+
+
 @pytest.mark.parametrize("key", ["allowed_domains", "blocked_domains"])
 @pytest.mark.parametrize("value", ["", " ", "*.", "https://", "/path"])
 def test_a_domain_naming_no_host_is_a_400_naming_it(key: str, value: str) -> None:

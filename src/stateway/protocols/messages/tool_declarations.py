@@ -11,7 +11,8 @@ either's ``input_examples`` is shown after its
 description, and an ``allowed_callers`` without ``direct`` (a tool only code execution
 may call) is a 400. The ``web_search_YYYYMMDD`` server tool becomes the gateway's
 ``web_search`` (``allowed_domains`` and ``blocked_domains`` as its ``filters``,
-``max_uses`` kept), ``mcp_servers`` and their ``mcp_toolset`` tools its ``mcp`` tools
+``max_uses`` kept; ``allowed_callers`` without ``direct`` a 400 too), ``mcp_servers``
+and their ``mcp_toolset`` tools its ``mcp`` tools
 (:mod:`.server_tools`). The tool search server tool (``tool_search_tool_regex_YYYYMMDD``,
 ``tool_search_tool_bm25_YYYYMMDD``, or undated; named for its variant) becomes the
 gateway's ``tool_search`` (:mod:`.tool_search`): the tools declared with ``defer_loading``
@@ -112,14 +113,20 @@ def _declared(tool: ToolParam | WebSearchToolParam | ClientToolParam, where: str
         function = _client_tool(tool, where)
     else:
         function = _custom(tool, where)
+    _check_direct(tool, where)
+    if tool.input_examples:
+        _add_examples(function, tool.input_examples)
+    return function
+
+
+def _check_direct(tool: ToolParam | WebSearchToolParam | ClientToolParam, where: str) -> None:
+    """Refuse a tool only code execution may call (``allowed_callers`` without
+    ``direct``): there is no code execution to call it."""
     if tool.allowed_callers is not None and "direct" not in tool.allowed_callers:
         raise field_error(
             f"{where}.allowed_callers",
             "tools called only from code execution are not supported; include 'direct'.",
         )
-    if tool.input_examples:
-        _add_examples(function, tool.input_examples)
-    return function
 
 
 def _custom(tool: ToolParam, where: str) -> Item:
@@ -204,6 +211,7 @@ def _client_tool(tool: ClientToolParam, where: str) -> Item:
 def _web_search(tool: WebSearchToolParam, where: str) -> Item:
     """The web search server tool as the gateway's ``web_search`` tool (run by its search
     provider); ``user_location`` is carried and has no effect on the providers."""
+    _check_direct(tool, where)
     if tool.allowed_domains and tool.blocked_domains:
         raise field_error(
             f"{where}.blocked_domains",

@@ -42,6 +42,7 @@ class WebSearchToolParam(Wire):
     blocked_domains: list[str] | None = None
     user_location: dict[str, Any] | None = None
     cache_control: dict[str, Any] | None = None
+    allowed_callers: list[str] | None = None
 
 
 TOOL_SEARCH_TOOL = re.compile(r"(tool_search_tool_(?:regex|bm25))(?:_\d{8})?")
