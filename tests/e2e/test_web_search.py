@@ -56,6 +56,21 @@ def test_a_search_runs_inside_the_response_and_the_answer_cites_its_sources(
     assert sdk.responses.retrieve(response.id).tool_usage == response.tool_usage
 
 
+def test_a_search_leaves_out_the_domains_its_filters_block(sdk: OpenAI) -> None:
+    """``filters.blocked_domains`` (the Messages search's, not hosted's) is honoured, not
+    ignored: no hit on the blocked site or its subdomains reaches the model or the client."""
+    tool: Any = {"type": "web_search", "filters": {"blocked_domains": ["example.com"]}}
+    response = sdk.responses.create(model="m", input=SEARCH, tools=[tool])
+    call = response.output[0]
+    assert call.type == "web_search_call"
+    assert call.action.type == "search"
+    urls = [s.url for s in call.action.sources or []]
+    assert urls
+    assert not [url for url in urls if "//example.com/" in url or ".example.com/" in url]
+    assert "example.com/" not in response.output_text.replace("notexample.com/", "")
+    assert response.tools[0].filters is not None
+
+
 def test_streaming_gives_one_continuous_stream_and_the_same_response(sdk: OpenAI) -> None:
     with sdk.responses.stream(model="m", input=SEARCH, tools=[{"type": "web_search"}]) as stream:
         events = list(stream)

@@ -91,6 +91,17 @@ def test_client_ids_are_kept_as_labels_and_content_is_normalized() -> None:
             },
             "tools[0].filters.allowed_domains[1]",
         ),
+        (
+            {"model": "m", "tools": [{"type": "web_search", "filters": {"blocked_domains": 1}}]},
+            "tools[0].filters.blocked_domains",
+        ),
+        (
+            {
+                "model": "m",
+                "tools": [{"type": "web_search", "filters": {"blocked_domains": ["a.org", ""]}}],
+            },
+            "tools[0].filters.blocked_domains[1]",
+        ),
         ({"model": "m", "tools": [{"type": "mcp"}]}, "tools[0].server_label"),
         (
             {"model": "m", "input": [{"type": "mcp_approval_response", "approve": True}]},
@@ -461,6 +472,16 @@ def test_a_tool_search_declared_again_counts_once() -> None:
     "tool", [{"type": "tool_search"}, {"type": "tool_search", "execution": "server"}]
 )
 def test_a_server_run_tool_search_is_kept_for_the_core(tool: dict[str, object]) -> None:
+    command = decode_create(orjson.dumps({"model": "m", "input": "x", "tools": [tool]}))
+    assert command.settings.tools == [tool]
+
+
+def test_a_web_search_keeps_the_blocked_domains_its_filters_name() -> None:
+    """Hosted's ``filters`` hold ``allowed_domains`` only; ``blocked_domains`` (as the
+    Messages API's search takes them) is kept for the core to drop those hits, never
+    ignored: a search told to leave a site out must not bring its pages."""
+    filters = {"allowed_domains": None, "blocked_domains": ["spam.test"]}
+    tool = {"type": "web_search", "filters": filters}
     command = decode_create(orjson.dumps({"model": "m", "input": "x", "tools": [tool]}))
     assert command.settings.tools == [tool]
 

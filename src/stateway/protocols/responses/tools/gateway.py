@@ -28,20 +28,14 @@ def decode_web_search(tool: dict[str, Any], path: str) -> Item:
     copy_typed(tool, out, "external_web_access", path, bool, "a boolean")
     filters = tool.get("filters")
     if filters is not None:
-        domains = filters.get("allowed_domains") if isinstance(filters, dict) else None
-        if not isinstance(filters, dict) or not strings(domains, optional=True):
+        if not isinstance(filters, dict):
             raise invalid_type(
                 "'filters.allowed_domains' must be a list of strings.",
                 f"{path}.filters.allowed_domains",
             )
-        for position, domain in enumerate(domains or ()):
-            if not domain_name(domain):
-                raise InvalidRequest(
-                    f"Invalid value: {domain!r} names no domain (for example 'example.com').",
-                    param=f"{path}.filters.allowed_domains[{position}]",
-                    code="invalid_value",
-                )
-        out["filters"] = {"allowed_domains": domains}
+        out["filters"] = {"allowed_domains": _domains(filters, "allowed_domains", path)}
+        if filters.get("blocked_domains") is not None:  # the Messages search's, kept
+            out["filters"]["blocked_domains"] = _domains(filters, "blocked_domains", path)
     copy_choice(tool, out, "search_context_size", path, _CONTEXT_SIZES)
     copy_typed(tool, out, "user_location", path, dict, "an object")
     content_types = tool.get("search_content_types")
@@ -54,6 +48,23 @@ def decode_web_search(tool: dict[str, Any], path: str) -> Item:
             )
         out["search_content_types"] = content_types
     return out
+
+
+def _domains(filters: dict[str, Any], key: str, path: str) -> list[str] | None:
+    """A filter's list of domains, each naming one (``filters.blocked_domains``, not a
+    field of hosted's filters, is taken as the Messages API's search takes it: never
+    ignored, so a search told to leave a site out does not bring its pages)."""
+    domains = filters.get(key)
+    if not strings(domains, optional=True):
+        raise invalid_type(f"'filters.{key}' must be a list of strings.", f"{path}.filters.{key}")
+    for position, domain in enumerate(domains or ()):
+        if not domain_name(domain):
+            raise InvalidRequest(
+                f"Invalid value: {domain!r} names no domain (for example 'example.com').",
+                param=f"{path}.filters.{key}[{position}]",
+                code="invalid_value",
+            )
+    return domains
 
 
 _APPROVALS = frozenset({"always", "never"})
