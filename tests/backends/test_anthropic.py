@@ -1361,3 +1361,30 @@ def test_a_data_url_with_parameters_keeps_its_media_type() -> None:
         {"type": "base64", "media_type": "application/pdf", "data": "JVBE"},
         {"type": "base64", "media_type": "image/png", "data": "AA=="},
     ]
+
+
+def test_a_messages_clients_effort_goes_along_thinking_or_not() -> None:
+    """Anthropic applies ``output_config.effort`` to the whole answer (text and tool calls
+    as well as thinking), thinking or not: a Messages client's effort reaches it as asked,
+    beside no thinking, thinking disabled, or a budget."""
+    assert body([user("q")], output_effort="low")["output_config"] == {"effort": "low"}
+    assert "thinking" not in body([user("q")], output_effort="low")
+    disabled = body([user("q")], output_effort="medium", reasoning_disabled=True)
+    assert (disabled["thinking"], disabled["output_config"]) == (
+        {"type": "disabled"},
+        {"effort": "medium"},
+    )
+    budget = body([user("q")], reasoning_budget=2000, reasoning_effort="low", output_effort="max")
+    assert (budget["thinking"]["type"], budget["output_config"]) == ("enabled", {"effort": "max"})
+    adaptive = body(
+        [user("q")], reasoning_effort="xhigh", reasoning_adaptive=True, output_effort="xhigh"
+    )
+    assert adaptive["output_config"] == {"effort": "xhigh"}
+    schema = {"type": "object"}
+    both = body(
+        [user("q")], output_effort="low", text_format={"type": "json_schema", "schema": schema}
+    )
+    assert both["output_config"] == {
+        "effort": "low",
+        "format": {"type": "json_schema", "schema": schema},
+    }

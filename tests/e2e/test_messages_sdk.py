@@ -553,6 +553,33 @@ def test_every_effort_level_reaches_the_upstream_as_asked(
         assert body["reasoning"]["effort"] == effort
 
 
+def test_an_effort_without_thinking_reaches_an_anthropic_upstream_only(
+    claude: Anthropic, keyed_upstream: str, upstream_api: str
+) -> None:
+    """``output_config.effort`` without adaptive thinking (none, ``disabled``, a budget):
+    Anthropic applies it to the whole answer, so an Anthropic upstream gets it as asked;
+    Chat and Responses upstreams are asked no effort beyond the thinking's, as before."""
+    clear(keyed_upstream)
+    hi: Any = [{"role": "user", "content": "hi"}]
+    create(claude, hi, output_config={"effort": "low"})
+    create(claude, hi, thinking={"type": "disabled"}, output_config={"effort": "medium"})
+    enabled: Any = {"type": "enabled", "budget_tokens": 1024}
+    create(claude, hi, thinking=enabled, output_config={"effort": "max"})
+    unasked, disabled, budget = (entry["body"] for entry in upstream_log(keyed_upstream))
+    if upstream_api == "anthropic":
+        assert unasked["output_config"] == {"effort": "low"}
+        assert "thinking" not in unasked
+        assert (disabled["thinking"], disabled["output_config"]) == (
+            {"type": "disabled"},
+            {"effort": "medium"},
+        )
+        assert (budget["thinking"], budget["output_config"]) == (enabled, {"effort": "max"})
+    else:
+        for body in (unasked, disabled):
+            assert not {"output_config", "reasoning_effort", "reasoning"} & set(body)
+        assert "output_config" not in budget
+
+
 AI_SDK_EFFORT_CHANGE = {
     "model": MODEL,
     "max_tokens": 4000,

@@ -15,12 +15,13 @@
   ``interleaved-thinking-2025-05-14`` beta, the whole turn's, which goes as it is; or,
   with ``thinking = "adaptive"`` or for a client that asked for adaptive thinking,
   adaptive thinking with the effort in ``output_config``; a Messages client's
-  ``thinking.display`` goes along. While thinking, sampling settings Anthropic refuses are
-  left out (a temperature other than 1, ``top_k``, a ``top_p`` below 0.95), and a tool
-  choice that forces a tool turns thinking off (the two cannot be combined), as does a
-  last assistant message calling tools without its signed thinking (a Chat client's, or
-  one whose reasoning item was dropped): Anthropic refuses thinking unless that message
-  starts with a thinking block.
+  ``thinking.display`` goes along, and its ``output_config.effort`` whatever its
+  thinking (Anthropic applies it to the whole answer). While thinking, sampling settings
+  Anthropic refuses are left out (a temperature other than 1, ``top_k``, a ``top_p``
+  below 0.95), and a tool choice that forces a tool turns thinking off (the two cannot
+  be combined), as does a last assistant message calling tools without its signed
+  thinking (a Chat client's, or one whose reasoning item was dropped): Anthropic refuses
+  thinking unless that message starts with a thinking block.
 - ``stop_sequences`` but the blank ones (empty, or whitespace only: Chat clients send
   ``"\\n"``), which Anthropic refuses: the backend ends the text at those itself.
 - ``service_tier``: ``auto`` (and ``priority``) as ``auto``, ``default`` as
@@ -128,6 +129,8 @@ def to_upstream(
     mark = automatic_mark(request, options.prompt_cache_mode)
     if mark is not None:
         body["cache_control"] = mark
+    if settings.output_effort is not None:  # the whole answer's, thinking or not
+        body.setdefault("output_config", {}).setdefault("effort", settings.output_effort)
     _output_format(body, settings.text_format)
     if options.safeguards and settings.safeguards:
         body["safeguards"] = settings.safeguards

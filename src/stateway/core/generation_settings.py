@@ -84,6 +84,12 @@ class GenerationSettings:
     """Messages' ``thinking.type: "adaptive"``: the model decides how long to think (at
     ``reasoning_effort``); an Anthropic upstream is asked so, whatever its backend's
     ``thinking`` setting (newer models refuse ``enabled`` thinking)."""
+    output_effort: str | None = None
+    """Messages' ``output_config.effort`` (a per-message change included; a level
+    Anthropic does not know as its default), whatever the thinking: Anthropic applies it
+    to the whole answer (text and tool calls as well as thinking), thinking or not, so an
+    Anthropic upstream is sent it as asked. Other upstreams get it only as adaptive
+    thinking's ``reasoning_effort``."""
     reasoning_disabled: bool = False
     """Messages' ``thinking.type: "disabled"`` (or ``between_tools``): an Anthropic
     upstream is told ``{"type": "disabled"}``, since newer models think when ``thinking``

@@ -324,6 +324,31 @@ def test_thinking_becomes_an_effort(
 
 
 @pytest.mark.parametrize(
+    ("thinking", "effort", "expected"),
+    [
+        (None, "low", "low"),
+        ({"type": "disabled"}, "medium", "medium"),
+        ({"type": "enabled", "budget_tokens": 2000}, "max", "max"),
+        ({"type": "adaptive"}, "xhigh", "xhigh"),
+        ({"type": "adaptive"}, "ultra", "high"),
+        (None, None, None),
+        ({"type": "adaptive"}, None, None),
+    ],
+)
+def test_the_effort_asked_is_kept_thinking_or_not(
+    thinking: dict[str, Any] | None, effort: str | None, expected: str | None
+) -> None:
+    """Anthropic applies ``output_config.effort`` to the whole answer, thinking or not:
+    kept for an Anthropic upstream whatever the thinking (a level it does not know as its
+    default)."""
+    fields: dict[str, Any] = {"thinking": thinking} if thinking else {}
+    if effort is not None:
+        fields["output_config"] = {"effort": effort}
+    raw = body(max_tokens=32000, **fields)
+    assert decode_messages(raw).settings.output_effort == expected
+
+
+@pytest.mark.parametrize(
     ("display", "kept"),
     [("omitted", "omitted"), ("summarized", "summarized"), ("full", "summarized"), (None, None)],
 )

@@ -3,6 +3,8 @@
 ``enabled`` -> its budget and the effort it amounts to (< 4096 ``low``, < 16384
 ``medium``, else ``high``); ``adaptive`` -> the effort of ``output_config.effort`` (every
 level as it is, ``max`` too; ``high`` when absent or a level the gateway does not know);
+``output_config.effort`` is also kept as asked whatever the thinking, for an Anthropic
+upstream, which applies it to the whole answer, thinking or not;
 ``disabled`` -> no effort, and asked for no thinking: an Anthropic upstream is told so,
 as newer models think unasked (Chat and Responses upstreams get their servers' default,
 since not every server takes the effort ``none``); no thinking blocks are shown, as
@@ -52,6 +54,8 @@ def apply_thinking(
     settings: GenerationSettings, thinking: Thinking | None, effort: str | None
 ) -> None:
     """Set ``settings``' reasoning as ``thinking`` (and the ``effort`` asked) ask."""
+    if effort is not None:  # Anthropic's effort applies to the whole answer
+        settings.output_effort = effort if effort in ADAPTIVE_EFFORTS else ADAPTIVE_DEFAULT
     if thinking is not None and thinking.type is None:
         if thinking.block_binding is None:  # nothing asked: as pydantic words a type left out
             raise field_error("thinking.type", "Field required", "missing_required_parameter")
