@@ -12,6 +12,7 @@ from typing import Any
 import anthropic
 import openai
 import orjson
+import pydantic
 import pytest
 from anthropic import Anthropic
 from openai import OpenAI
@@ -418,6 +419,40 @@ def test_automatic_caching_and_a_whole_turns_thinking_budget(
         assert sent["body"]["cache_control"] == {"type": "ephemeral"}
         assert sent["body"]["thinking"] == {"type": "enabled", "budget_tokens": 4000}
         assert sent["body"]["max_tokens"] == 2000
+
+
+class Weather(pydantic.BaseModel):
+    city: str
+
+
+def test_parse_fills_parsed_output_over_every_upstream(
+    claude: Anthropic, keyed_upstream: str, upstream_api: str
+) -> None:
+    """The SDK's ``messages.parse(output_format=Model)`` (and its stream): the model's
+    schema reaches each upstream as its structured output, and the answer written to it
+    (the fake's ``[[say]]``) comes back as ``parsed_output``."""
+    clear(keyed_upstream)
+    asked: Any = [{"role": "user", "content": 'weather? [[say:{"city": "Paris"}]]'}]
+    parsed = claude.messages.parse(
+        model=MODEL, max_tokens=100, messages=asked, output_format=Weather
+    )
+    assert parsed.parsed_output == Weather(city="Paris")
+    with claude.messages.stream(
+        model=MODEL, max_tokens=100, messages=asked, output_format=Weather
+    ) as stream:
+        for _ in stream:
+            pass
+        assert stream.get_final_message().parsed_output == Weather(city="Paris")
+    sent = upstream_log(keyed_upstream)[0]["body"]
+    if upstream_api == "chat":
+        assert sent["response_format"]["json_schema"]["strict"] is True
+        schema = sent["response_format"]["json_schema"]["schema"]
+    elif upstream_api == "anthropic":
+        schema = sent["output_config"]["format"]["schema"]
+    else:
+        assert sent["text"]["format"]["strict"] is True
+        schema = sent["text"]["format"]["schema"]
+    assert (schema["required"], schema["additionalProperties"]) == (["city"], False)
 
 
 def test_thinking_disabled_is_told_to_an_anthropic_upstream_only(

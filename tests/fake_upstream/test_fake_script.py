@@ -158,3 +158,13 @@ def test_items_are_json_objects_up_to_the_closing_brackets_that_parse() -> None:
     assert plan.text == []
     assert plan.items[0]["type"] == "x"
     assert str(plan.items[0]["id"]).startswith("item_")
+
+
+def test_say_answers_its_text_as_it_is() -> None:
+    """``[[say:TEXT]]``: the answer is TEXT exactly (a JSON object for structured outputs),
+    the last one winning."""
+    script = parse_script('fill it [[say:{"a": "x"}]] [[reason:r]]')
+    assert script.say == '{"a": "x"}'
+    plan = build_plan(_conversation(), script, None)
+    assert (plan.content, plan.reasoning_text) == ('{"a": "x"}', "r")
+    assert parse_script("[[say:a]] [[say:b]]").say == "b"

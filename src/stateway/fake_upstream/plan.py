@@ -135,7 +135,7 @@ def summary_asked(text: str) -> str | None:
 
 def reply_text(conversation: Conversation, script: Script) -> str:
     """The reply text, by precedence: a summary (asked with the gateway's compaction
-    prompt), echo, words, tool results, then the greeting."""
+    prompt), said text, echo, words, tool results, then the greeting."""
     added = summary_asked(conversation.user_text)
     if added is not None:  # the conversation's directives quoted, not run again
         # The conversation, not the instructions, which stay in place: a summary as short
@@ -146,6 +146,8 @@ def reply_text(conversation: Conversation, script: Script) -> str:
             if not line.startswith(_INSTRUCTIONS)
         ]
         return "\n".join([SUMMARY_HEADING, *lines, *([added] if added else [])])
+    if script.say is not None:
+        return script.say
     if script.echo:
         return "\n".join(conversation.lines)
     if script.tail is not None:

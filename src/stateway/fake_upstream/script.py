@@ -81,6 +81,7 @@ Grammar (names are lower case, no spaces inside the brackets)::
                           in the prompt's tokens), Anthropic's ``cache_read_input_tokens``
                           (its ``input_tokens`` the rest)
     [[words:N]]           reply with "w1 w2 ... wN"
+    [[say:TEXT]]          reply with TEXT exactly (a JSON object, for structured outputs)
     [[silence:MS]]        wait MS milliseconds before sending the response headers
     [[stall:MS]]          send the headers, then wait MS milliseconds before the body
     [[late:MS]]           stream the frames before the first payload (role chunk, item or
@@ -196,6 +197,7 @@ class Script:
     items: list[dict[str, object]] = field(default_factory=list)
     reasoning: str | None = None
     refusal: str | None = None
+    say: str | None = None
     stop: str | None = None
     error: int | None = None
     cut: int | None = None
@@ -289,6 +291,8 @@ def _apply(text: str, start: int, script: Script) -> int:
         script.reasoning = arg if script.reasoning is None else f"{script.reasoning} {arg}"
     elif name == "refuse" and arg:
         script.refusal = arg
+    elif name == "say" and arg:
+        script.say = arg
     elif name == "stop" and arg:
         script.stop = arg
     elif name == "finish" and arg:
