@@ -375,6 +375,27 @@ def test_unusable_think_tags_are_refused_by_name(tmp_path: Path, lines: str, fra
     assert fragment in str(refused.value)
 
 
+@pytest.mark.parametrize(
+    ("lines", "fragment"),
+    [
+        ('api = "responses"\nthinking_switch = "enable_thinking"\n', "only a chat upstream's"),
+        ('api = "anthropic"\nthinking_switch = "thinking"\n', "only a chat upstream's"),
+        ('thinking_switch = ""\n', "thinking_switch: String should have at least 1 character"),
+    ],
+)
+def test_an_unusable_thinking_switch_is_refused_by_name(
+    tmp_path: Path, lines: str, fragment: str
+) -> None:
+    base = '[[backends]]\nname = "vllm"\nurl = "http://gpu:8000/v1"\n'
+    with pytest.raises(ConfigError) as refused:
+        load_config(Overrides(config=write(tmp_path, base + lines)), EMPTY_ENV)
+    assert fragment in str(refused.value)
+    path = write(tmp_path, base + 'thinking_switch = "enable_thinking"\n')
+    assert load_config(Overrides(config=path), EMPTY_ENV).backends[0].thinking_switch == (
+        "enable_thinking"
+    )
+
+
 def test_an_anthropic_backend_caches_implicitly_unless_it_opts_out(tmp_path: Path) -> None:
     table = '[[backends]]\nname = "claude"\nurl = "http://a/v1"\napi = "anthropic"\n'
     config = load_config(Overrides(config=write(tmp_path, table)), EMPTY_ENV)

@@ -57,6 +57,13 @@ class BackendConfig(Section):
     Qwen3's thinking-only ones), reads a reply as reasoning from its start up to
     ``</think>``. Such a backend is never on the Chat Completions fast path. Default:
     content as the model wrote it."""
+    thinking_switch: str | None = Field(default=None, min_length=1)
+    """Chat upstreams: the flag a chat template turns thinking on and off by
+    (``enable_thinking``: Qwen3, GLM; ``thinking``: DeepSeek-V3.1, Granite), which such a
+    template reads instead of ``reasoning_effort``: sent in ``chat_template_kwargs``, false
+    when the client asked for no reasoning (the effort ``none``, Messages' ``thinking:
+    disabled``), true for another effort (:mod:`stateway.backends.thinking_switch`).
+    Default: none sent (the template's own default)."""
     min_output_tokens: int | None = Field(default=None, ge=1)
     """Responses upstreams: the least ``max_output_tokens`` the server takes (hosted
     OpenAI refuses one under 16 with a 400; vLLM takes any). A later round of the gateway's
@@ -200,6 +207,16 @@ class BackendConfig(Section):
                 "anthropic upstream sends its reasoning apart"
             )
         return tagged
+
+    @field_validator("thinking_switch")
+    @classmethod
+    def _thinking_switch(cls, switch: str | None, info: ValidationInfo) -> str | None:
+        if switch is not None and info.data.get("api", "chat") != "chat":
+            raise ValueError(
+                "only a chat upstream's template takes chat_template_kwargs: a responses "
+                "or anthropic upstream is sent the effort itself"
+            )
+        return switch
 
     @property
     def effective_first_byte_timeout(self) -> float:

@@ -359,3 +359,53 @@ def test_a_thought_reaches_a_vllm_that_reads_only_reasoning_in_the_next_round(
         items: Any = [output, {"role": "user", "content": "[[echo]]"}]
         echoed = sdk.responses.create(model=MODEL, input=items, previous_response_id=first.id)
     assert "reasoning: cloudy skies" in echoed.output_text
+
+
+def test_a_thinking_switch_follows_what_each_client_asked(
+    fake_upstream: str, tmp_path: Path
+) -> None:
+    """``thinking_switch``: a chat template's own flag (Qwen3's ``enable_thinking``) in
+    ``chat_template_kwargs``, false for no reasoning, true for an effort, absent when the
+    client asked nothing, from every frontend and on the Chat fast path, beside the
+    backend's other template flags."""
+    flags = {"chat_template_kwargs": {"preserve_thinking": True}}
+    backend = {"url": fake_upstream, "thinking_switch": "enable_thinking", "extra_body": flags}
+
+    def sent_flags() -> Any:
+        [sent] = upstream_requests(fake_upstream)
+        return sent["body"].get("chat_template_kwargs")
+
+    def flagged(on: bool) -> dict[str, bool]:
+        return {"preserve_thinking": True, "enable_thinking": on}
+
+    hi: Any = [{"role": "user", "content": "hi"}]
+    with configured_gateway(tmp_path, backend) as gateway:
+        with OpenAI(base_url=gateway.url + "/v1", api_key="k", max_retries=0) as sdk:
+            for reasoning, expected in (
+                ({"effort": "none"}, flagged(False)),
+                ({"effort": "low"}, flagged(True)),
+                (None, {"preserve_thinking": True}),
+            ):
+                clear(fake_upstream)
+                sdk.responses.create(model=MODEL, input="hi", reasoning=reasoning)
+                assert sent_flags() == expected, reasoning
+            for effort, expected in (("none", flagged(False)), ("high", flagged(True))):
+                clear(fake_upstream)  # the fast path
+                sdk.chat.completions.create(model=MODEL, messages=hi, reasoning_effort=effort)
+                assert sent_flags() == expected, effort
+            clear(fake_upstream)  # the client's own flags, and its own switch, kept
+            sdk.chat.completions.create(
+                model=MODEL,
+                messages=hi,
+                reasoning_effort="none",
+                extra_body={"chat_template_kwargs": {"enable_thinking": True}},
+            )
+            assert sent_flags() == {"enable_thinking": True}
+        with Anthropic(base_url=gateway.url, api_key="k", max_retries=0) as claude:
+            for thinking, expected in (
+                ({"type": "disabled"}, flagged(False)),
+                ({"type": "adaptive"}, flagged(True)),
+            ):
+                clear(fake_upstream)
+                claude.messages.create(model=MODEL, max_tokens=50, messages=hi, thinking=thinking)
+                assert sent_flags() == expected, thinking

@@ -50,6 +50,7 @@ BACKEND_APIS: dict[str, Callable[[UpstreamClient, BackendConfig], Backend]] = {
         reasoning_fields=tuple(config.reasoning_fields),
         cache_salted=config.cache_salt is not None,
         think_tags=config.think_tags,
+        thinking_switch=config.thinking_switch,
     ),
     "responses": lambda client, config: OpenAIResponsesBackend(
         client,

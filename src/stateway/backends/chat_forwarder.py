@@ -3,8 +3,8 @@
 ``think_tags``), and so also a :class:`~stateway.core.backend.ChatForwarder`: a client's
 Chat Completions request goes to it untouched where its route allows, given only what
 the backend changes in every body (its ``extra_body`` fields the client did not set, an
-effort at a level the server takes, each run of user messages made one with
-``alternate_roles``), and its answer is relayed as bytes
+effort at a level the server takes, the ``thinking_switch`` its effort sets, each run of
+user messages made one with ``alternate_roles``), and its answer is relayed as bytes
 (:mod:`stateway.backends.upstream_relay`). Whether a request naming a function in
 ``tool_choice``, or declaring a custom tool, may go untouched is learned from the
 server's listing (:mod:`stateway.backends.named_choice`,
@@ -20,6 +20,7 @@ import orjson
 from stateway.backends.chat_system_messages import merge_user_turns
 from stateway.backends.openai_chat import ChatBackend
 from stateway.backends.reasoning_efforts import level_sent
+from stateway.backends.thinking_switch import KWARGS, switch_thinking, thinking_asked
 from stateway.backends.upstream_relay import UpstreamRelay
 
 
@@ -47,7 +48,7 @@ class OpenAIChatBackend(ChatBackend):
         ``extra_body`` fields it does not set, its effort at a level the server takes, and
         with ``alternate_roles`` each run of user messages made one), the answer as
         bytes."""
-        if self._target.extra_body or self._efforts or self._alternate:
+        if self._target.extra_body or self._efforts or self._alternate or self._switch:
             body = self._forwarded(body)
         return await self._client.relay("/chat/completions", body)
 
@@ -59,7 +60,11 @@ class OpenAIChatBackend(ChatBackend):
         level = level_sent(self._efforts, effort)
         messages = fields.get("messages")
         merged = _alternated(messages) if self._alternate else messages
-        if level == effort and merged is messages and not self._target.extra_body:
+        flags = fields.get(KWARGS)
+        if self._switch is not None:
+            switch_thinking(fields, self._switch, thinking_asked(effort), self._target.extra_body)
+        switched = fields.get(KWARGS) is not flags
+        if level == effort and merged is messages and not switched and not self._target.extra_body:
             return body
         if level != effort:
             fields["reasoning_effort"] = level

@@ -54,6 +54,7 @@ from stateway.backends.model_windows import listed_windows, takes_custom_tools
 from stateway.backends.named_choice import NamedChoices
 from stateway.backends.reasoning_efforts import effort_levels
 from stateway.backends.think_tags import TaggedReply, untagged
+from stateway.backends.thinking_switch import switch_thinking, thinking_asked
 from stateway.backends.tokenizer import UpstreamTokenizer
 from stateway.backends.upstream_http import UpstreamClient
 from stateway.backends.upstream_reply import cut_short, no_answer
@@ -110,6 +111,7 @@ class ChatBackend:
         reasoning_fields: tuple[str, ...] = REASONING_FIELDS,
         cache_salted: bool = False,
         think_tags: bool | Literal["opened"] = False,
+        thinking_switch: str | None = None,
     ) -> None:
         self._client = client
         self._target = client.target
@@ -129,6 +131,9 @@ class ChatBackend:
         """Reasoning in the content between ``<think>`` tags is taken out of the text."""
         self._opened = think_tags == "opened"
         """The chat template opens the block: a reply is reasoning up to ``</think>``."""
+        self._switch = thinking_switch
+        """The chat template's flag that turns thinking on and off, set as the client
+        asked (:mod:`stateway.backends.thinking_switch`)."""
         self.cache_salted = cache_salted
         """Each call carries its tenant's ``cache_salt``."""
         self._tokenizer = UpstreamTokenizer(client)
@@ -154,6 +159,10 @@ class ChatBackend:
         )
         if self.cache_salted and request.cache_salt is not None:
             body["cache_salt"] = request.cache_salt
+        if self._switch is not None:
+            settings = request.settings
+            asked = thinking_asked(settings.reasoning_effort, disabled=settings.reasoning_disabled)
+            switch_thinking(body, self._switch, asked, self._target.extra_body)
         forced = guide(body, request, self._guided) if self._guided else None
         if body.get("logprobs") and body.get("tools") and _streamed(body):
             deltas = self._tokens_with_tools(request, body)
