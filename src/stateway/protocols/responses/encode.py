@@ -72,7 +72,7 @@ def encode_response(
         "metadata": s.metadata,
         "conversation": None if state.conversation_id is None else {"id": state.conversation_id},
     }
-    if not snapshot and any(tool.get("type") in WEB_SEARCH_TYPES for tool in s.tools):
+    if not snapshot and s.tools and any(t.get("type") in WEB_SEARCH_TYPES for t in s.tools):
         wire["tool_usage"] = encode_tool_usage(state.output)
     return wire
 
