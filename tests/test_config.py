@@ -500,6 +500,31 @@ def test_safeguards_are_sent_by_default_only_to_anthropics_api(
     assert backend.runs_safeguards() is runs
 
 
+@pytest.mark.parametrize(
+    ("setting", "sampling"),
+    [
+        ("", "all"),
+        ('anthropic_version = "2026-10-21"\n', "none"),
+        ('anthropic_version = "2027-01-01"\n', "none"),
+        ('anthropic_version = "2026-10-21"\nsampling = "one"\n', "one"),
+        ('sampling = "none"\n', "none"),
+    ],
+)
+def test_sampling_is_left_out_by_default_only_from_api_versions_without_it(
+    tmp_path: Path, setting: str, sampling: str
+) -> None:
+    """Anthropic's API version 2026-10-21 has no ``temperature``, ``top_p`` or ``top_k``."""
+    table = f'[[backends]]\nname = "b"\nurl = "http://gpu:8000/v1"\napi = "anthropic"\n{setting}'
+    backend = load_config(Overrides(config=write(tmp_path, table)), EMPTY_ENV).backends[0]
+    assert backend.sent_sampling() == sampling
+
+
+def test_sampling_is_refused_for_other_upstreams(tmp_path: Path) -> None:
+    table = '[[backends]]\nname = "b"\nurl = "http://gpu:8000/v1"\nsampling = "none"\n'
+    with pytest.raises(ConfigError, match="sampling"):
+        load_config(Overrides(config=write(tmp_path, table)), EMPTY_ENV)
+
+
 def test_cache_salt_is_off_unless_a_backend_salts_per_tenant(tmp_path: Path) -> None:
     table = '[[backends]]\nname = "vllm"\nurl = "http://gpu:8000/v1"\n'
     config = load_config(Overrides(config=write(tmp_path, table)), EMPTY_ENV)

@@ -8,6 +8,7 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, ValidationInfo, field_validator
 
+from stateway.backends.anthropic_request import Sampling
 from stateway.backends.chat_request import REASONING_FIELDS, ReasoningField
 from stateway.backends.reasoning_efforts import NONE, Effort
 from stateway.config_section import Section
@@ -20,6 +21,8 @@ HOSTED_OPENAI_LEAST_OUTPUT = 16
 """Hosted OpenAI's Responses API refuses a ``max_output_tokens`` under 16 (a 400)."""
 HOSTED_ANTHROPIC_HOST = "api.anthropic.com"
 """Anthropic's API, which runs the checks Claude Code's ``safeguards`` ask for."""
+SAMPLING_REMOVED = "2026-10-21"
+"""The first ``anthropic-version`` without ``temperature``, ``top_p`` and ``top_k``."""
 
 
 class BackendConfig(Section):
@@ -95,6 +98,14 @@ class BackendConfig(Section):
     classifier context it holds is for Anthropic) and Claude Code checks its actions
     itself. Default: Anthropic's API, a ``url`` on ``api.anthropic.com``
     (:meth:`runs_safeguards`)."""
+    sampling: Sampling | None = None
+    """Anthropic upstreams: which of a request's ``temperature``, ``top_p`` and ``top_k``
+    the model takes: ``all``, as asked (open models, Claude models before Sonnet 4.5);
+    ``one``, ``temperature`` or else ``top_p``, never both (Claude from Sonnet 4.5 to Opus
+    4.6 refuse both); ``none`` (Claude from Opus 4.7 on refuse each). What the model does
+    not take is left out, not refused: clients send these on every request. Default:
+    ``none`` for an ``anthropic_version`` of 2026-10-21 or later (that API has none),
+    else ``all`` (:meth:`sent_sampling`)."""
     total_timeout: float = Field(default=1800.0, gt=0)
     """The longest a whole upstream call (one inference round) may take."""
     first_byte_timeout: float | None = Field(default=None, gt=0)
@@ -159,6 +170,12 @@ class BackendConfig(Section):
             return self.safeguards
         return urlsplit(self.url).hostname == HOSTED_ANTHROPIC_HOST
 
+    def sent_sampling(self) -> Sampling:
+        """``sampling`` as set, else as the ``anthropic_version`` has it."""
+        if self.sampling is not None:
+            return self.sampling
+        return "none" if self.anthropic_version >= SAMPLING_REMOVED else "all"
+
     @field_validator("gateway_tools")
     @classmethod
     def _gateway_tools(cls, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -195,6 +212,16 @@ class BackendConfig(Section):
                 "upstreams are sent the request's own prompt_cache_options"
             )
         return mode
+
+    @field_validator("sampling")
+    @classmethod
+    def _sampling(cls, sampling: Sampling | None, info: ValidationInfo) -> Sampling | None:
+        if sampling is not None and info.data.get("api", "chat") != "anthropic":
+            raise ValueError(
+                "only an anthropic upstream's sampling is chosen: chat and responses "
+                "upstreams are sent the request's own"
+            )
+        return sampling
 
     @field_validator("think_tags")
     @classmethod

@@ -647,6 +647,34 @@ def test_thinking_leaves_out_sampling_anthropic_refuses_with_it() -> None:
     assert (kept["temperature"], kept["top_p"]) == (1.0, 0.97)
 
 
+@pytest.mark.parametrize(
+    ("sampling", "asked", "sent"),
+    [
+        ("all", {"temperature": 0.3, "top_p": 0.9, "top_k": 5}, (0.3, 0.9, 5)),
+        ("one", {"temperature": 0.3, "top_p": 0.9, "top_k": 5}, (0.3, None, 5)),
+        ("one", {"top_p": 0.9}, (None, 0.9, None)),
+        ("none", {"temperature": 0.3, "top_p": 0.9, "top_k": 5}, (None, None, None)),
+    ],
+)
+def test_sampling_is_sent_as_the_model_takes_it(
+    sampling: Any, asked: dict[str, Any], sent: tuple[Any, ...]
+) -> None:
+    """Claude models from Sonnet 4.5 on refuse ``temperature`` and ``top_p`` together
+    ("cannot both be specified for this model"), those from Opus 4.7 on any of the three
+    ("`temperature` is deprecated for this model"): ``sampling`` leaves out what they
+    refuse, where a Chat client sends both on every request."""
+    wire = body([user("q")], AnthropicOptions(sampling=sampling), **asked)
+    assert (wire.get("temperature"), wire.get("top_p"), wire.get("top_k")) == sent
+    thinking = body(
+        [user("q")],
+        AnthropicOptions(sampling="one"),
+        reasoning_effort="low",
+        temperature=1.0,
+        top_p=0.97,
+    )
+    assert (thinking["temperature"], "top_p" in thinking) == (1.0, False)
+
+
 def test_adaptive_thinking_carries_the_effort() -> None:
     adaptive = AnthropicOptions(thinking="adaptive")
     sent = body([user("q")], adaptive, reasoning_effort="xhigh")

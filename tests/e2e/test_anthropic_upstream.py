@@ -230,6 +230,26 @@ def test_no_reasoning_asked_is_thinking_disabled(fake_upstream: str, tmp_path: P
         assert "thinking" not in request["body"]
 
 
+def test_sampling_reaches_anthropic_as_the_backend_says_its_model_takes_it(
+    fake_upstream: str, tmp_path: Path
+) -> None:
+    """A Chat client's ``temperature`` and ``top_p`` together, which Claude models from
+    Sonnet 4.5 on refuse, reach a backend of ``sampling = "one"`` as the temperature alone."""
+    backend = {"url": fake_upstream, "api": "anthropic", "sampling": "one"}
+    with (
+        configured_gateway(tmp_path, backend) as gateway,
+        OpenAI(base_url=gateway.url + "/v1", api_key="k", max_retries=0) as sdk,
+    ):
+        sdk.chat.completions.create(
+            model=MODEL,
+            messages=[{"role": "user", "content": "sampled-one"}],
+            temperature=0.3,
+            top_p=0.9,
+        )
+        [request] = fake_requests(fake_upstream, "sampled-one")
+        assert (request["body"]["temperature"], "top_p" in request["body"]) == (0.3, False)
+
+
 def test_a_blank_stop_sequence_is_kept_by_the_gateway(fake_upstream: str, tmp_path: Path) -> None:
     """Anthropic refuses an empty or whitespace-only stop sequence, which Chat clients send
     (``stop: ["\\n"]``): the others go to Anthropic, and the gateway ends the text at a

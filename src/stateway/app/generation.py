@@ -64,6 +64,7 @@ BACKEND_APIS: dict[str, Callable[[UpstreamClient, BackendConfig], Backend]] = {
             config.thinking,
             config.prompt_cache_mode,
             safeguards=config.runs_safeguards(),
+            sampling=config.sent_sampling(),
         ),
     ),
 }

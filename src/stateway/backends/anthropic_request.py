@@ -22,6 +22,11 @@
   be combined), as does a last assistant message calling tools without its signed
   thinking (a Chat client's, or one whose reasoning item was dropped): Anthropic refuses
   thinking unless that message starts with a thinking block.
+- Sampling as the model takes it (``AnthropicOptions.sampling``): ``all`` as asked;
+  ``one``, ``temperature`` or else ``top_p``, never both (Claude models from Sonnet 4.5 to
+  Opus 4.6 refuse both: "cannot both be specified for this model"); ``none``, none of
+  ``temperature``, ``top_p`` and ``top_k`` (Claude models from Opus 4.7 on refuse each:
+  "`temperature` is deprecated for this model"; API version 2026-10-21 has none).
 - ``stop_sequences`` but the blank ones (empty, or whitespace only: Chat clients send
   ``"\\n"``), which Anthropic refuses: the backend ends the text at those itself.
 - ``service_tier``: ``auto`` (and ``priority``) as ``auto``, ``default`` as
@@ -68,6 +73,9 @@ _ADAPTIVE_LEVELS: Final = {"minimal": "low"} | {level: level for level in ADAPTI
 """The ``output_config.effort`` of each reasoning effort: Anthropic's levels as they are,
 ``minimal`` as its nearest, ``low``. Any other (a Chat client's own word) is asked as
 ``ADAPTIVE_DEFAULT``, Anthropic's default, rather than refused upstream."""
+Sampling = Literal["all", "one", "none"]
+"""The sampling settings a model takes: ``all``; ``one`` of ``temperature`` and ``top_p``
+(``temperature`` when both are asked), ``top_k`` too; ``none``."""
 DISABLED: Final = {"type": "disabled"}
 """The ``thinking`` of a client that asked for no thinking."""
 _SERVICE_TIERS: Final = {"auto": "auto", "priority": "auto", "default": "standard_only"}
@@ -85,6 +93,8 @@ class AnthropicOptions:
     safeguards: bool = False
     """Whether the server runs a Messages client's ``safeguards`` (Anthropic's API does):
     they are sent on, else left out."""
+    sampling: Sampling = "all"
+    """Which of ``temperature``, ``top_p`` and ``top_k`` the model takes (:data:`Sampling`)."""
 
 
 def to_upstream(
@@ -111,12 +121,8 @@ def to_upstream(
     asked_none = settings.reasoning_effort == NONE and settings.reasoning_budget is None
     if asked_none or settings.reasoning_disabled:
         body["thinking"] = dict(DISABLED)  # said so: newer models think unless told not to
-    if settings.temperature is not None and (thinking is None or settings.temperature == 1):
-        body["temperature"] = min(settings.temperature, 1.0)
-    if settings.top_p is not None and (thinking is None or settings.top_p >= 0.95):
-        body["top_p"] = settings.top_p
-    if settings.top_k is not None and thinking is None:
-        body["top_k"] = settings.top_k
+    if options.sampling != "none":
+        _sampling(body, request, options.sampling, thinking=thinking is not None)
     sent_stops = [s for s in settings.stop_sequences if not blank_stop(s)]
     if sent_stops:
         body["stop_sequences"] = sent_stops
@@ -137,6 +143,21 @@ def to_upstream(
     cap_breakpoints(body)
     order_lifetimes(body)
     return body
+
+
+def _sampling(
+    body: dict[str, Any], request: InferenceRequest, sampling: Sampling, *, thinking: bool
+) -> None:
+    """``temperature``, ``top_p`` and ``top_k`` as asked, but those Anthropic refuses while
+    thinking, and ``top_p`` beside a ``temperature`` for a model that takes one only."""
+    settings = request.settings
+    if settings.temperature is not None and (not thinking or settings.temperature == 1):
+        body["temperature"] = min(settings.temperature, 1.0)
+    alone = sampling == "all" or "temperature" not in body
+    if settings.top_p is not None and (not thinking or settings.top_p >= 0.95) and alone:
+        body["top_p"] = settings.top_p
+    if settings.top_k is not None and not thinking:
+        body["top_k"] = settings.top_k
 
 
 def _output_format(body: dict[str, Any], text_format: dict[str, Any]) -> None:
