@@ -205,6 +205,34 @@ def test_an_effort_is_asked_at_the_level_anthropic_knows_nearest(
         assert request["body"]["output_config"] == {"effort": "high"}
 
 
+def test_a_summary_asked_for_asks_anthropic_for_the_thinking_summarized(
+    fake_upstream: str, tmp_path: Path
+) -> None:
+    """Claude models from Opus 4.7 on send thinking blocks without their text unless
+    ``thinking.display`` is ``summarized``: a Responses client's ``reasoning.summary`` asks
+    for that, and a request without one leaves the model's default."""
+    backend = {"url": fake_upstream, "api": "anthropic", "thinking": "adaptive"}
+    with (
+        configured_gateway(tmp_path, backend) as gateway,
+        OpenAI(base_url=gateway.url + "/v1", api_key="k", max_retries=0) as sdk,
+    ):
+        summarized = sdk.responses.create(
+            model=MODEL,
+            input="[[reason:plan]] summary-asked",
+            reasoning={"effort": "high", "summary": "auto"},
+            store=False,
+        )
+        sdk.responses.create(
+            model=MODEL, input="summary-unasked", reasoning={"effort": "high"}, store=False
+        )
+        [request] = fake_requests(fake_upstream, "summary-asked")
+        assert request["body"]["thinking"] == {"type": "adaptive", "display": "summarized"}
+        [request] = fake_requests(fake_upstream, "summary-unasked")
+        assert request["body"]["thinking"] == {"type": "adaptive"}
+        [reasoning] = [item for item in summarized.output if item.type == "reasoning"]
+        assert [part.text for part in reasoning.summary] == ["plan"]
+
+
 def test_no_reasoning_asked_is_thinking_disabled(fake_upstream: str, tmp_path: Path) -> None:
     """A Responses or Chat client's effort ``none`` asks Anthropic for no thinking (newer
     models think when ``thinking`` is left out); a client that asked nothing sends none."""

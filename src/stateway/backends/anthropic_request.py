@@ -15,13 +15,15 @@
   ``interleaved-thinking-2025-05-14`` beta, the whole turn's, which goes as it is; or,
   with ``thinking = "adaptive"`` or for a client that asked for adaptive thinking,
   adaptive thinking with the effort in ``output_config``; a Messages client's
-  ``thinking.display`` goes along, and its ``output_config.effort`` whatever its
-  thinking (Anthropic applies it to the whole answer). While thinking, sampling settings
-  Anthropic refuses are left out (a temperature other than 1, ``top_k``, a ``top_p``
-  below 0.95), and a tool choice that forces a tool turns thinking off (the two cannot
-  be combined), as does a last assistant message calling tools without its signed
-  thinking (a Chat client's, or one whose reasoning item was dropped): Anthropic refuses
-  thinking unless that message starts with a thinking block.
+  ``thinking.display`` goes along, and ``summarized`` for a Responses client that asked
+  for a summary (Claude models from Opus 4.7 on omit the text unless asked so); a
+  Messages client's ``output_config.effort`` goes whatever its thinking (Anthropic
+  applies it to the whole answer). While thinking, sampling settings Anthropic refuses
+  are left out (a temperature other than 1, ``top_k``, a ``top_p`` below 0.95), and a
+  tool choice that forces a tool turns thinking off (the two cannot be combined), as
+  does a last assistant message calling tools without its signed thinking (a Chat
+  client's, or one whose reasoning item was dropped): Anthropic refuses thinking unless
+  that message starts with a thinking block.
 - Sampling as the model takes it (``AnthropicOptions.sampling``): ``all`` as asked;
   ``one``, ``temperature`` or else ``top_p``, never both (Claude models from Sonnet 4.5 to
   Opus 4.6 refuse both: "cannot both be specified for this model"); ``none``, none of

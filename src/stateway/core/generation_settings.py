@@ -15,6 +15,9 @@ from stateway.core.items import Item
 INTERLEAVED_THINKING = "interleaved-thinking-2025-05-14"
 """The ``anthropic-beta`` feature under which Messages' ``thinking.budget_tokens`` is the
 whole turn's budget (thinking between tool calls too), so it may exceed ``max_tokens``."""
+SUMMARIZED = "summarized"
+"""The ``reasoning_display`` that shows thinking's text, summarized (Anthropic's
+``thinking.display``)."""
 
 
 @dataclass(slots=True)
@@ -99,6 +102,8 @@ class GenerationSettings:
     reasoning_display: str | None = None
     """Messages' ``thinking.display``: ``omitted`` shows thinking blocks without their
     text, which travels sealed in their signature; sent on to an Anthropic upstream.
+    ``summarized`` too for a Responses client that asked for a summary (``SUMMARIZED``):
+    Claude models from Opus 4.7 on omit the text unless asked for it so.
     ``hidden``: the client did not enable thinking, so none is shown (a model that reasons
     anyway is not told; its reasoning is not the client's)."""
     cache_control: dict[str, Any] | None = None

@@ -145,6 +145,23 @@ def test_every_reasoning_effort_the_sdk_types_is_taken(effort: str) -> None:
     assert command.settings.reasoning_effort == effort
 
 
+@pytest.mark.parametrize(
+    ("reasoning", "display"),
+    [
+        ({"effort": "high", "summary": "auto"}, "summarized"),
+        ({"effort": "high", "generate_summary": "detailed"}, "summarized"),
+        ({"effort": "high"}, None),
+    ],
+)
+def test_a_summary_asked_shows_the_thinking_summarized(
+    reasoning: dict[str, str], display: str | None
+) -> None:
+    """Claude models from Opus 4.7 on omit their thinking's text unless ``display`` asks
+    for it summarized: a summary asked for is that."""
+    raw = {"model": "m", "input": "hi", "reasoning": reasoning}
+    assert decode_create(orjson.dumps(raw)).settings.reasoning_display == display
+
+
 def test_unknown_top_level_fields_are_ignored() -> None:
     command = decode_create(b'{"model": "m", "input": "x", "client_metadata": {"a": 1}}')
     assert command.model == "m"

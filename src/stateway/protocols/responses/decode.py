@@ -17,7 +17,7 @@ import pydantic
 
 from stateway.core.commands import CompactResponse, CountTokens, CreateResponse
 from stateway.core.errors import InvalidRequest
-from stateway.core.generation_settings import GenerationSettings
+from stateway.core.generation_settings import SUMMARIZED, GenerationSettings
 from stateway.protocols.moderation import check_moderation
 from stateway.protocols.responses.body import (
     check_item_count,
@@ -76,6 +76,7 @@ def decode_create_fields(
     continued = conversation_id is not None or previous is not None
     tools, choice = decode_tools_and_choice(body.tools, body.tool_choice, given, continued)
     parallel_tool_calls, text, reasoning = body.parallel_tool_calls, body.text, body.reasoning
+    summary = (reasoning.summary or reasoning.generate_summary) if reasoning else None
     settings = GenerationSettings(
         temperature=body.temperature,
         top_p=body.top_p,
@@ -87,7 +88,9 @@ def decode_create_fields(
         text_format=decode_text_format(text.format if text else None),
         verbosity=text.verbosity if text else None,
         reasoning_effort=reasoning.effort if reasoning else None,
-        reasoning_summary=(reasoning.summary or reasoning.generate_summary) if reasoning else None,
+        reasoning_summary=summary,
+        reasoning_display=SUMMARIZED if summary else None,  # Claude from Opus 4.7 shows
+        # its thinking's text only when asked so
         metadata={} if body.metadata is None else decode_metadata(body.metadata),
         user=body.user,
         safety_identifier=body.safety_identifier,
