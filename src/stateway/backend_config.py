@@ -82,7 +82,8 @@ class BackendConfig(Section):
     thinking: Literal["enabled", "adaptive"] = "enabled"
     """Anthropic upstreams: how a reasoning effort without a token budget is asked for:
     ``enabled`` with a budget derived from the effort, or ``adaptive`` with the effort
-    as ``output_config.effort`` (newer models)."""
+    as ``output_config.effort`` (newer models). A model whose listing says it takes only
+    one of them is asked for that one (:mod:`stateway.backends.anthropic_thinking`)."""
     prompt_cache_mode: Literal["implicit", "explicit"] = "implicit"
     """Anthropic upstreams: how a Responses or Chat Completions request that names no
     ``prompt_cache_options.mode`` is cached. ``implicit``, as hosted OpenAI caches it:

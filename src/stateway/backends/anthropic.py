@@ -30,6 +30,7 @@ message cut, ``overloaded_error`` a 503 ``upstream_overloaded``).
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Callable, Iterator, Mapping
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -42,6 +43,7 @@ from stateway.backends.anthropic_request import (
     count_body,
     to_upstream,
 )
+from stateway.backends.anthropic_thinking import ThinkingTypes
 from stateway.backends.anthropic_tool_choice import ToolChoices
 from stateway.backends.model_windows import listed_windows
 from stateway.backends.stop_sequences import stopping
@@ -115,6 +117,8 @@ class AnthropicBackend:
         self._options = options or AnthropicOptions()
         self._choices = ToolChoices(client)
         """How its server takes a tool choice, once its listing told."""
+        self._thinking = ThinkingTypes()
+        """Which thinking each model takes, once its listing told."""
 
     def infer(self, request: InferenceRequest) -> AsyncGenerator[Delta, None]:
         """The round's deltas; ended by the gateway at a blank stop sequence, which
@@ -125,7 +129,7 @@ class AnthropicBackend:
 
     async def _deltas(self, request: InferenceRequest) -> AsyncGenerator[Delta, None]:
         names = ToolNames()
-        body = to_upstream(request, self._options, names)
+        body = to_upstream(request, self._options_for(request.model), names)
         await self._choices.send(body)
         body = self._client.target.filled(body)
         betas, waiting = self._betas(request), request.first_output
@@ -151,6 +155,14 @@ class AnthropicBackend:
                     return
             raise cut_short(self.name)
 
+    def _options_for(self, model: str) -> AnthropicOptions:
+        """The backend's options, asking ``model`` for the thinking it takes
+        (:mod:`stateway.backends.anthropic_thinking`)."""
+        thinking = self._thinking.asked(model, self._options.thinking)
+        if thinking == self._options.thinking:
+            return self._options
+        return replace(self._options, thinking=thinking)
+
     def _betas(self, request: InferenceRequest) -> dict[str, str] | None:
         """A Messages client's ``anthropic-beta`` features, after the backend's own."""
         wanted = request.settings.anthropic_beta
@@ -160,7 +172,7 @@ class AnthropicBackend:
         return {BETA: ",".join([*own, *(b for b in wanted if b not in own)])}
 
     async def count_tokens(self, request: InferenceRequest) -> int:
-        body = to_upstream(request, self._options, ToolNames())
+        body = to_upstream(request, self._options_for(request.model), ToolNames())
         await self._choices.send(body)
         body = count_body(body)
         betas = self._betas(request)
@@ -205,6 +217,7 @@ class AnthropicBackend:
         choice (:mod:`stateway.backends.anthropic_tool_choice`)."""
         listing = await self._listing()
         self._choices.learn(listing)
+        self._thinking.learn(listing)
         return await listed_windows(self._client, listing)
 
     async def _listing(self) -> list[dict[str, Any]]:
