@@ -588,6 +588,21 @@ def test_no_thinking_asked_is_sent_as_disabled_and_none_asked_as_nothing() -> No
     assert count_body(forced)["thinking"] == {"type": "disabled"}
 
 
+def test_a_count_keeps_the_output_config() -> None:
+    """A structured output's schema is part of what the model reads: a count of the input
+    is asked with it (``/messages/count_tokens`` takes ``output_config``), and with the
+    adaptive effort beside it."""
+    schema = {"type": "object", "properties": {"a": {"type": "string"}}}
+    sent = body(
+        [user("q")],
+        AnthropicOptions(thinking="adaptive"),
+        reasoning_effort="low",
+        text_format={"type": "json_schema", "name": "s", "schema": schema},
+    )
+    wanted = {"effort": "low", "format": {"type": "json_schema", "schema": schema}}
+    assert count_body(sent)["output_config"] == sent["output_config"] == wanted
+
+
 def test_a_messages_clients_thinking_disabled_is_sent_as_disabled() -> None:
     """Messages' ``thinking: disabled`` (no effort asked) reaches an Anthropic upstream as
     ``disabled``, whatever the backend's ``thinking``."""

@@ -173,8 +173,9 @@ def _output_format(body: dict[str, Any], text_format: dict[str, Any]) -> None:
 
 
 def count_body(body: dict[str, Any]) -> dict[str, Any]:
-    """The ``/messages/count_tokens`` body of a ``/messages`` body: what shapes the input."""
-    kept = ("model", "system", "messages", "tools", "tool_choice", "thinking")
+    """The ``/messages/count_tokens`` body of a ``/messages`` body: what shapes the input
+    (a structured output's schema too, in ``output_config``)."""
+    kept = ("model", "system", "messages", "tools", "tool_choice", "thinking", "output_config")
     return {k: body[k] for k in kept if k in body}
 
 
