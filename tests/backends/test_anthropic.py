@@ -3,6 +3,7 @@ HTTP leg against scripted loopback servers."""
 
 from __future__ import annotations
 
+import base64
 from functools import partial
 from typing import Any
 
@@ -257,6 +258,37 @@ def test_names_and_ids_are_respelled_and_names_restored() -> None:
     assert names.from_upstream("other") == "other"
     assert safe_name("x" * 200) != safe_name("x" * 201)
     assert len(safe_name("é" * 200)) <= 128
+
+
+JPEG = base64.b64encode(b"\xff\xd8\xff\xe0\x00\x10JFIF\x00").decode()
+PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR").decode()
+GIF = base64.b64encode(b"GIF89a\x01\x00\x01\x00").decode()
+WEBP = base64.b64encode(b"RIFF\x24\x00\x00\x00WEBPVP8 ").decode()
+
+
+@pytest.mark.parametrize(
+    ("url", "media_type"),
+    [
+        (f"data:image/jpg;base64,{JPEG}", "image/jpeg"),  # a common label Anthropic refuses
+        (f"data:image/png;base64,{JPEG}", "image/jpeg"),  # mislabelled: the bytes tell
+        (f"data:application/octet-stream;base64,{PNG}", "image/png"),
+        (f"data:image/jpeg;base64,{GIF}", "image/gif"),
+        (f"data:image/png;base64,{WEBP}", "image/webp"),
+        ("data:image/jpg;base64,AA==", "image/jpeg"),  # bytes unknown: the label, spelled
+        ("data:IMAGE/PNG;base64,AA==", "image/png"),  # as Anthropic spells it
+        ("data:image/heic;base64,AA==", "image/heic"),  # left to Anthropic's refusal
+    ],
+)
+def test_an_image_is_sent_as_the_media_type_its_bytes_are(url: str, media_type: str) -> None:
+    """Anthropic takes only ``image/jpeg``, ``image/png``, ``image/gif`` and ``image/webp``,
+    and refuses an image whose bytes are not of the type its label names; OpenAI's APIs
+    read an image whatever its data URL's label (browsers and tools write ``image/jpg``):
+    the type sent is the one the bytes are."""
+    part = {"type": "input_image", "image_url": url}
+    sent = body([{"type": "message", "role": "user", "content": [part]}])
+    [block] = sent["messages"][0]["content"]
+    assert block["source"]["media_type"] == media_type
+    assert block["source"]["data"] == url.partition(",")[2]
 
 
 def test_images_and_documents() -> None:

@@ -278,6 +278,37 @@ def test_sampling_reaches_anthropic_as_the_backend_says_its_model_takes_it(
         assert (request["body"]["temperature"], "top_p" in request["body"]) == (0.3, False)
 
 
+def test_an_image_labelled_as_anthropic_refuses_reaches_it_as_its_bytes_are(
+    fake_upstream: str, tmp_path: Path
+) -> None:
+    """A Chat client's ``data:image/jpg`` URL (a label browsers write; OpenAI reads the
+    image whatever it says) reaches Anthropic, which takes ``image/jpeg`` only, as a JPEG."""
+    jpeg = base64.b64encode(b"\xff\xd8\xff\xe0\x00\x10JFIF\x00").decode()
+    with (
+        configured_gateway(tmp_path, {"url": fake_upstream, "api": "anthropic"}) as gateway,
+        OpenAI(base_url=gateway.url + "/v1", api_key="k", max_retries=0) as sdk,
+    ):
+        answer = sdk.chat.completions.create(
+            model=MODEL,
+            messages=[
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "text", "text": "jpg-labelled"},
+                        {
+                            "type": "image_url",
+                            "image_url": {"url": f"data:image/jpg;base64,{jpeg}"},
+                        },
+                    ],
+                }
+            ],
+        )
+        assert answer.choices[0].finish_reason == "stop"
+        [request] = fake_requests(fake_upstream, "jpg-labelled")
+        [_, image] = request["body"]["messages"][0]["content"]
+        assert image["source"] == {"type": "base64", "media_type": "image/jpeg", "data": jpeg}
+
+
 def test_a_blank_stop_sequence_is_kept_by_the_gateway(fake_upstream: str, tmp_path: Path) -> None:
     """Anthropic refuses an empty or whitespace-only stop sequence, which Chat clients send
     (``stop: ["\\n"]``): the others go to Anthropic, and the gateway ends the text at a

@@ -313,6 +313,7 @@ HIT = {
     "title": "t",
     "content": [{"type": "text", "text": "x"}],
 }
+JPG = {"type": "base64", "media_type": "image/jpg", "data": "/9j/4AAQ"}
 FIVE = {"type": "ephemeral"}
 HOUR = {"type": "ephemeral", "ttl": "1h"}
 HIT_CITED = {"type": "search_result_location", "search_result_index": 0, "cited_text": "x"}
@@ -333,6 +334,11 @@ def cited(*citations: Any) -> dict[str, Any]:
         ({"messages": []}, "messages"),
         ({"messages": [user([{"type": "text", "text": ""}])]}, "non-empty"),
         ({"messages": [user([{"type": "video"}])]}, "video"),
+        (
+            {"messages": [user([{"type": "image", "source": JPG}])]},
+            "messages.0.content.0.source.base64.media_type: Input should be 'image/jpeg', "
+            "'image/png', 'image/gif' or 'image/webp'",
+        ),
         ({"system": [{"type": "text", "text": ""}]}, "system"),
         ({"messages": [user([{"type": "text", "text": " \n"}])]}, "non-whitespace"),
         ({"messages": [user(" ")]}, "non-whitespace"),

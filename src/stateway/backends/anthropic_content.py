@@ -25,8 +25,9 @@
 - A part's ``cache_control`` (a Messages client's) marks its block, as does its
   ``prompt_cache_breakpoint`` (an OpenAI client's; :mod:`.anthropic_caching`).
 - Tool names and ids are respelled into ``[A-Za-z0-9_-]`` (:mod:`.anthropic_names`).
-- An image or file this API cannot take (by ``file_id``, or a file without a data URL)
-  is a 400.
+- A base64 image's ``media_type`` is the one its bytes are
+  (:mod:`.anthropic_images`). An image or file this API cannot take (by ``file_id``, or a
+  file without a data URL) is a 400.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from typing import Any, Final, TypeGuard
 import orjson
 
 from stateway.backends.anthropic_caching import BREAKPOINT, breakpoint_mark, request_ttl
+from stateway.backends.anthropic_images import image_media_type
 from stateway.backends.anthropic_names import ToolNames, safe_name
 from stateway.core.errors import InvalidRequest
 from stateway.core.inference import InferenceRequest
@@ -253,7 +255,7 @@ def _image_source(part: Item) -> dict[str, Any]:
     if data_url is None:
         return {"type": "url", "url": url}
     media_type, data = data_url
-    return {"type": "base64", "media_type": media_type, "data": data}
+    return {"type": "base64", "media_type": image_media_type(media_type, data), "data": data}
 
 
 def _document_source(part: Item) -> dict[str, Any]:

@@ -7,7 +7,8 @@ would take.
   ``standard_only``; roles ``user``, ``assistant`` or ``system``;
 - empty or blank (whitespace only) text blocks, in ``system`` and tool results too, and
   empty or blank ``stop_sequences``;
-  unknown block types; a ``search_result`` without a ``source`` or
+  unknown block types; a base64 image of a media type other than ``image/jpeg``,
+  ``image/png``, ``image/gif`` or ``image/webp``; a ``search_result`` without a ``source`` or
   text ``content``; a text block's ``citations`` of an unknown type, pointing at no
   document (``document_index``) or search result (``search_result_index``) of the
   request, or of a web search (``web_search_result_location``: this API ran none, so no
@@ -80,6 +81,7 @@ INTERLEAVED_THINKING = "interleaved-thinking-2025-05-14"
 ``max_tokens`` if need be."""
 _EFFORTS = frozenset({None, "low", "medium", "high", "xhigh", "max"})
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,128}")
+_IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
 _BLOCKS = frozenset(
     {
         "text",
@@ -383,6 +385,8 @@ def _check_blocks(
             _check_citations(block["citations"], at, cited)
         if kind == "search_result":
             _check_search_result(block, at)
+        if kind == "image":
+            _check_image(block, at)
         if kind == "tool_use" and not _NAME.fullmatch(str(block.get("id"))):
             raise invalid_request(f"{at}.id: String should match pattern '^[a-zA-Z0-9_-]+$'", at)
         if kind == "tool_use" and not isinstance(block.get("input"), dict):
@@ -400,6 +404,17 @@ def _check_blocks(
         else:
             seen_other = True
     return results
+
+
+def _check_image(block: dict[str, Any], at: str) -> None:
+    source = block.get("source")
+    source = source if isinstance(source, dict) else {}
+    if source.get("type") == "base64" and source.get("media_type") not in _IMAGE_TYPES:
+        raise invalid_request(
+            f"{at}.source.base64.media_type: Input should be 'image/jpeg', 'image/png', "
+            "'image/gif' or 'image/webp'",
+            at,
+        )
 
 
 def _signed(block: dict[str, Any], verify: Callable[[str, str], str | None]) -> bool:
