@@ -817,6 +817,28 @@ def test_a_history_of_tool_calls_without_tools_declares_them_not_to_be_called() 
     assert sent["tool_choice"] == {"type": "auto"}
 
 
+@pytest.mark.parametrize(
+    ("parameters", "schema"),
+    [
+        ({}, {"type": "object"}),
+        (
+            {"properties": {"a": {"type": "string"}}},
+            {"type": "object", "properties": {"a": {"type": "string"}}},
+        ),
+        ({"type": "object", "required": []}, {"type": "object", "required": []}),
+    ],
+)
+def test_a_tools_schema_without_a_type_is_sent_as_an_object_schema(
+    parameters: dict[str, Any], schema: dict[str, Any]
+) -> None:
+    """OpenAI takes a function's ``parameters`` without a ``type`` (``{}`` for a function
+    of no arguments); Anthropic requires ``input_schema.type: "object"``."""
+    tools = [{"type": "function", "name": "f", "parameters": parameters}]
+    sent = to_upstream(request([user("q")], tools=tools), AnthropicOptions(), ToolNames())
+    assert sent["tools"][0]["input_schema"] == schema
+    check_messages_request(sent, lambda *_: None)
+
+
 def test_a_forced_tool_turns_thinking_off() -> None:
     tools = [{"type": "function", "name": "f"}]
     sent = to_upstream(

@@ -390,7 +390,7 @@ def cited(*citations: Any) -> dict[str, Any]:
             {
                 "thinking": {"type": "adaptive"},
                 "tool_choice": {"type": "any"},
-                "tools": [{"name": "f", "input_schema": {}}],
+                "tools": [{"name": "f", "input_schema": {"type": "object"}}],
             },
             "forces",
         ),
@@ -434,7 +434,7 @@ def cited(*citations: Any) -> dict[str, Any]:
         ),
         (
             {
-                "tools": [{"name": "f", "input_schema": {}, "cache_control": FIVE}],
+                "tools": [{"name": "f", "input_schema": {"type": "object"}, "cache_control": FIVE}],
                 "messages": [user([{"type": "text", "text": "q", "cache_control": HOUR}])],
             },
             "messages.0.content.0.cache_control.ttl: a ttl='1h' cache_control block must not "

@@ -227,7 +227,9 @@ def _tool(tool: Item, names: ToolNames) -> dict[str, Any]:
     if tool.get("description"):
         wire["description"] = tool["description"]
     schema = tool.get("parameters")
-    wire["input_schema"] = schema if isinstance(schema, dict) else {"type": "object"}
+    schema = schema if isinstance(schema, dict) else {}
+    # OpenAI takes parameters without a type ({} for no arguments); Anthropic requires it
+    wire["input_schema"] = schema if "type" in schema else {"type": "object", **schema}
     if tool.get("strict") is True:  # strict tool use, as asked (not sent unless true)
         wire["strict"] = True
     if tool.get("cache_control"):

@@ -128,6 +128,10 @@ def check_messages_request(
             raise invalid_request(f"tools: invalid tool name {tool.get('name')!r}", "tools")
         if not isinstance(tool.get("input_schema"), dict):
             raise invalid_request("tools: input_schema: Field required", "tools")
+        if "type" in tool and tool["type"] != "custom":
+            continue  # an Anthropic-defined tool: its schema is Anthropic's
+        if tool["input_schema"].get("type") != "object":
+            raise invalid_request("tools.custom.input_schema.type: Field required", "tools")
     if body.get("service_tier") not in (None, "auto", "standard_only"):
         raise invalid_request(
             "service_tier: Input should be 'auto' or 'standard_only'", "service_tier"
