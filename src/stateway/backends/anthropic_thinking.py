@@ -3,12 +3,14 @@
 
 Anthropic's listing (``GET /v1/models``) tells it of each model, under
 ``capabilities.thinking.types``: Claude models from Opus 4.7 on take adaptive thinking
-only (a budget is a 400), those before Opus 4.6 enabled thinking only. A reasoning effort
+only (a budget is a 400), those before Claude 4.6 enabled thinking only. A reasoning effort
 without a budget is asked as the backend's ``thinking`` says, except of a model whose
 listing says it takes only the other: that one is asked for the kind it takes. A model the
 listing tells nothing of (another server's listing, no listing read yet, window discovery
-off) is asked as the backend says. Learned from the listing the window discovery reads
-(in the background from start-up), as :mod:`.anthropic_tool_choice` learns its server.
+off or not needed: a backend with its ``context_window`` set) is asked as the backend
+says. Learned from the listing the window discovery reads (in the background from
+start-up), as :mod:`.anthropic_tool_choice` learns its server, but never asked on a
+request's path (nearly every request of a reasoning client names an effort).
 """
 
 from __future__ import annotations
