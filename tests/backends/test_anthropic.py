@@ -116,6 +116,45 @@ def test_system_leads_and_later_system_messages_stay_in_place() -> None:
     assert "system" not in body([user("hi")])
 
 
+def test_a_system_message_between_calls_and_their_results_follows_the_results() -> None:
+    """Anthropic refuses any message between a ``tool_use`` and the message of its
+    results: a system or developer message a client put there (a reminder sent with the
+    outputs) goes right after them, before the next assistant message, in its order."""
+    items = [
+        user("go"),
+        call("c1"),
+        call("c2"),
+        system("first"),
+        output("c1"),
+        system("second", "developer"),
+        output("c2"),
+        user("more"),
+        {"type": "message", "role": "assistant", "content": "done"},
+        user("next"),
+    ]
+    sent = body(items, tools=[{"type": "function", "name": "f"}])
+    assert [m["role"] for m in sent["messages"]] == [
+        "user",
+        "assistant",
+        "user",
+        "system",
+        "assistant",
+        "user",
+    ]
+    assert sent["messages"][3]["content"] == [
+        {"type": "text", "text": "first"},
+        {"type": "text", "text": "second"},
+    ]
+    assert [b["type"] for b in sent["messages"][2]["content"]] == [
+        "tool_result",
+        "tool_result",
+        "text",
+    ]
+    check_messages_request(sent, lambda *_: None)
+    last = body([user("go"), call("c1"), system("note"), output("c1")], tools=[])
+    assert [m["role"] for m in last["messages"]] == ["user", "assistant", "user", "system"]
+
+
 def test_calls_and_outputs_pair_in_consecutive_messages() -> None:
     items = [
         user("go", cache_control={"type": "ephemeral"}),

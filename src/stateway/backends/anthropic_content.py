@@ -4,7 +4,8 @@
 - ``system``: the instructions, then the system/developer messages that lead the context
   (a string when that is one plain text, else text blocks keeping ``cache_control``);
   a system message later in the context stays a ``role: "system"`` entry where it was,
-  as Claude Code sends it.
+  as Claude Code sends it, but for one between calls and their results, which goes after
+  the results (Anthropic refuses any message between them).
 - Items become blocks of alternating turns: text, ``image`` and ``document`` parts (a
   Messages client's document with its ``context``, ``citations`` and custom content as
   it sent them, images included, which are not sent again as the ``in_document`` image
@@ -93,21 +94,45 @@ def _system(blocks: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
 
 
 class _Turns:
-    """Messages being built: blocks of one role join the last message of that role."""
+    """Messages being built: blocks of one role join the last message of that role. A
+    system message between calls and their results (which Anthropic refuses: the
+    results must be the next message) is held until the next assistant message, and
+    sent right before it (or last)."""
 
-    __slots__ = ("messages",)
+    __slots__ = ("held", "messages")
 
     def __init__(self) -> None:
         self.messages: list[dict[str, Any]] = []
+        self.held: list[dict[str, Any]] = []
+        """System blocks held back from between calls and their results."""
 
     def add(self, role: str, blocks: list[dict[str, Any]]) -> None:
+        if role == "system" and (self.held or self._awaiting_results()):
+            self.held += blocks
+            return
+        if role == "assistant":
+            self._release()
+        self._append(role, blocks)
+
+    def _append(self, role: str, blocks: list[dict[str, Any]]) -> None:
         last = self.messages[-1] if self.messages else None
         if last is not None and last["role"] == role:
             last["content"] += blocks
         elif blocks or role == "user":  # an empty user turn stays a turn (see done)
             self.messages.append({"role": role, "content": blocks})
 
+    def _awaiting_results(self) -> bool:
+        """Whether the last message calls tools: the next must hold their results."""
+        last = self.messages[-1] if self.messages else None
+        return last is not None and last["role"] == "assistant" and _calls(last)
+
+    def _release(self) -> None:
+        if self.held:
+            held, self.held = self.held, []
+            self._append("system", held)
+
     def done(self) -> list[dict[str, Any]]:
+        self._release()
         for message in self.messages:
             if message["role"] == "user":  # tool results must lead a user message
                 blocks = message["content"]
@@ -117,6 +142,10 @@ class _Turns:
                 message["content"] = ordered or [{"type": "text", "text": EMPTY_TURN}]
         _trim_prefill(self.messages)
         return self.messages
+
+
+def _calls(message: dict[str, Any]) -> bool:
+    return any(block["type"] == "tool_use" for block in message["content"])
 
 
 def _trim_prefill(messages: list[dict[str, Any]]) -> None:
