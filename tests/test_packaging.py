@@ -42,7 +42,7 @@ NOT_THE_PROJECT = shutil.ignore_patterns(
 )
 """What a checkout holds besides the project's own files (``.gitignore``'s, and builds')."""
 
-SDIST_FILES = {"PKG-INFO", "setup.cfg", "pyproject.toml", "README.md", "MANIFEST.in"}
+SDIST_FILES = {"PKG-INFO", "setup.cfg", "pyproject.toml", "README.md", "MANIFEST.in", "LICENSE"}
 """The sdist's files beside ``src/`` (the first two written by the build)."""
 
 
@@ -108,6 +108,14 @@ def test_the_wheel_holds_the_package_and_its_metadata_only(built: Built) -> None
     (metadata,) = {path.split("/", 1)[0] for path in built.wheel} - {"stateway"}
     assert metadata.endswith(".dist-info")
     assert {path for path in built.wheel if path.startswith("stateway/")} == _package_files()
+
+
+def test_the_wheel_and_the_sdist_carry_the_license_text(built: Built) -> None:
+    """``license = "Apache-2.0"`` names it; its terms go along (the license asks a
+    redistribution to carry them)."""
+    (text,) = (path for path in built.wheel if path.endswith(".dist-info/licenses/LICENSE"))
+    assert text
+    assert "LICENSE" in built.sdist
 
 
 def test_every_entry_point_of_the_wheel_names_an_object_of_the_package(built: Built) -> None:

@@ -2,9 +2,11 @@
 
 - ``system`` and ``messages``: the instructions and items as blocks of alternating turns
   (:mod:`.anthropic_content`); at least one message is needed.
-- Tool names are respelled into ``[A-Za-z0-9_-]`` (:mod:`.anthropic_names`). A request
-  declaring no tools whose messages call some declares those, not to be called
-  (``tool_choice`` ``none``): Anthropic refuses tool blocks in a request without tools.
+- Tool names are respelled into ``[A-Za-z0-9_-]`` (:mod:`.anthropic_names`); a tool's
+  parameters without a ``type`` (OpenAI's ``{}`` for no arguments) are an object schema,
+  as Anthropic requires. A request declaring no tools whose messages call some declares
+  those, not to be called (``tool_choice`` ``none``): Anthropic refuses tool blocks in a
+  request without tools.
 - ``max_tokens`` is always sent (the backend's default when the client set none).
   Thinking: ``{"type": "disabled"}`` when the client asked for none (Messages'
   ``disabled``, a reasoning effort ``none``), since newer models

@@ -13,7 +13,8 @@ would take.
   document (``document_index``) or search result (``search_result_index``) of the
   request, or of a web search (``web_search_result_location``: this API ran none, so no
   ``encrypted_index`` is its own);
-- tool names and tool-use ids outside ``[A-Za-z0-9_-]``; a ``tool_use`` without a
+- tool names and tool-use ids outside ``[A-Za-z0-9_-]``; a tool's ``input_schema`` whose
+  ``type`` is not ``object``; a ``tool_use`` without a
   ``tool_result`` in the next message, or a ``tool_result`` answering no ``tool_use`` of
   the message before; a user message whose tool results do not come first; a
   ``tool_use`` or ``tool_result`` block in a request that declares no ``tools``;
