@@ -174,9 +174,9 @@ def test_a_revoked_key_is_refused_within_seconds(gateway: AuthGateway) -> None:
     key = gateway.create_key("acme", "--name", "to revoke")
     with openai_client(gateway, key) as client:
         client.models.list()  # accepted, and cached
-        listed = stateway("keys", "list", "--json", "--database", gateway.database)
-        [entry] = [k for k in json.loads(listed.stdout) if k["name"] == "to revoke"]
-        revoked = stateway("keys", "revoke", entry["id"], "--database", gateway.database)
+        revoked = stateway(
+            "keys", "revoke", key_id_named(gateway, "to revoke"), "--database", gateway.database
+        )
         assert revoked.returncode == 0, revoked.stderr
 
         refused = until_refused(client)
@@ -208,12 +208,11 @@ def test_a_key_revoked_while_its_websocket_is_open_ends_the_connection(
             elif frame["type"] in ("response.completed", "error"):
                 return frame
 
+    key_id = key_id_named(gateway, "socket to revoke")  # before: one run in the ~12 s
     with connect(url, additional_headers={"Authorization": f"Bearer {key}"}) as socket:
         socket.send(json.dumps({**long, "input": "[[slow:300]] [[words:40]]"}))  # ~12 s
         assert answer(socket)["type"] == "response.completed"
-        listed = stateway("keys", "list", "--json", "--database", gateway.database)
-        [entry] = [k for k in json.loads(listed.stdout) if k["name"] == "socket to revoke"]
-        revoked = stateway("keys", "revoke", entry["id"], "--database", gateway.database)
+        revoked = stateway("keys", "revoke", key_id, "--database", gateway.database)
         assert revoked.returncode == 0, revoked.stderr
         deadline = time.monotonic() + 30
         while (frame := answer(socket))["type"] != "error":
@@ -250,18 +249,18 @@ def test_a_steered_responses_successor_on_a_revoked_key_fails_then_the_socket_cl
     USED.append(key)
     url = gateway.url.replace("http://", "ws://", 1) + "/v1/responses"
     marker = f"steered-after-revocation-{uuid.uuid4().hex}"
+    key_id = key_id_named(gateway, "steering to revoke")
     with connect(url, additional_headers={"Authorization": f"Bearer {key}"}) as socket:
         create = {"type": "response.create", "model": MODEL, "stream_id": "s"}
-        # ~12 s: two `stateway keys` runs (list, revoke) must end before it does, however
-        # busy the machine (one that ends after lets the successor start unrefused).
+        # ~12 s: the `stateway keys revoke` run must end before it does, however busy the
+        # machine (one that ends after lets the successor start unrefused); the key's id
+        # is looked up before, so that one process's start-up is all the test waits for.
         socket.send(json.dumps({**create, "input": "[[slow:300]] [[words:40]]"}))
         created = json.loads(socket.recv(timeout=30))
         assert created["type"] == "response.created"
         steer = {"type": "response.steer", "previous_response_id": created["response"]["id"]}
         socket.send(json.dumps({**steer, "input": marker}))
-        listed = stateway("keys", "list", "--json", "--database", gateway.database)
-        [entry] = [k for k in json.loads(listed.stdout) if k["name"] == "steering to revoke"]
-        revoked = stateway("keys", "revoke", entry["id"], "--database", gateway.database)
+        revoked = stateway("keys", "revoke", key_id, "--database", gateway.database)
         assert revoked.returncode == 0, revoked.stderr
         events: list[dict[str, Any]] = []
         closed = until_closed(socket, events, lane="s")
@@ -276,6 +275,13 @@ def test_a_steered_responses_successor_on_a_revoked_key_fails_then_the_socket_cl
     assert closed.rcvd is not None
     assert closed.rcvd.code == 1008
     assert fake_requests(fake_upstream, marker) == []
+
+
+def key_id_named(gateway: AuthGateway, name: str) -> str:
+    """The id ``stateway keys list`` gives the key named ``name``."""
+    listed = stateway("keys", "list", "--json", "--database", gateway.database)
+    [entry] = [k for k in json.loads(listed.stdout) if k["name"] == name]
+    return str(entry["id"])
 
 
 def until_closed(socket: Any, seen: list[dict[str, Any]], lane: str = "long") -> ConnectionClosed:
