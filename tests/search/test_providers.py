@@ -363,6 +363,36 @@ async def test_a_connection_closed_unanswered_is_reported_in_words(
         server.close()
 
 
+async def test_an_answer_that_is_not_http_is_reported_and_logged_without_the_key(
+    hosted: Api, caplog: pytest.LogCaptureFixture
+) -> None:
+    """aiohttp's error for a status line or headers it cannot parse carries the request's
+    headers (the key among them) and its URL (the query) in its repr: neither is logged."""
+
+    async def garble(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: abc\r\n\r\n")
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(garble, "127.0.0.1", 0)
+    url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    key = "bsa-Kq7Mw2Zx9Lp4Rt6"
+    where = {"base_url": url}
+    config = WebSearchConfig.model_validate({"provider": hosted, **where})
+    provider = build_search_provider(config, {"BRAVE_API_KEY": key, "TAVILY_API_KEY": key})
+    assert provider is not None
+    try:
+        with caplog.at_level("DEBUG"), pytest.raises(ToolFailure) as failed:
+            await provider.search(SearchQuery("private question"))
+        assert str(failed.value) == f"{PROVIDER_NAME[hosted]} sent an answer that is not HTTP"
+        assert key not in caplog.text
+        assert "private question" not in caplog.text
+    finally:
+        await provider.aclose()
+        server.close()
+
+
 async def test_the_key_never_appears_in_a_failure(fake: FakeSearch, hosted: Api) -> None:
     provider = build(fake, hosted, timeout=0.2)
     messages: list[str] = []

@@ -5,7 +5,9 @@ status kept as the failure's ``http`` error).
 Messages are written here, never copied from the search API's response: they reach the
 model and the client, so they name the provider and the kind of failure (timed out, API key
 rejected, rate limited, unavailable, unreadable answer) and nothing else. The API key is in
-a header only; as a second guard every message is scrubbed of it before it is raised.
+a header only; as a second guard every message is scrubbed of it before it is raised. A
+failure's detail is logged for the operator, except aiohttp's error for an answer that is
+not HTTP, whose repr holds the request's headers (the key) and URL (the query).
 
 Each request (headers, body and JSON decoding together) runs under ``asyncio.timeout`` of
 the configured seconds. A cancelled request (the tool executor's own deadline) leaves the
@@ -82,6 +84,9 @@ class SearchTransport:
             raise self._failure(message) from None
         except aiohttp.ClientConnectorError as exc:
             raise self._failure(f"{self.provider} is unreachable") from exc
+        except aiohttp.ClientResponseError as exc:  # its status line or headers unparsed
+            # Not logged: its repr holds the request's headers (the key) and URL (the query).
+            raise self._failure(f"{self.provider} sent an answer that is not HTTP") from exc
         except aiohttp.ClientError as exc:
             log.warning("the connection to %s failed: %r", self.provider, exc)
             raise self._failure(f"The connection to {self.provider} failed") from exc
