@@ -1,13 +1,17 @@
-"""User URLs to async engines, SQLite pragmas and the start-up description."""
+"""User URLs to async engines, SQLite pragmas, the start-up description, and what a failed
+statement's error shows."""
 
 from __future__ import annotations
 
 import sqlite3
+import traceback
 from pathlib import Path
 
 import pytest
 from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
 
+from stateway.core.errors import StorageError
 from stateway.storage.sql.engine import (
     SQLITE_PRAGMAS,
     apply_sqlite_pragmas,
@@ -15,6 +19,8 @@ from stateway.storage.sql.engine import (
     create_engine,
     describe_url,
 )
+from stateway.storage.sql.errors import storage_errors
+from stateway.storage.sql.writer import writer_for
 
 
 @pytest.mark.parametrize(
@@ -190,3 +196,54 @@ def test_a_locked_switch_to_wal_is_left_to_the_connection_doing_it() -> None:
 
     apply_sqlite_pragmas(Connection(), None)  # type: ignore[arg-type]
     assert executed == [p for p in SQLITE_PRAGMAS if "journal_mode" not in p]
+
+
+SECRET = "a-prompt-or-a-sealed-key-9c1d"
+
+
+def _logged(error: BaseException) -> str:
+    """What a log line with ``error`` attached shows (its chained causes included)."""
+    return "".join(traceback.format_exception(error))
+
+
+async def _failed_write(engine: AsyncEngine) -> StorageError:
+    async with engine.connect() as connection:
+        with pytest.raises(StorageError) as caught, storage_errors("saving a response"):
+            await connection.execute(text("INSERT INTO missing VALUES (:v)"), {"v": SECRET})
+    return caught.value
+
+
+async def test_a_failed_statements_parameters_stay_out_of_its_error(tmp_path: Path) -> None:
+    """A storage error logged with its traceback shows SQLAlchemy's error it was raised
+    from, statement and all, but not the values bound to it (a prompt, a sealed key)."""
+    engine = create_engine(f"sqlite:///{tmp_path / 'x.db'}")
+    try:
+        assert SECRET not in _logged(await _failed_write(engine))
+    finally:
+        await engine.dispose()
+
+
+@pytest.mark.postgres
+async def test_a_failed_postgres_statements_parameters_stay_out_of_its_error(
+    fresh_postgres_url: str,
+) -> None:
+    engine = create_engine(fresh_postgres_url)
+    try:
+        assert SECRET not in _logged(await _failed_write(engine))
+    finally:
+        await engine.dispose()
+
+
+async def test_the_sqlite_writers_failed_statements_keep_their_parameters_out_too(
+    tmp_path: Path,
+) -> None:
+    engine = create_engine(f"sqlite:///{tmp_path / 'x.db'}")
+    writer = writer_for(engine)
+    statement = text("INSERT INTO missing VALUES (:v)")
+    try:
+        with pytest.raises(StorageError) as caught, storage_errors("saving a response"):
+            await writer.write([(statement, [{"v": SECRET}])])
+        assert SECRET not in _logged(caught.value)
+    finally:
+        await writer.aclose()
+        await engine.dispose()

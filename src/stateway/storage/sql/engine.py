@@ -71,6 +71,11 @@ SQLITE_SYNC_DRIVER: Final = "sqlite+pysqlite"
 """The SQLite writer's driver (see :mod:`~stateway.storage.sql.writer`)."""
 POSTGRES_DRIVER: Final = "postgresql+asyncpg"
 
+HIDE_PARAMETERS: Final = True
+"""SQLAlchemy's errors leave out the values bound to their statement (a prompt, an
+answer, the sealing key): a storage error is raised from one, and a log line with its
+traceback attached shows the chain."""
+
 _SQLITE_SCHEMES: Final = frozenset({"sqlite", SQLITE_DRIVER})
 _POSTGRES_SCHEMES: Final = frozenset({"postgresql", "postgres", POSTGRES_DRIVER})
 
@@ -159,7 +164,11 @@ def create_engine(url: str, *, timeout: float | None = None) -> AsyncEngine:
         # ended by SQLAlchemy's Connection itself (commit, or rollback on close), so the
         # pool's extra ROLLBACK on return would be a round trip that does nothing.
         engine = create_async_engine(
-            target, pool_size=5, max_overflow=10, pool_reset_on_return=None
+            target,
+            pool_size=5,
+            max_overflow=10,
+            pool_reset_on_return=None,
+            hide_parameters=HIDE_PARAMETERS,
         )
         event.listen(engine.sync_engine, "connect", apply_sqlite_pragmas)
         return engine
@@ -174,6 +183,7 @@ def create_engine(url: str, *, timeout: float | None = None) -> AsyncEngine:
         # replaced). Recycling keeps connections younger than typical idle-killing proxy
         # timeouts.
         pool_recycle=600,
+        hide_parameters=HIDE_PARAMETERS,
         connect_args={
             "timeout": CONNECT_TIMEOUT if timeout is None else min(CONNECT_TIMEOUT, timeout),
             "command_timeout": timeout,

@@ -9,8 +9,10 @@ while a pooled connection is being opened.
 
 The client-facing message is fixed and generic. The log lines get the driver's own error
 too (:attr:`StorageError.reason`, in ``str(error)``: "connection refused", "database is
-locked", a missing database), never SQLAlchemy's text, which carries the statement and its
-parameters (a prompt, a sealed secret).
+locked", a missing database), never SQLAlchemy's text, which carries the statement. A
+line that attaches the error's traceback shows SQLAlchemy's error it was raised from, whose
+engine leaves out the values bound to the statement (a prompt, a sealed secret:
+``HIDE_PARAMETERS`` in :mod:`~stateway.storage.sql.engine`).
 
 A database that refuses writes for a cause that outlasts the write is named, by the
 driver's structured code (:func:`refusal`): out of space (SQLite's ``SQLITE_FULL``, a full

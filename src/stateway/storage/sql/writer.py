@@ -51,7 +51,12 @@ from sqlalchemy.sql import Executable
 from sqlalchemy.sql.dml import UpdateBase
 
 from stateway.core.errors import StorageReadOnly
-from stateway.storage.sql.engine import SQLITE_SYNC_DRIVER, apply_sqlite_pragmas, is_sqlite
+from stateway.storage.sql.engine import (
+    HIDE_PARAMETERS,
+    SQLITE_SYNC_DRIVER,
+    apply_sqlite_pragmas,
+    is_sqlite,
+)
 from stateway.storage.sql.errors import refusal
 from stateway.storage.sql.prepared import PreparedStatements
 
@@ -147,7 +152,9 @@ class ThreadWriter:
     def __init__(self, engine: AsyncEngine) -> None:
         url = engine.url.set(drivername=SQLITE_SYNC_DRIVER)
         # Opens the writer's one connection (pragmas applied), on the writer's thread.
-        self._engine = create_sync_engine(url, poolclass=pool.StaticPool)
+        self._engine = create_sync_engine(
+            url, poolclass=pool.StaticPool, hide_parameters=HIDE_PARAMETERS
+        )
         event.listen(self._engine, "connect", apply_sqlite_pragmas)
         self.watchers: list[Watcher] = []
         self._jobs: SimpleQueue[_Job | None] = SimpleQueue()
