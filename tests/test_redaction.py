@@ -6,7 +6,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from stateway.redaction import MASK, RUN, SAME_LETTERS, KeyScrubber, header_credentials
+from stateway.redaction import (
+    MASK,
+    RUN,
+    SAME_LETTERS,
+    KeyScrubber,
+    header_credentials,
+    url_credentials,
+)
 
 KEY = "sk-Proj-AbCdEfGh0123456789-XyZ"
 ECHOES = [
@@ -176,3 +183,17 @@ def test_the_check_never_passes_over_what_the_search_masks(key: str, text: str) 
     assert pattern is not None
     if pattern.search(text):
         assert scrub(text) != text
+
+
+@pytest.mark.parametrize(
+    ("url", "credentials"),
+    [
+        ("http://u:pass%2Fword-99@h/v1", ["pass/word-99", "dTpwYXNzL3dvcmQtOTk="]),
+        ("http://proxy:pw@h/v1", ["cHJveHk6cHc="]),  # the password alone is too short
+        ("http://u:@h/v1", []),
+        ("http://user-only@h/v1", []),
+        ("http://h/v1", []),
+    ],
+)
+def test_the_credentials_a_url_sends_as_basic(url: str, credentials: list[str]) -> None:
+    assert url_credentials(url) == credentials

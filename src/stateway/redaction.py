@@ -5,10 +5,11 @@ upstream text bound for a client, the database or the log passes through
 :class:`KeyScrubber`, which masks each case-insensitive occurrence of any run of
 :data:`RUN` consecutive characters of the key (so the whole key, its prefix, a lower-cased
 copy and a fragment cut off by truncation are all masked). A key shorter than that is
-masked whole. A model server's scrubber masks its key and the credentials among its
+masked whole. A model server's scrubber masks its key, the credentials among its
 configured headers (:func:`header_credentials`: a proxy's token, a key put there by
-hand). The MCP client masks the header values it sent a server out of that server's
-error messages the same way (:mod:`stateway.mcp_client.failures`).
+hand) and those its URL sends as Basic credentials (:func:`url_credentials`). The MCP
+client masks the header values it sent a server out of that server's error messages the
+same way (:mod:`stateway.mcp_client.failures`).
 
 :func:`masked_url` shows a configured URL (an upstream's, Redis's) without the password it
 carries, for the start-up summary and the log.
@@ -20,9 +21,11 @@ model servers' (:mod:`stateway.backends`) and the MCP servers'
 
 from __future__ import annotations
 
+import base64
 import re
 from collections.abc import Iterable
 from typing import Final
+from urllib.parse import unquote, urlsplit
 
 RUN = 8
 """The shortest stretch of the key that is treated as revealing it."""
@@ -92,6 +95,24 @@ def header_credentials(headers: Iterable[tuple[str, str]]) -> list[str]:
         if len(credential) >= RUN:
             found.append(credential)
     return found
+
+
+def url_credentials(url: str) -> list[str]:
+    """What the user information of ``url`` sends as Basic credentials: its password, and
+    ``user:password`` as the ``Authorization`` header carries it (base64, in Latin-1 as
+    aiohttp encodes it), each of :data:`RUN` characters or more (as
+    :func:`header_credentials`'); none without a password."""
+    parts = urlsplit(url)
+    if not parts.password:
+        return []
+    password = unquote(parts.password)
+    pair = f"{unquote(parts.username or '')}:{password}"
+    try:
+        sent = pair.encode("latin-1")
+    except UnicodeEncodeError:
+        sent = pair.encode()
+    found = [password, base64.b64encode(sent).decode("ascii")]
+    return [credential for credential in found if len(credential) >= RUN]
 
 
 class KeyScrubber:

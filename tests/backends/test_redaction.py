@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 import orjson
@@ -52,6 +53,31 @@ async def test_error_bodies_are_scrubbed(loopback: Loopback, as_json: bool, stat
     assert MASK in caught.value.message
     assert not reveals(caught.value.message)
     assert not reveals(str(caught.value.code))
+
+
+@pytest.mark.parametrize("echoed", ["password", "basic"])
+async def test_a_password_in_the_url_is_scrubbed_from_error_bodies(
+    loopback: Loopback, echoed: str
+) -> None:
+    """A URL's password is sent as Basic credentials: a proxy echoing them, as sent or
+    decoded, reveals no more than one echoing a configured key."""
+    password = "Pw-Kq7Mw2Zx9Lp4Rt6"
+
+    async def echoes_the_credentials(request: web.Request) -> web.Response:
+        sent = request.headers["Authorization"]
+        assert sent == "Basic " + base64.b64encode(f"proxy:{password}".encode()).decode()
+        said = sent if echoed == "basic" else f"user proxy, password {password.lower()}"
+        return web.json_response({"error": {"message": f"refused {said}"}}, status=407)
+
+    url = await loopback.serve(echoes_the_credentials)
+    url = url.replace("http://", f"http://proxy:{password}@", 1)
+    client = loopback.adopt(UpstreamClient(UpstreamTarget("up", url)))
+    with pytest.raises(UpstreamError) as caught:
+        await run(OpenAIChatBackend(client), stream=False)
+    assert MASK in caught.value.message
+    basic = base64.b64encode(f"proxy:{password}".encode()).decode()
+    assert not reveals(caught.value.message, password)
+    assert not reveals(caught.value.message, basic)
 
 
 def chat_stream() -> bytes:

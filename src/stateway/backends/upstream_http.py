@@ -59,7 +59,7 @@ from stateway.backends.upstream_target import UpstreamTarget
 from stateway.core.deadline import Deadline, FirstOutput
 from stateway.core.errors import GatewayError, UpstreamError, UpstreamTimeout
 from stateway.core.telemetry import TRACE_HEADERS
-from stateway.redaction import KeyScrubber, header_credentials
+from stateway.redaction import KeyScrubber, header_credentials, url_credentials
 
 log = logging.getLogger(__name__)
 
@@ -71,9 +71,14 @@ DEFAULT_QUEUE = 1024
 class UpstreamClient:
     def __init__(self, target: UpstreamTarget, waiting_room: WaitingRoom | None = None) -> None:
         self.target = target
-        self.scrub = KeyScrubber(target.api_key, *header_credentials(target.headers))
-        """Masks the upstream key, and the credentials of the configured headers, in any
-        upstream text; backends use it for mid-stream errors."""
+        self.scrub = KeyScrubber(
+            target.api_key,
+            *header_credentials(target.headers),
+            *url_credentials(target.base_url),
+        )
+        """Masks the upstream key, the credentials of the configured headers and of the
+        URL's user information, in any upstream text; backends use it for mid-stream
+        errors."""
         room = waiting_room or WaitingRoom(DEFAULT_QUEUE)
         # Shared with this backend's client of any other generation (a reload's).
         self._slots = room.slots(
