@@ -595,6 +595,25 @@ def test_a_backends_url_with_a_query_or_fragment_is_refused(url: str) -> None:
 
 
 @pytest.mark.parametrize(
+    "url",
+    [
+        "http://u:s3cret-password@/v1",
+        "https://:s3cret-password@gpu.internal:99999/v1",
+        "http://gpu.internal:port/v1",
+        "http:///v1",
+    ],
+)
+def test_a_backends_url_without_a_host_or_port_to_reach_is_refused(url: str) -> None:
+    """Said valid, it would fail every call (and the HTTP client's error, logged, shows
+    the URL whole, its password too)."""
+    with pytest.raises(ConfigError) as refused:
+        load_config(Overrides(upstream=url), EMPTY_ENV)
+    message = str(refused.value)
+    assert "backends.0.url: Value error, must name a host" in message
+    assert "s3cret" not in message
+
+
+@pytest.mark.parametrize(
     ("value", "seconds"),
     [('"30d"', 30 * 86400), ('"12h"', 43200), ('" 90m "', 5400), ("3600", 3600), ('"45"', 45)],
 )

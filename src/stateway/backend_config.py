@@ -271,6 +271,14 @@ class BackendConfig(Section):
                 "(/chat/completions, /responses, /messages, /models) is added to it; "
                 "send a server's own parameters as extra_body or headers"
             )
+        try:
+            parts = urlsplit(url)
+            parts.port  # noqa: B018 - read for its ValueError: a port out of range, or no number
+        except ValueError:
+            parts = None
+        if parts is None or not parts.hostname:
+            # Else every call fails, and the HTTP client's error shows the URL whole.
+            raise ValueError("must name a host (and a port from 0 to 65535, if any)")
         return url.rstrip("/")
 
     @property
