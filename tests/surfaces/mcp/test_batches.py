@@ -122,3 +122,15 @@ async def test_a_batch_holds_a_message_the_sdk_cannot_read_as_its_error() -> Non
     assert (ping["id"], ping["result"]) == (1, {})
     assert (unread["id"], unread["error"]["code"]) == (None, -32602)
     assert refused.status_code == 406
+
+
+async def test_a_batch_of_messages_the_sdk_cannot_read_is_answered_an_error_each() -> None:
+    """Each message's error, in an array (JSON-RPC 2.0: a batch of invalid requests is
+    answered with one error each), not the first's alone."""
+    batch = [{"jsonrpc": "2.0", "id": 2}, {"jsonrpc": "2.0", "id": 3}]
+    async with session("2025-03-26") as (served, http, headers):
+        reply = await http.post(served.url, json=batch, headers=headers)
+
+    assert reply.status_code == 200
+    errors = reply.json()
+    assert [e["error"]["code"] for e in errors] == [-32602, -32602]

@@ -6,7 +6,8 @@ no ``mcp-protocol-version``, or that one) is served here one message at a time t
 the SDK, every message at once (a batch's requests may be answered in any order), and
 answered with the replies of its requests as one JSON array (202 when it holds none).
 What the SDK refuses every message with (404: no such session; 406: an ``Accept`` that
-is not MCP's) is the request's answer. A batch anywhere else, an empty one, one of more
+is not MCP's) is the request's answer; a message it cannot read is answered, in the
+array, with its error. A batch anywhere else, an empty one, one of more
 than :data:`MAX_BATCH` messages, one opening a session (``initialize`` must not be part
 of a batch), or one naming a request id twice is refused: 400 with a JSON-RPC error
 (-32600), as the SDK refuses what it cannot read.
@@ -28,6 +29,9 @@ BATCH_VERSION: Final = "2025-03-26"
 MAX_BATCH: Final = 100
 """Messages one batch may hold: each is served at once, as a request of its own."""
 _INVALID_REQUEST: Final = -32600
+_MESSAGE_FAILURES: Final = frozenset({400, 500})
+"""The statuses the SDK answers one message with, its JSON-RPC error the body: a message
+it cannot read, one whose session ended under it. A batch holds them as replies."""
 _BATCH: Final = re.compile(rb"[ \t\r\n]*\[")
 """A JSON array's start (matched in place: a body may be megabytes)."""
 
@@ -137,7 +141,8 @@ class _Answer:
 
 def _answer(answers: list[_Answer]) -> Response:
     first = answers[0]
-    if first.status >= 400 and all(a.status == first.status for a in answers):
+    failed = first.status >= 400 and first.status not in _MESSAGE_FAILURES
+    if failed and all(a.status == first.status for a in answers):
         # The request's, not a message's (no such session, a header it lacks): answered so.
         return Response(first.body, first.status, media_type="application/json")
     replies = [reply for answer in answers for reply in answer.replies()]
