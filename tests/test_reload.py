@@ -13,6 +13,7 @@ from typing import cast
 import pytest
 
 from stateway.app import compile_generation
+from stateway.backends.anthropic import AnthropicBackend
 from stateway.config import Config, ConfigError, Overrides
 from stateway.core.backend import AdvertisedWindows
 from stateway.core.errors import ConfigRejected
@@ -427,3 +428,19 @@ async def test_closing_waits_for_the_background_work_to_end() -> None:
     await asyncio.wait_for(backend.asked.wait(), 5)
     await reloader.aclose()
     assert backend.ended
+
+
+def test_anthropic_backends_of_one_server_share_the_listing_the_discovery_reads(
+    tmp_path: Path,
+) -> None:
+    """The discovery asks one backend per server; the others on it learn what its listing
+    tells of each model's thinking (``AnthropicBackend.follow``)."""
+    anthropic = 'api = "anthropic"\n'
+    second = BACKEND.format(name="b").replace('"m"', '"n"')
+    text = BACKEND.format(name="a") + anthropic + second + anthropic
+    compiled = compile_generation(write(tmp_path / "s.toml", text))
+    assert compiled.discovery is not None
+    first, other = compiled.router.backends
+    assert isinstance(first, AnthropicBackend)
+    assert isinstance(other, AnthropicBackend)
+    assert other._thinking is first._thinking

@@ -76,3 +76,28 @@ async def test_an_effort_reaches_a_model_taking_only_adaptive_thinking_as_adapti
     assert sent[0]["thinking"] == {"type": "adaptive"}
     assert sent[0]["output_config"] == {"effort": "high"}
     assert sent[1]["thinking"] == {"type": "enabled", "budget_tokens": 2048}
+
+
+async def test_another_backend_of_the_server_learns_it_from_the_listing_one_reads(
+    loopback: Loopback,
+) -> None:
+    """The window discovery reads one backend's listing per server: another backend on it
+    (another key, a route's own settings) follows that one's, and asks an adaptive-only
+    model for adaptive thinking too."""
+    sent: list[dict[str, Any]] = []
+
+    async def answer(http: web.Request) -> web.StreamResponse:
+        if http.path.endswith("/models"):
+            return web.json_response({"data": LISTING, "has_more": False})
+        sent.append(await http.json())
+        message = {"content": [{"type": "text", "text": "hi"}], "stop_reason": "end_turn"}
+        return web.json_response({**message, "usage": {}})
+
+    url = await loopback.serve(answer)
+    leader, follower = backend(loopback, url), backend(loopback, url)
+    follower.follow(leader)
+    await leader.advertised_windows()
+    await collect(
+        follower, replace(request([user("q")], reasoning_effort="high"), model="opus-new")
+    )
+    assert sent[0]["thinking"] == {"type": "adaptive"}

@@ -300,7 +300,9 @@ def window_discovery(
         b = configured[backend.name]
         record = _learned(b, windows)
         if record is not None and isinstance(backend, WindowAdvertiser):
-            servers.setdefault(b.url, (backend, record))
+            leader, _ = servers.setdefault(b.url, (backend, record))
+            if isinstance(backend, AnthropicBackend):  # one listing read for the server's
+                backend.follow(leader)
     if not servers:
         return None
     return WindowDiscovery(list(servers.values()), config.health.probe_interval)

@@ -120,6 +120,13 @@ class AnthropicBackend:
         self._thinking = ThinkingTypes()
         """Which thinking each model takes, once its listing told."""
 
+    def follow(self, leader: object) -> None:
+        """Learn which thinking each model takes from the listing ``leader`` reads: the
+        window discovery asks one backend of a server (``leader``), and another backend
+        on it (another key, another route's settings) would otherwise never learn it."""
+        if isinstance(leader, AnthropicBackend) and leader is not self:
+            self._thinking = leader._thinking
+
     def infer(self, request: InferenceRequest) -> AsyncGenerator[Delta, None]:
         """The round's deltas; ended by the gateway at a blank stop sequence, which
         Anthropic refuses (:mod:`stateway.backends.stop_sequences`)."""

@@ -9,8 +9,11 @@ listing says it takes only the other: that one is asked for the kind it takes. A
 listing tells nothing of (another server's listing, no listing read yet, window discovery
 off or not needed: a backend with its ``context_window`` set) is asked as the backend
 says. Learned from the listing the window discovery reads (in the background from
-start-up), as :mod:`.anthropic_tool_choice` learns its server, but never asked on a
-request's path (nearly every request of a reasoning client names an effort).
+start-up; one backend's per server, which the server's other backends follow:
+``AnthropicBackend.follow``), as :mod:`.anthropic_tool_choice` learns its server, but
+never asked on a request's path (nearly every request of a reasoning client names an
+effort). The listing names dated models: a client naming an alias
+(``claude-opus-4-7`` for its dated id) is asked as the backend says.
 """
 
 from __future__ import annotations
