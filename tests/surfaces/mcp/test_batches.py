@@ -12,6 +12,7 @@ import httpx2
 import orjson
 import pytest
 
+from stateway.surfaces.mcp.batches import _Answer
 from tests.surfaces.mcp.test_server import ACCEPT, Served, answering, initialize, serving
 
 INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
@@ -67,28 +68,82 @@ async def test_a_batch_without_requests_is_accepted() -> None:
     assert reply.status_code == 202
 
 
+OPENING = "Invalid Request: a batch cannot open a session (initialize it alone first)."
+
+
 @pytest.mark.parametrize(
-    ("version", "batch", "words"),
+    ("version", "batch", "message"),
     [
-        ("2025-11-25", [call(1, "ping")], "2025-03-26"),
-        ("2025-06-18", [call(1, "ping")], "2025-03-26"),
-        ("2025-03-26", [], "empty"),
-        ("2025-03-26", [call(1, "ping"), call(1, "tools/list")], "id"),
-        ("2025-03-26", [call(1, "ping"), 7], "object"),
+        (
+            "2025-11-25",
+            [call(1, "ping")],
+            "JSON-RPC batches are MCP 2025-03-26's; this session's version has none.",
+        ),
+        (
+            "2025-06-18",
+            [call(1, "ping")],
+            "JSON-RPC batches are MCP 2025-03-26's; this session's version has none.",
+        ),
+        ("2025-03-26", [], "Invalid Request: an empty batch."),
+        (
+            "2025-03-26",
+            [call(1, "ping"), call(1, "tools/list")],
+            "Invalid Request: a batch names a request id twice.",
+        ),
+        (
+            "2025-03-26",
+            [call(1, "ping"), 7],
+            "Invalid Request: each message of a batch must be a JSON object.",
+        ),
+        ("2025-03-26", [call(1, "ping"), initialize("2025-03-26") | {"id": 2}], OPENING),
+        (
+            "2025-03-26",
+            [call(i, "ping") for i in range(101)],
+            "A batch holds at most 100 messages; this one holds 101.",
+        ),
     ],
+    ids=["2025-11-25", "2025-06-18", "empty", "twice", "no_object", "initialize", "101"],
 )
 async def test_a_batch_is_refused_where_the_protocol_has_none(
-    version: str, batch: list[Any], words: str
+    version: str, batch: list[Any], message: str
 ) -> None:
     async with session(version) as (served, http, headers):
         reply = await http.post(served.url, content=orjson.dumps(batch), headers=headers)
         still = await http.post(served.url, json=call(5, "ping"), headers=headers)
 
     assert reply.status_code == 400
-    body = reply.json()
-    assert (body["id"], body["error"]["code"]) == (None, -32600)
-    assert words in body["error"]["message"]
+    assert reply.headers["content-type"] == "application/json"
+    assert reply.json() == {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": -32600, "message": message},
+    }
     assert still.status_code == 200
+
+
+async def test_a_batch_of_the_most_messages_is_served() -> None:
+    async with session("2025-03-26") as (served, http, headers):
+        batch = [call(i, "ping") for i in range(100)]
+        reply = await http.post(served.url, json=batch, headers=headers)
+    assert reply.status_code == 200
+    assert sorted(r["id"] for r in reply.json()) == list(range(100))
+
+
+async def test_a_batch_without_a_session_is_refused() -> None:
+    async with session("2025-03-26") as (served, http, _):
+        reply = await http.post(served.url, json=[call(1, "ping")], headers=ACCEPT)
+    assert reply.status_code == 400
+    assert reply.json()["error"] == {"code": -32600, "message": OPENING}
+
+
+async def test_a_body_that_only_begins_as_a_batch_is_the_sdks_parse_error() -> None:
+    async with session("2025-03-26") as (served, http, headers):
+        cut = b' [{"jsonrpc": "2.0",'
+        json = {**headers, "content-type": "application/json"}
+        reply = await http.post(served.url, content=cut, headers=json)
+    assert reply.status_code == 400
+    assert reply.json()["error"]["code"] == -32700
+    assert served.escaped == []
 
 
 async def test_a_batch_opens_no_session() -> None:
@@ -107,6 +162,7 @@ async def test_a_batch_on_a_session_that_is_gone_is_not_found() -> None:
         assert (await http.delete(served.url, headers=headers)).status_code == 200
         reply = await http.post(served.url, json=[call(1, "ping")], headers=headers)
     assert reply.status_code == 404
+    assert reply.headers["content-type"] == "application/json"
     assert reply.json()["error"]["message"] == "Session not found"
 
 
@@ -124,13 +180,31 @@ async def test_a_batch_holds_a_message_the_sdk_cannot_read_as_its_error() -> Non
     assert refused.status_code == 406
 
 
-async def test_a_batch_of_messages_the_sdk_cannot_read_is_answered_an_error_each() -> None:
-    """Each message's error, in an array (JSON-RPC 2.0: a batch of invalid requests is
-    answered with one error each), not the first's alone."""
-    batch = [{"jsonrpc": "2.0", "id": 2}, {"jsonrpc": "2.0", "id": 3}]
+async def test_a_batch_of_requests_alone_is_answered_with_every_reply() -> None:
+    async with session("2025-03-26") as (served, http, headers):
+        reply = await http.post(
+            served.url, json=[call(1, "ping"), call(2, "ping")], headers=headers
+        )
+    assert reply.status_code == 200
+    assert sorted(r["id"] for r in reply.json()) == [1, 2]
+
+
+async def test_a_batch_of_messages_the_sdk_cannot_read_is_answered_with_each_error() -> None:
+    """JSON-RPC 2.0 answers a batch of invalid messages with an array of their errors: a
+    message's refusal is not the request's, even when every message is refused."""
+    batch = [{"jsonrpc": "2.0", "id": 1}, {"jsonrpc": "2.0", "id": 2}]
     async with session("2025-03-26") as (served, http, headers):
         reply = await http.post(served.url, json=batch, headers=headers)
-
     assert reply.status_code == 200
     errors = reply.json()
-    assert [e["error"]["code"] for e in errors] == [-32602, -32602]
+    assert [error["error"]["code"] for error in errors] == [-32602, -32602]
+
+
+async def test_an_answer_read_as_asgi_allows_it_without_headers_or_body() -> None:
+    """ASGI's ``headers`` and ``body`` are optional (empty when left out)."""
+    answer = _Answer()
+    await answer.send({"type": "http.response.start", "status": 200})
+    await answer.send({"type": "http.response.body", "more_body": True})
+    await answer.send({"type": "http.response.body", "body": b'{"id": 1}'})
+    assert (answer.headers, answer.body) == ([], b'{"id": 1}')
+    assert answer.replies() == [{"id": 1}]

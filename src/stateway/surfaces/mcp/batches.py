@@ -144,6 +144,8 @@ def _answer(answers: list[_Answer]) -> Response:
     failed = first.status >= 400 and first.status not in _MESSAGE_FAILURES
     if failed and all(a.status == first.status for a in answers):
         # The request's, not a message's (no such session, a header it lacks): answered so.
+        # A 400 refuses one message (one the SDK cannot read): a batch of such messages is
+        # answered with their errors, as JSON-RPC answers a batch of invalid requests.
         return Response(first.body, first.status, media_type="application/json")
     replies = [reply for answer in answers for reply in answer.replies()]
     if not replies:
