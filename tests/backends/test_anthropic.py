@@ -889,6 +889,18 @@ def test_a_forced_tool_turns_thinking_off() -> None:
     assert sent["tools"][0]["input_schema"] == {"type": "object"}
 
 
+def test_tools_not_to_be_called_keep_thinking_on() -> None:
+    """``none`` forces no tool: thinking stays (only a forced tool turns it off)."""
+    tools = [{"type": "function", "name": "f"}]
+    sent = to_upstream(
+        request([user("q")], tools=tools, tool_choice="none", reasoning_effort="high"),
+        AnthropicOptions(),
+        ToolNames(),
+    )
+    assert sent["tool_choice"] == {"type": "none"}
+    assert sent["thinking"] == {"type": "enabled", "budget_tokens": 2048}
+
+
 def test_a_tool_turn_without_its_signed_thinking_turns_thinking_off() -> None:
     """Anthropic refuses thinking when the last assistant message calls tools without
     leading thinking: a Chat client, which cannot carry signatures, sends such a turn on

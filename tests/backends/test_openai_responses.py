@@ -557,6 +557,16 @@ def test_the_gateways_ids_of_unmodelled_items_are_not_sent() -> None:
     assert given[0]["id"].startswith("item_")  # kept by the gateway
 
 
+def test_an_unmodelled_items_encrypted_content_goes_as_it_came() -> None:
+    """Only a reasoning item's seal is the gateway's to read (or leave out): another type's
+    ``encrypted_content`` is the upstream's, sent back untouched."""
+    [given] = decode_items([{"type": "a_future_type", "encrypted_content": "opaque"}])
+    request = InferenceRequest("m", None, [given], GenerationSettings(), stream=False)
+    assert to_upstream(request)["input"] == [
+        {"type": "a_future_type", "encrypted_content": "opaque"}
+    ]
+
+
 def test_unmodelled_output_items_come_back_whole() -> None:
     added = {**IMAGE_CALL, "status": "in_progress"}
     deltas, _ = feed(

@@ -255,7 +255,10 @@ def test_connector_errors_say_what_is_wrong() -> None:
         )
     )
     assert stray.code == "tool_call_not_found"
-    assert stray.message.endswith("block: it must follow the block of the call it answers.")
+    assert stray.message == (
+        "messages.1.content.0.tool_use_id: unexpected tool_use_id 'mcptoolu_x' found in a "
+        "mcp_tool_result block: it must follow the block of the call it answers."
+    )
 
 
 def test_results_and_errors_of_every_shape_come_back_as_text() -> None:

@@ -306,6 +306,25 @@ def test_a_search_sent_back_without_a_query_has_an_empty_one() -> None:
     assert queries == ["", ""]
 
 
+def test_a_result_answering_a_call_of_another_tool_is_refused() -> None:
+    use = {"type": "server_tool_use", "id": "srvtoolu_z", "name": "tool_search_tool_regex"}
+    result = {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_z", "content": []}
+    error = refused(
+        body(
+            tools=[{"type": "tool_search_tool_regex_20251119", "name": "tool_search_tool_regex"}],
+            messages=[
+                {"role": "user", "content": "look"},
+                {"role": "assistant", "content": [use | {"input": {"query": "q"}}, result]},
+            ],
+        )
+    )
+    assert (error.param, error.code) == ("messages.1.content.1.tool_use_id", "tool_call_not_found")
+    assert error.message == (
+        "messages.1.content.1.tool_use_id: unexpected tool_use_id 'srvtoolu_z' found in a "
+        "web_search_tool_result block: it must follow the block of the call it answers."
+    )
+
+
 HOSTED_SEALED = "EqgfCioIARgBIiQ3YTAwMjY1Mi1mZjM5LTQ1NGUtODgxNC1kNjNjNTk1ZWI3Y2IaDCQ" * 8 + "=="
 """The ``encrypted_content`` of a hit Anthropic's own search found: opaque to any model
 but Anthropic's, which unseals it."""

@@ -382,6 +382,13 @@ def test_items_of_every_type_get_an_id_when_they_have_none(item: dict[str, Any])
     assert decode_items([labelled]) == [labelled]
 
 
+def test_a_modelled_item_kept_as_sent_gets_the_id_of_its_type() -> None:
+    """An ``mcp_list_tools`` is read by the gateway but kept as sent: its id is its type's
+    (``mcpl_``), as the gateway's own listing would have, not ``item_``."""
+    [decoded] = decode_items([{"type": "mcp_list_tools", "server_label": "s", "tools": []}])
+    assert decoded["id"].startswith("mcpl_")
+
+
 @pytest.mark.parametrize("kind", ["computer_call_output", "program_output"])
 def test_an_unmodelled_output_is_completed_without_a_status(kind: str) -> None:
     """The SDK's item of these types has a ``status`` (hosted fills it in when it lists
