@@ -562,7 +562,7 @@ async def test_an_answer_given_up_on_is_told_by_its_last_finish_reason(
 
 
 @pytest.mark.parametrize("event", ERROR_EVENTS)
-@pytest.mark.parametrize("begun", [1, 4, 7])
+@pytest.mark.parametrize("begun", [1, 2, 4, 7])
 async def test_an_error_begun_by_an_ordinary_read_is_raised(
     loopback: Loopback, event: bytes, begun: int
 ) -> None:
@@ -645,4 +645,17 @@ async def test_an_answers_chunk_cut_part_way_is_not_relayed(
     relay = await cut_part_way(loopback, writes, dropped)
     relayed, error = await relayed_until(relay)
     assert relayed == b"".join(writes).partition(CUT_CHUNK)[0]
+    assert error.status == 502
+
+
+@pytest.mark.parametrize("writes", [[CUT_CHUNK], [CUT_CHUNK[:20], CUT_CHUNK[20:]]])
+@pytest.mark.parametrize("ending", ["at once", "dropped"])
+async def test_a_first_read_apart_cut_part_way_is_not_relayed(
+    loopback: Loopback, writes: list[bytes], ending: Any
+) -> None:
+    """With ``first_token_timeout`` the first read is read apart from the rest: an
+    answer's chunk the body's end cuts there is not relayed either."""
+    relay = await forwarded(loopback, *writes, ending=ending, first_token_timeout=30.0)
+    relayed, error = await relayed_until(relay)
+    assert relayed == b""
     assert error.status == 502
