@@ -30,6 +30,20 @@ LISTING = [
 ]
 
 
+def listing_server(sent: list[dict[str, Any]]) -> Any:
+    """An Anthropic server listing :data:`LISTING` and answering "hi" to each request,
+    kept in ``sent``."""
+
+    async def answer(http: web.Request) -> web.StreamResponse:
+        if http.path.endswith("/models"):
+            return web.json_response({"data": LISTING, "has_more": False})
+        sent.append(await http.json())
+        message = {"content": [{"type": "text", "text": "hi"}], "stop_reason": "end_turn"}
+        return web.json_response({**message, "usage": {}})
+
+    return answer
+
+
 @pytest.mark.parametrize(
     ("model", "configured", "asked"),
     [
@@ -60,14 +74,7 @@ async def test_an_effort_reaches_a_model_taking_only_adaptive_thinking_as_adapti
     once the listing told so (the window discovery reads it), a reasoning effort reaches
     such a model as adaptive thinking whatever the backend's ``thinking``."""
     sent: list[dict[str, Any]] = []
-
-    async def answer(http: web.Request) -> web.StreamResponse:
-        if http.path.endswith("/models"):
-            return web.json_response({"data": LISTING, "has_more": False})
-        sent.append(await http.json())
-        message = {"content": [{"type": "text", "text": "hi"}], "stop_reason": "end_turn"}
-        return web.json_response({**message, "usage": {}})
-
+    answer = listing_server(sent)
     claude = backend(loopback, await loopback.serve(answer))
     await claude.advertised_windows()
     asked = request([user("q")], reasoning_effort="high")
@@ -85,14 +92,7 @@ async def test_another_backend_of_the_server_learns_it_from_the_listing_one_read
     (another key, a route's own settings) follows that one's, and asks an adaptive-only
     model for adaptive thinking too."""
     sent: list[dict[str, Any]] = []
-
-    async def answer(http: web.Request) -> web.StreamResponse:
-        if http.path.endswith("/models"):
-            return web.json_response({"data": LISTING, "has_more": False})
-        sent.append(await http.json())
-        message = {"content": [{"type": "text", "text": "hi"}], "stop_reason": "end_turn"}
-        return web.json_response({**message, "usage": {}})
-
+    answer = listing_server(sent)
     url = await loopback.serve(answer)
     leader, follower = backend(loopback, url), backend(loopback, url)
     follower.follow(leader)
