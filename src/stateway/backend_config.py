@@ -207,20 +207,23 @@ class BackendConfig(Section):
     @field_validator("prompt_cache_mode")
     @classmethod
     def _prompt_cache_mode(cls, mode: str, info: ValidationInfo) -> str:
-        if info.data.get("api", "chat") != "anthropic":
-            raise ValueError(
-                "only an anthropic upstream is marked for prompt caching: chat and responses "
-                "upstreams are sent the request's own prompt_cache_options"
-            )
+        _only_for(
+            "anthropic",
+            info,
+            "only an anthropic upstream is marked for prompt caching: chat and responses "
+            "upstreams are sent the request's own prompt_cache_options",
+        )
         return mode
 
     @field_validator("sampling")
     @classmethod
     def _sampling(cls, sampling: Sampling | None, info: ValidationInfo) -> Sampling | None:
-        if sampling is not None and info.data.get("api", "chat") != "anthropic":
-            raise ValueError(
+        if sampling is not None:
+            _only_for(
+                "anthropic",
+                info,
                 "only an anthropic upstream's sampling is chosen: chat and responses "
-                "upstreams are sent the request's own"
+                "upstreams are sent the request's own",
             )
         return sampling
 
@@ -229,20 +232,24 @@ class BackendConfig(Section):
     def _think_tags(
         cls, tagged: bool | Literal["opened"], info: ValidationInfo
     ) -> bool | Literal["opened"]:
-        if tagged and info.data.get("api", "chat") != "chat":
-            raise ValueError(
+        if tagged:
+            _only_for(
+                "chat",
+                info,
                 "only a chat upstream's content is read for <think> tags: a responses or "
-                "anthropic upstream sends its reasoning apart"
+                "anthropic upstream sends its reasoning apart",
             )
         return tagged
 
     @field_validator("thinking_switch")
     @classmethod
     def _thinking_switch(cls, switch: str | None, info: ValidationInfo) -> str | None:
-        if switch is not None and info.data.get("api", "chat") != "chat":
-            raise ValueError(
+        if switch is not None:
+            _only_for(
+                "chat",
+                info,
                 "only a chat upstream's template takes chat_template_kwargs: a responses "
-                "or anthropic upstream is sent the effort itself"
+                "or anthropic upstream is sent the effort itself",
             )
         return switch
 
@@ -296,3 +303,10 @@ class BackendConfig(Section):
     @property
     def catch_all(self) -> bool:
         return not self.models
+
+
+def _only_for(api: str, info: ValidationInfo, refusal: str) -> None:
+    """Refuse a setting of one upstream API's (``refusal`` says why) on a backend of
+    another (``chat`` when none is named)."""
+    if info.data.get("api", "chat") != api:
+        raise ValueError(refusal)
