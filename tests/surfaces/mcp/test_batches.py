@@ -13,9 +13,14 @@ import orjson
 import pytest
 
 from stateway.surfaces.mcp.batches import _Answer
-from tests.surfaces.mcp.test_server import ACCEPT, Served, answering, initialize, serving
-
-INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+from tests.surfaces.mcp.test_server import (
+    ACCEPT,
+    Served,
+    answering,
+    initialize,
+    opened_session,
+    serving,
+)
 
 
 def call(request_id: int | str, method: str, params: dict[str, Any] | None = None) -> Any:
@@ -27,15 +32,9 @@ def call(request_id: int | str, method: str, params: dict[str, Any] | None = Non
 
 @asynccontextmanager
 async def session(version: str) -> AsyncIterator[tuple[Served, httpx2.AsyncClient, dict[str, str]]]:
-    """A session opened at ``version``; the headers its requests carry (a 2025-03-26
-    client sends no ``mcp-protocol-version``: the header came with 2025-06-18)."""
+    """A session opened at ``version``, and the headers its requests carry."""
     async with serving(answering()) as served, httpx2.AsyncClient() as http:
-        opened = await http.post(served.url, json=initialize(version), headers=ACCEPT)
-        headers = {**ACCEPT, "mcp-session-id": opened.headers["mcp-session-id"]}
-        if version != "2025-03-26":
-            headers["mcp-protocol-version"] = version
-        await http.post(served.url, json=INITIALIZED, headers=headers)
-        yield served, http, headers
+        yield served, http, await opened_session(http, served, version)
 
 
 async def test_a_batch_of_requests_is_answered_with_their_replies_in_one_array() -> None:

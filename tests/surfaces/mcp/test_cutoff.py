@@ -17,7 +17,13 @@ from mcp.client.subscriptions import SubscriptionLost
 from stateway.core.errors import CredentialRevoked
 from stateway.core.principal import Principal
 from stateway.surfaces.auth.authenticator import Identity
-from tests.surfaces.mcp.test_server import ACCEPT, Served, answering, initialize, serving
+from tests.surfaces.mcp.test_server import (
+    ACCEPT,
+    Served,
+    answering,
+    opened_session,
+    serving,
+)
 
 
 class Key:
@@ -82,11 +88,7 @@ async def test_a_revoked_keys_notification_stream_and_subscriptions_end() -> Non
     notifications), and so does the subscription: nothing more is sent for that key."""
     key = Key()
     async with serving(answering(), key.identity) as served, httpx2.AsyncClient() as http:
-        opened = await http.post(served.url, json=initialize("2025-11-25"), headers=ACCEPT)
-        session = {**ACCEPT, "mcp-session-id": opened.headers["mcp-session-id"]}
-        session["mcp-protocol-version"] = "2025-11-25"
-        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-        await http.post(served.url, json=initialized, headers=session)
+        session = await opened_session(http, served, "2025-11-25")
         response = following(served)
         stream = {**session, "accept": "text/event-stream"}
         async with http.stream("GET", served.url, headers=stream, timeout=30) as notifications:
@@ -164,11 +166,8 @@ async def test_a_revoked_request_naming_another_tenants_session_leaves_its_subsc
         Principal("globex", "key_2"), authenticated=True, recheck=other.check, recheck_every=0.05
     )
     async with serving(answering(), owner) as served, httpx2.AsyncClient() as http:
-        opened = await http.post(served.url, json=initialize("2025-11-25"), headers=ACCEPT)
-        owned = opened.headers["mcp-session-id"]
-        session = {**ACCEPT, "mcp-session-id": owned, "mcp-protocol-version": "2025-11-25"}
-        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-        await http.post(served.url, json=initialized, headers=session)
+        session = await opened_session(http, served, "2025-11-25")
+        owned = session["mcp-session-id"]
         following(served)
         subscribe = call(2, "resources/subscribe", {"uri": URI})
         assert (await http.post(served.url, json=subscribe, headers=session)).is_success

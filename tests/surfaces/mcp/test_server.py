@@ -292,6 +292,18 @@ def initialize(version: str) -> dict[str, Any]:
     }
 
 
+async def opened_session(http: httpx2.AsyncClient, served: Served, version: str) -> dict[str, str]:
+    """A session opened and initialized at ``version``: the headers its requests carry (a
+    2025-03-26 client sends no ``mcp-protocol-version``: the header came with 2025-06-18)."""
+    opened = await http.post(served.url, json=initialize(version), headers=ACCEPT)
+    headers = {**ACCEPT, "mcp-session-id": opened.headers["mcp-session-id"]}
+    if version != "2025-03-26":
+        headers["mcp-protocol-version"] = version
+    initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    await http.post(served.url, json=initialized, headers=headers)
+    return headers
+
+
 def sse_result(reply: httpx2.Response) -> dict[str, Any]:
     [data] = [line[5:] for line in reply.text.splitlines() if line.startswith("data:")]
     result: dict[str, Any] = orjson.loads(data)["result"]

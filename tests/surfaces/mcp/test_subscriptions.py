@@ -22,7 +22,12 @@ from stateway.core.watch import Watch
 from stateway.surfaces.mcp import limits, server
 from stateway.surfaces.mcp.updates import ResponseUpdates
 from tests.surfaces.mcp.test_cutoff import call, following
-from tests.surfaces.mcp.test_server import ACCEPT, Served, answering, initialize, serving
+from tests.surfaces.mcp.test_server import (
+    Served,
+    answering,
+    opened_session,
+    serving,
+)
 
 URI = "stateway://acme/responses/resp_1"
 
@@ -175,11 +180,7 @@ async def test_a_stream_resumed_after_an_event_id_is_opened_anew() -> None:
     the stream is opened anew and carries the session's notifications from then on; the
     SDK, without an event store, answered nothing (uvicorn's 500)."""
     async with serving(answering()) as served, httpx2.AsyncClient() as http:
-        opened = await http.post(served.url, json=initialize("2025-11-25"), headers=ACCEPT)
-        session = {**ACCEPT, "mcp-session-id": opened.headers["mcp-session-id"]}
-        session["mcp-protocol-version"] = "2025-11-25"
-        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-        await http.post(served.url, json=initialized, headers=session)
+        session = await opened_session(http, served, "2025-11-25")
         response = following(served)
         resumed = {**session, "accept": "text/event-stream", "last-event-id": "some-event"}
         async with http.stream("GET", served.url, headers=resumed, timeout=30) as notifications:
