@@ -166,10 +166,19 @@ async def _terminate_pooled(store: SqlResponseStore, admin: asyncpg.Connection, 
     (as a PostgreSQL restart, or a proxy recycling its connections, does)."""
     connections = [await store.engine.connect() for _ in range(count)]
     pids = [await connection.scalar(text("SELECT pg_backend_pid()")) for connection in connections]
+    drivers = [
+        (await connection.get_raw_connection()).driver_connection for connection in connections
+    ]
     for connection in connections:
         await connection.close()  # back to the pool, alive
     for pid in pids:  # waits (server-side) until each backend is gone
         assert await admin.fetchval("SELECT pg_terminate_backend($1, 5000)", pid)
+    # The backend leaves the server's process list before its socket closes: wait until
+    # the driver has read each end, as it would have long before an idle one is next taken.
+    deadline = time.monotonic() + 10
+    while not all(driver.is_closed() for driver in drivers):
+        assert time.monotonic() < deadline, "the driver never saw the server end them"
+        await asyncio.sleep(0.01)
 
 
 @pytest.mark.postgres
