@@ -208,7 +208,15 @@ def build_router(
     health = HealthPolicy(
         settings.failure_threshold, settings.cooldown, settings.jitter, settings.max_retry_after
     )
-    return Router(entries, routes=routes, aliases=config.aliases, default=default, health=health)
+    upstreams = {b.name: b for b in config.backends}
+    return Router(
+        entries,
+        routes=routes,
+        aliases=config.aliases,
+        default=default,
+        health=health,
+        upstreams=upstreams,
+    )
 
 
 def build_route(

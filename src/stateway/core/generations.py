@@ -101,10 +101,10 @@ class Generations:
 
     def publish(self, router: Router, loop: Loop) -> Generation:
         """Serve new admissions from a new generation; what runs keeps its own. The new
-        router keeps the old one's affinity table (chains stay where their prefix is
-        cached); its candidates' circuits start closed."""
+        router takes over what the old one learned that still holds
+        (:meth:`Router.follow`)."""
         previous = self.current
-        router.state.affinity = previous.router.state.affinity
+        router.follow(previous.router)
         self.current = Generation(previous.number + 1, router, loop, time.time())
         if previous.leases == 0:
             self._retire(previous)

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final, Literal
 
 State = Literal["closed", "open", "half_open"]
@@ -158,6 +158,14 @@ class HealthBoard:
             circuit.open_until = now + wait
             if retry_after:
                 circuit.asked_until = now + retry_after
+
+    def adopt(self, previous: HealthBoard, keep: Callable[[str], bool]) -> None:
+        """Take over ``previous``'s circuits whose key ``keep`` accepts (a reload's new
+        board, from the superseded generation's), none of them probing: a probe under
+        way reports to the board it started on."""
+        for key, circuit in previous._circuits.items():
+            if keep(key):
+                self._circuits[key] = replace(circuit, probing=False)
 
     def released(self, key: str) -> None:
         """An attempt ended neither way (cancelled): a probe may be tried again."""

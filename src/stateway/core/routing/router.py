@@ -40,10 +40,14 @@ class Router:
         rng: random.Random | None = None,
         clock: Callable[[], float] = time.monotonic,
         health: HealthPolicy | None = None,
+        upstreams: Mapping[str, object] | None = None,
     ) -> None:
         """``entries``: backends declaring their model names (and the catch-all backend);
         ``routes``: configured routes; ``catch_all``: the ``default`` route serves each
-        name as its upstream's own. Earlier declarations of a name win."""
+        name as its upstream's own. Earlier declarations of a name win. ``upstreams``:
+        what each backend, by name, is configured as (compared by :meth:`follow`: equal
+        settings are the same server, called the same way)."""
+        self._upstreams = dict(upstreams or {})
         self._routes: dict[str, Route] = {}
         for entry in entries or []:
             for route in entry.routes():
@@ -63,6 +67,26 @@ class Router:
         board = HealthBoard(health, clock=clock, rng=rng, kept=kept)
         self.state = RoutingState(rng, clock, board)
         """Health, affinity and load, shared by every plan."""
+
+    def follow(self, previous: Router) -> None:
+        """Take over what ``previous`` (the superseded generation's router) learned that
+        still holds: its affinity table (chains stay where their prefix is cached), and
+        the circuits of the backends configured exactly as before (a reload adding an
+        alias must not send requests back to a server known to be down). A backend
+        configured anew (its URL, key or any other setting) starts with closed circuits:
+        the change may have mended it."""
+        self.state.affinity = previous.state.affinity
+        unchanged = {
+            name
+            for name, made in self._upstreams.items()
+            if name in previous._upstreams and previous._upstreams[name] == made
+        }
+
+        def kept(key: str) -> bool:  # a candidate key is "<backend>/<model>"
+            owners = [name for name in previous._upstreams if key.startswith(f"{name}/")]
+            return bool(owners) and all(name in unchanged for name in owners)
+
+        self.state.health.adopt(previous.state.health, kept)
 
     @property
     def backends(self) -> list[Backend]:
