@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import weakref
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 import orjson
@@ -23,7 +23,8 @@ from stateway.core.commands import (
 )
 from stateway.core.errors import RateLimited
 from stateway.core.gateway import Gateway
-from stateway.core.inference import Finish, TextDelta, UsageReport
+from stateway.core.generation_settings import GenerationSettings
+from stateway.core.inference import Delta, Finish, InferenceRequest, TextDelta, UsageReport
 from stateway.core.limits import RateLimits, charged_tokens
 from stateway.core.loop import Loop
 from stateway.core.principal import Credential, Principal
@@ -32,10 +33,12 @@ from stateway.core.routing import BackendEntry, Router
 from stateway.core.run_registry import RunRegistry
 from stateway.core.runs import Run
 from stateway.core.token_estimate import item_tokens
+from stateway.core.tools.toolset import ConfiguredServer, GatewayTools, ToolPolicy
 from stateway.core.usage import Usage
 from tests.core.compaction.test_service import SEALER, SUMMARY
-from tests.core.fakes import MemoryStore, ScriptedBackend
+from tests.core.fakes import MemoryStore, RoundsBackend, ScriptedBackend
 from tests.core.test_background import ended, until_output, user
+from tests.core.tools.test_tool_loop import DOCS, MCP_TOOL, call, fake_mcp, tools_round
 
 ALICE = Principal("acme", "alice")
 BOB = Principal("acme", "bob")
@@ -216,6 +219,50 @@ async def test_a_client_leaving_after_the_output_began_pays_for_its_prompt_too(
         await gateway.execute(ALICE, create())
     assert caught.value.type == "tokens"
     await ended(await gateway.execute(BOB, create()))  # another principal's bucket
+
+
+class AnswerLeft(RoundsBackend):
+    """Its rounds as scripted, the last one's answer then never ending (its client leaves
+    before the usage chunk)."""
+
+    async def infer(self, request: InferenceRequest) -> AsyncGenerator[Delta, None]:
+        last = len(self.requests) == len(self.rounds) - 1
+        async for delta in super().infer(request):
+            yield delta
+        if last:
+            await asyncio.Event().wait()
+
+
+async def test_an_answer_left_after_a_counted_tool_round_is_charged_its_output_estimated() -> None:
+    """A gateway tool's round its upstream counted, then the answer's round, left by its
+    client before its usage came: that answer's output, which no upstream counted, is
+    charged estimated as a single round's is, else any answer after a tool call would be
+    free to a client leaving just before its end."""
+    backend = AnswerLeft(
+        [tools_round(call("docs__add", {"a": 1, "b": 2})), [TextDelta("x" * 2400)]]
+    )
+    store = MemoryStore()
+    tools = GatewayTools(
+        mcp=fake_mcp(), servers={"docs": ConfiguredServer(DOCS)}, policy=ToolPolicy(timeout=0.5)
+    )
+    router = Router([BackendEntry(backend, {}, catch_all=True)])
+    loop = Loop(store, tools=tools, sealer=SEALER)
+    limits = RateLimits(MemoryTokenBuckets(Clock()), requests_per_minute=100, tokens_per_minute=600)
+    gateway = Gateway(store, router, loop, RunRegistry(), limits=limits, sealer=SEALER)
+    settings = GenerationSettings(tools=[MCP_TOOL])
+    command = CreateResponse(
+        model="m", input=[user("hi")], settings=settings, store=False, stream=True
+    )
+    run = await gateway.execute(ALICE, command)
+    assert isinstance(run, Run)
+    await until_output(run)
+    run.cancel()  # the client went away
+    await ended(run)
+    await limits.settled()
+
+    with pytest.raises(RateLimited) as caught:
+        await gateway.execute(ALICE, create())
+    assert caught.value.type == "tokens"
 
 
 async def test_a_client_leaving_before_the_output_began_pays_nothing() -> None:
@@ -607,6 +654,18 @@ def test_a_run_whose_output_no_upstream_counted_is_charged_it_estimated() -> Non
     state.usage = None
     state.uncounted_input = 30
     assert charged_tokens(state) == 30 + item_tokens(state.output[0])
+
+
+def test_a_cut_rounds_output_is_charged_estimated_beside_the_counted_rounds() -> None:
+    """A run whose earlier rounds were counted and whose last was cut before its usage
+    came: the usage, and the cut round's items (from the index it began at), estimated."""
+    state = ResponseState.start("resp_1", "acme", 0.0, create())
+    counted_call = {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"}
+    cut = {"type": "message", "role": "assistant", "content": "x" * 400}
+    state.output += [counted_call, cut]
+    state.usage = Usage(input_tokens=30, output_tokens=12)
+    state.uncounted_output_from = 1
+    assert charged_tokens(state) == 30 + 12 + item_tokens(cut)
 
 
 class Recording:

@@ -16,7 +16,7 @@ where every replica takes from the same buckets atomically.
   in debt: the next requests wait until it has refilled past zero. A run whose upstream
   never counted (a client that left just before the usage chunk, a cut answer) is charged
   its output, estimated, and, when its output had begun, its prompt, which the model read
-  (:func:`charged_tokens`). A request forwarded
+  (:func:`charged_tokens`); so is a round cut so after rounds that were counted. A request forwarded
   untouched to a Chat Completions upstream is charged the tokens its answer reports once
   relayed (a stream reports them only when its client asked,
   ``stream_options.include_usage``: one that did not is translated instead, so that the
@@ -185,12 +185,20 @@ def charged_tokens(state: ResponseState) -> int:
     """The tokens a run is charged: its usage's input and output tokens; its output's,
     estimated, when no upstream counted any (a client that left mid-stream, a cut
     answer: upstreams count an answer's output at its end), so that leaving just before
-    the end does not make an answer free; and the prompts of rounds cut short after
-    their output began that no upstream counted
+    the end does not make an answer free, and otherwise the output of its round cut
+    short, estimated (:attr:`~stateway.core.response.ResponseState.uncounted_output_from`:
+    an answer left after a tool round that was counted); and the prompts of rounds cut
+    short after their output began that no upstream counted
     (:attr:`~stateway.core.response.ResponseState.uncounted_input`), which the model read
     whole. A run that produced nothing and counted nothing is charged nothing."""
     usage = state.usage or Usage()
-    output = usage.output_tokens or sum(item_tokens(item) for item in state.output)
+    cut = state.uncounted_output_from
+    if not usage.output_tokens:
+        output = sum(item_tokens(item) for item in state.output)
+    elif cut is None:
+        output = usage.output_tokens
+    else:
+        output = usage.output_tokens + sum(item_tokens(item) for item in state.output[cut:])
     return usage.input_tokens + output + state.uncounted_input
 
 

@@ -73,6 +73,11 @@ class ResponseState:
     the answer was cut) that their upstream had not counted, estimated: a count it sent
     before the cut (an Anthropic upstream's ``message_start``) is in ``usage``. Charged
     with the run (:func:`~stateway.core.limits.charged_tokens`); not stored."""
+    uncounted_output_from: int | None = None
+    """Where in ``output`` the items of a round cut short after its output began start
+    (its run's last round: a cut ends the run), whose output no upstream counted: charged
+    estimated beside the usage of the rounds before it
+    (:func:`~stateway.core.limits.charged_tokens`); not stored."""
     background: bool = False
     thread_system: list[Item] | None = None
     """A Messages thread's turn: the system items that led its context, which the next

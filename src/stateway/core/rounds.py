@@ -170,6 +170,7 @@ async def _infer(
     ``usage``)."""
     reason = "stop"
     unreported = reported = Usage()  # some servers repeat running totals: the last counts
+    produced = len(run.state.output)  # the round's items follow
     if plan.first_output is None:  # a candidate that failed first: its count is not this one's
         run.state.prompt_usage = None
     single = _SingleCall() if not request.settings.parallel_tool_calls else None
@@ -260,19 +261,24 @@ async def _infer(
                 span.answered(reason, told, request.answered)
     except BaseException:
         if plan.output_started:  # the upstream read the prompt; the answer's count never came
-            _count_cut(run, request, reported, usage)
+            _count_cut(run, request, reported, usage, produced)
         raise
     usage.add(reported)
     return reason, reported
 
 
-def _count_cut(run: Run, request: InferenceRequest, reported: Usage, usage: Usage) -> None:
+def _count_cut(
+    run: Run, request: InferenceRequest, reported: Usage, usage: Usage, produced: int
+) -> None:
     """Count the prompt of a round cut short after its output began (failed, or left by
     its client): in ``usage`` as its upstream counted it, when it did (an Anthropic
     ``message_start``, a running count), cache reads and writes too; else estimated, and
     charged beside the usage (:attr:`~stateway.core.response.ResponseState.uncounted_input`).
     The output tokens of such a count are only the answer's first: they are left out, the
-    output charged estimated (:func:`~stateway.core.limits.charged_tokens`)."""
+    round's output, its items from ``produced`` on (the run's last: a cut ends it),
+    charged estimated (:attr:`~stateway.core.response.ResponseState.uncounted_output_from`,
+    :func:`~stateway.core.limits.charged_tokens`)."""
+    run.state.uncounted_output_from = produced
     if not reported.input_tokens:
         run.state.uncounted_input += estimate_tokens(request)
         return
