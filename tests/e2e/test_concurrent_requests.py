@@ -80,3 +80,39 @@ async def test_a_websocket_refusal_carries_its_retry_after_as_hosted_error_frame
     assert (refused.error.code, refused.error.message) == ("rate_limit_exceeded", REFUSAL)
     assert refused.error.headers == {"retry-after": "1"}
     assert refused.to_dict()["headers"] == {"retry-after": "1"}
+
+
+async def test_a_websocket_continuation_refused_for_concurrency_keeps_its_parent(
+    limited: Launched,
+) -> None:
+    """A continuation refused by the rate limits ran nothing and changed nothing, as a
+    refusal by the connection's own caps: its ``store: false`` parent is kept, so the
+    retry its ``Retry-After`` asks for continues the chain. Before, the refusal evicted
+    the parent as a failed continuation does, and the retry was
+    ``previous_response_not_found``."""
+    client = AsyncOpenAI(base_url=limited.url + "/v1", api_key="sk-test", max_retries=0)
+    async with client.responses.connect() as connection:
+        await connection.response.create(
+            model=MODEL, input="the word is kiwi", store=False, stream_id="source"
+        )
+        while (parent := await connection.recv()).type != "response.completed":
+            pass
+        await connection.response.create(model=MODEL, input=SLOW, stream_id="slow")
+        assert (await connection.recv()).type == "response.created"
+        continuation = {"model": MODEL, "store": False, "stream_id": "source"}
+        previous = parent.response.id
+        await connection.response.create(
+            input="[[echo]]", previous_response_id=previous, **continuation
+        )
+        while (refused := await connection.recv()).type != "error":
+            pass
+        while (await connection.recv()).type != "response.completed":  # the slow one's end
+            pass
+        await connection.response.create(
+            input="[[echo]]", previous_response_id=previous, **continuation
+        )
+        while (retried := await connection.recv()).type not in ("response.completed", "error"):
+            pass
+    assert (refused.status, refused.error.code) == (429, "rate_limit_exceeded")
+    assert retried.type == "response.completed", retried
+    assert "the word is kiwi" in retried.response.output_text

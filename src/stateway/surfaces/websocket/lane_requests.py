@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 from stateway.core.background import not_streamable
-from stateway.core.errors import GatewayError, InternalError
+from stateway.core.errors import GatewayError, InternalError, RateLimited
 from stateway.core.principal import Principal
 from stateway.core.response import continuable
 from stateway.core.runs import Run
@@ -157,8 +157,11 @@ class LaneRequests:
             run, watch = await started(
                 self._surface.gateway, request.principal, frame, request.digest
             )
-        except GatewayError:
-            if continued is not None:  # a failed continuation is forgotten (on its lane)
+        except GatewayError as error:
+            # A failed continuation is forgotten (on its lane); one the rate limits refused
+            # ran nothing, as one the connection's caps refuse: the retry its Retry-After
+            # asks for goes on from the same response.
+            if continued is not None and not isinstance(error, RateLimited):
                 self._checkpoints.evict(continued.response_id, lane)
             if commit is not None:
                 self._steering.uncommitted(commit)
