@@ -16,11 +16,11 @@ where every replica takes from the same buckets atomically.
   in debt: the next requests wait until it has refilled past zero. A run whose upstream
   never counted (a client that left just before the usage chunk, a cut answer) is charged
   its output, estimated, and, when its output had begun, its prompt, which the model read
-  (:func:`charged_tokens`); so is a round cut so after rounds that were counted. A request forwarded
-  untouched to a Chat Completions upstream is charged the tokens its answer reports once
-  relayed (a stream reports them only when its client asked,
-  ``stream_options.include_usage``: one that did not is translated instead, so that the
-  gateway's own run counts them).
+  (:func:`charged_tokens`); so is the output of a last round cut short after rounds that
+  were counted. A request forwarded untouched to a Chat Completions upstream is charged
+  the tokens its answer reports once relayed (a stream reports them only when its client
+  asked, ``stream_options.include_usage``: one that did not is translated instead, so
+  that the gateway's own run counts them).
 - ``concurrent_requests``: each model request holds one of its principal's slots from
   its admission until what it started ends (:mod:`.concurrency`); with every slot held,
   the next is a 429 (``Retry-After: 1``). Admission asks in an order that takes nothing
