@@ -3,12 +3,14 @@ SQLite and PostgreSQL: the items the Conversations API added, after those of res
 
 from __future__ import annotations
 
+import re
 import sqlite3
 
+import asyncpg
 import orjson
 import pytest
 from sqlalchemy import Select, text
-from sqlalchemy.dialects import sqlite
+from sqlalchemy.dialects import postgresql, sqlite
 
 from stateway.core.conversations.ports import Conversation
 from stateway.core.items import Item
@@ -189,16 +191,16 @@ async def test_a_found_response_item_spares_the_conversation_lookup(
     assert len(executed) == 1
 
 
-@pytest.mark.parametrize(
-    ("query", "index"),
-    [
-        (references.FIND_OUTPUT_ITEMS, "ix_items_output_item"),
-        (
-            references.FIND_CONVERSATION_ITEMS,
-            "ix_conversation_items_tenant_id_item_id_conversation_id",
-        ),
-    ],
-)
+INDEXED = [
+    (references.FIND_OUTPUT_ITEMS, "ix_items_output_item"),
+    (references.FIND_INPUT_ITEMS, "ix_items_input_item"),
+    (references.FIND_CONVERSATION_ITEMS, "ix_conversation_items_tenant_id_item_id_conversation_id"),
+]
+"""Each lookup, and the index on ids it must use: without one, every reference that it
+does not find among the lookups before it scans the tenant's rows."""
+
+
+@pytest.mark.parametrize(("query", "index"), INDEXED)
 async def test_one_named_id_is_found_by_the_index_on_ids_on_sqlite(
     sqlite_url: str, query: Select[str, str], index: str
 ) -> None:
@@ -212,3 +214,26 @@ async def test_one_named_id_is_found_by_the_index_on_ids_on_sqlite(
         plan = [row[3] for row in connection.execute(f"EXPLAIN QUERY PLAN {sql}")]
     searches = [step for step in plan if step.startswith(("SEARCH", "SCAN"))]
     assert f"USING INDEX {index} (tenant_id=? AND item_id=?)" in searches[0], plan
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize(("query", "index"), INDEXED)
+async def test_named_ids_are_found_by_the_index_on_ids_on_postgres(
+    fresh_postgres_url: str, query: Select[str, str], index: str
+) -> None:
+    """Planned with sequential scans off, as for a large table: the lookup by id uses
+    the index on ids, not the primary key's scan of the tenant's rows."""
+    await migrate(fresh_postgres_url)
+    bound = query.params(tenant="t", ids=["msg_1", "msg_2"])
+    compiled = bound.compile(
+        dialect=postgresql.dialect(),
+        compile_kwargs={"literal_binds": True, "render_postcompile": True},
+    )
+    connection = await asyncpg.connect(fresh_postgres_url)
+    try:
+        async with connection.transaction():
+            await connection.execute("SET LOCAL enable_seqscan = off")
+            plan = "\n".join(row[0] for row in await connection.fetch(f"EXPLAIN {compiled}"))
+    finally:
+        await connection.close()
+    assert re.search(rf"Index Scan (using|on) {index} ", plan), plan

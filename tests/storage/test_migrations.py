@@ -23,7 +23,7 @@ from stateway.storage.sql.engine import create_engine
 from stateway.storage.sql.migrator import HEAD_REVISION, MIGRATIONS_DIR, alembic_config
 from stateway.storage.sql.schema import metadata
 
-HEAD = "0012"
+HEAD = "0013"
 _HEAD_TABLES = {
     "responses",
     "items",

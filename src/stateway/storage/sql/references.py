@@ -102,9 +102,9 @@ def _one_per_id(
 
 
 def _find_items(role: str) -> Select[str, str]:
-    """Items of ``role`` of live responses. Output items are found by
-    ``ix_items_output_item`` (the role a literal, so that the partial index serves it);
-    input items, rarely named, by a scan of the tenant's."""
+    """Items of ``role`` of live responses, found by the partial index of that role's
+    items (``ix_items_output_item``, ``ix_items_input_item``; the role a literal, so that
+    the index serves it)."""
     the_role: ColumnElement[str] = literal_column(f"'{role}'")
     live = and_(
         items.c.tenant_id == _tenant,

@@ -161,9 +161,20 @@ Index(
     postgresql_where=text(OUTPUT_ITEMS_WHERE),
 )
 """Finds the output items ``item_reference`` input items name
-(:data:`references.FIND_OUTPUT_ITEMS`): what clients reference is what a response produced.
-Output items only, so that storing a response's input costs no more; a reference to an
-input item is looked up without it (:data:`references.FIND_INPUT_ITEMS`), rarely."""
+(:data:`references.FIND_OUTPUT_ITEMS`): what clients reference is what a response produced."""
+
+INPUT_ITEMS_WHERE: Final = f"role = '{INPUT}'"
+Index(
+    "ix_items_input_item",
+    items.c.tenant_id,
+    items.c.item_id,
+    sqlite_where=text(INPUT_ITEMS_WHERE),
+    postgresql_where=text(INPUT_ITEMS_WHERE),
+)
+"""Finds the input items a reference names that no output item has
+(:data:`references.FIND_INPUT_ITEMS`): rarely an input item, but each reference to an
+item the Conversations API added, or to nothing, is looked for here first; without it,
+that is a scan of all the tenant's input items."""
 
 conversations: Final = Table(
     "conversations",
