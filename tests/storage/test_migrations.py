@@ -17,13 +17,14 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, inspect, text
 
 from stateway import __version__
-from stateway.core.errors import StorageError
-from stateway.storage.sql import migrate
+from stateway.core.errors import ConversationLocked, StorageError
+from stateway.storage.sql import SqlConversationStore, migrate, open_store
 from stateway.storage.sql.engine import create_engine
 from stateway.storage.sql.migrator import HEAD_REVISION, MIGRATIONS_DIR, alembic_config
+from stateway.storage.sql.retention import SqlResponsePurger
 from stateway.storage.sql.schema import metadata
 
-HEAD = "0013"
+HEAD = "0014"
 _HEAD_TABLES = {
     "responses",
     "items",
@@ -529,3 +530,56 @@ def test_a_url_with_percent_signs_reaches_alembic_as_written() -> None:
     interpolation: a password or path holding one must still be read back whole."""
     url = "postgresql://gw:p%40ss%25@db/stateway"
     assert alembic_config(url).get_main_option("sqlalchemy.url") == url
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def empty_url(request: pytest.FixtureRequest, sqlite_url: str) -> str:
+    """An empty database of each kind (on PostgreSQL a new one: no other test's rows)."""
+    if request.param == "sqlite":
+        return sqlite_url
+    url: str = request.getfixturevalue("fresh_postgres_url")
+    return url
+
+
+_HELD = [("conv_stale", "resp_failed", "failed"), ("conv_running", "resp_running", "in_progress")]
+"""Conversations an earlier release left held: by a turn it marked failed (its process
+had died) without letting go, and by a turn still running."""
+_PLANT_RESPONSE = text(
+    "INSERT INTO responses (tenant_id, id, status, created_at, body)"
+    " VALUES ('t', :response, :status, 0.5, '{}')"
+)
+_PLANT_CONVERSATION = text(
+    "INSERT INTO conversations (tenant_id, id, created_at, metadata, next_position,"
+    " active_response_id) VALUES ('t', :conversation, 0.5, '{}', 0, :response)"
+)
+
+
+async def test_0014_lets_go_of_conversations_held_by_ended_turns(empty_url: str) -> None:
+    """Once a retention sweep deleted the ended turn holding a conversation, nothing
+    told that the holder had ended: every later turn and append was refused (409
+    ``conversation_locked``) for ever. The upgrade lets go of them; a turn still running
+    keeps its conversation."""
+    await asyncio.to_thread(command.upgrade, alembic_config(empty_url), "0013")
+    engine = create_engine(empty_url)
+    try:
+        async with engine.begin() as connection:
+            for conversation, response, status in _HELD:
+                await connection.execute(_PLANT_RESPONSE, {"response": response, "status": status})
+                values = {"conversation": conversation, "response": response}
+                await connection.execute(_PLANT_CONVERSATION, values)
+    finally:
+        await engine.dispose()
+
+    await migrate(empty_url)
+    store = open_store(empty_url)
+    try:
+        assert await SqlResponsePurger(store).purge(1.0, 100) == 1  # the failed turn
+        conversations = SqlConversationStore(store)
+        item = {"type": "message", "role": "user", "content": "k"}
+        added = await conversations.add_items("t", "conv_stale", [item])
+        assert added is not None
+        assert [i["content"] for i in added] == ["k"]
+        with pytest.raises(ConversationLocked):
+            await conversations.add_items("t", "conv_running", [item])
+    finally:
+        await store.aclose()
