@@ -293,3 +293,22 @@ async def test_nul_bytes_in_keys_match_nothing_and_labels_with_them_still_save(
     after = await store.list_input_items(tenant, "nul-label", after="a\x00b", limit=5, order="asc")
     assert after is not None
     assert (after.items, after.has_more) == ([], False)
+
+
+async def test_a_served_by_holding_a_nul_byte_saves_as_no_hint(
+    store: SqlResponseStore, record: RecordFactory, tenant: str
+) -> None:
+    """A request's model names the candidate: one holding NUL (PostgreSQL text refuses it)
+    still saves and finishes its response, leaving no affinity hint."""
+    answered = record("nul-served", outputs=["hi"])
+    answered.served_by = "default/m\x00x"
+    await store.save(answered)
+    started = record("nul-served-later", inputs=["hi"])
+    started.status, started.owner = "in_progress", "owner-1"
+    await store.save(started)
+    started.status, started.served_by, started.output_items = "completed", "default/\x00", []
+    assert await store.finish(started)
+    for response_id in ("nul-served", "nul-served-later"):
+        chain = await store.load_context(tenant, response_id)
+        assert chain is not None
+        assert (chain.status, chain.served_by) == ("completed", None)

@@ -115,7 +115,7 @@ class SqlResponseStore:
             "deleted_at": None,
             "body": _dumps(record.body),
             "owner": record.owner,
-            "served_by": record.served_by,
+            "served_by": _hint(record.served_by),
         }
         item_rows = _item_rows(record, INPUT, record.input_items)
         item_rows += _item_rows(record, OUTPUT, record.output_items)
@@ -143,7 +143,7 @@ class SqlResponseStore:
             "response": record.id,
             "new_status": record.status,
             "new_body": _dumps(record.body),
-            "new_served_by": record.served_by,
+            "new_served_by": _hint(record.served_by),
         }
         rows: Rows = {
             queries.FINISH_RESPONSE: [update],
@@ -329,6 +329,12 @@ def _storable(key: str) -> bool:
     """Whether ``key`` can be a column value on both databases: PostgreSQL text refuses NUL.
     No stored id contains one, so a key that does matches nothing."""
     return "\x00" not in key
+
+
+def _hint(served_by: str | None) -> str | None:
+    """A ``served_by`` the column can hold: a request's model names the candidate, and one
+    holding NUL is no hint (its response still saves)."""
+    return served_by if served_by is not None and _storable(served_by) else None
 
 
 def _event_row(tenant_id: str, response_id: str, batch: EventBatch) -> dict[str, Any]:
