@@ -85,3 +85,27 @@ async def test_usage_between_two_times(store: SqlResponseStore, tenant: str) -> 
 async def test_a_tenant_without_responses_has_no_usage(store: SqlResponseStore) -> None:
     ledger = SqlUsageLedger(store.reader)
     assert await ledger.usage(GetUsage(f"nobody-{uuid.uuid4().hex}")) == []
+
+
+async def test_usage_reads_bodies_holding_nul_characters(
+    store: SqlResponseStore, tenant: str
+) -> None:
+    """PostgreSQL's jsonb refuses the escape ``\\u0000`` that stands for a NUL in a body's
+    JSON text (in instructions, metadata, a model's name): such a body still counts, its
+    model named with U+FFFD for each NUL (an escaped backslash before ``u0000`` is no NUL)."""
+    records = [
+        response(tenant, "m", DAY_START + 10, (10, 2)),
+        response(tenant, "m\x00x", DAY_START + 20, (1, 1)),
+        response(tenant, "\\u0000\x00\x00", DAY_START + 30, (2, 2)),
+    ]
+    records[0].body["instructions"] = "a\x00b \\\x00 \\\\u0000"
+    for record in records:
+        await store.save(record)
+    ledger = SqlUsageLedger(store.reader)
+    buckets = sorted(await ledger.usage(GetUsage(tenant)), key=lambda bucket: bucket.model)
+    assert buckets == [
+        UsageBucket(tenant, "\\u0000\ufffd\ufffd", NOV_14, 1, input_tokens=2, output_tokens=2),
+        UsageBucket(tenant, "m", NOV_14, responses=1, input_tokens=10, output_tokens=2),
+        UsageBucket(tenant, "m\ufffdx", NOV_14, responses=1, input_tokens=1, output_tokens=1),
+    ]
+    assert tenant in {bucket.tenant_id for bucket in await ledger.usage(GetUsage(None))}

@@ -14,9 +14,10 @@ One aggregate query reads each finished response's ``model`` and ``usage`` out o
      GROUP BY tenant_id, model, day ORDER BY day, tenant_id, model
 
 PostgreSQL reads the JSON with ``jsonb_extract_path_text`` and the day with ``floor``
-(its cast to an integer rounds). No column or migration is added: the numbers are
-already in the body, and this is an operator's question, not a hot path; the tenant
-filter uses the primary key's first column. Deleted responses count (their tokens
+(its cast to an integer rounds). A body holding NUL (written ``\\u0000``, which jsonb
+refuses) is read with U+FFFD in its place, on both databases. No column or migration is
+added: the numbers are already in the body, and this is an operator's question, not a hot
+path; the tenant filter uses the primary key's first column. Deleted responses count (their tokens
 were spent) until a retention sweep removes them (:mod:`stateway.core.retention`);
 unfinished ones count once they end.
 """
@@ -27,7 +28,17 @@ import datetime
 from collections.abc import Callable
 from typing import Any, Final
 
-from sqlalchemy import BigInteger, ColumnElement, Integer, Select, cast, func, select, text
+from sqlalchemy import (
+    BigInteger,
+    ColumnElement,
+    Integer,
+    Select,
+    case,
+    cast,
+    func,
+    select,
+    text,
+)
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -100,17 +111,41 @@ TokenColumn = Callable[[str], ColumnElement[Any]]
 
 def _json_columns(dialect: str) -> tuple[ColumnElement[Any], ColumnElement[Any], TokenColumn]:
     """The model, the UTC day number, and a function giving a usage field's column."""
-    body, created = responses.c.body, responses.c.created_at
+    created = responses.c.created_at
     if dialect == "postgresql":
-        document = cast(body, JSONB)
+        document = cast(_without_nul(func.strpos), JSONB)
 
         def pg_tokens(name: str) -> ColumnElement[Any]:
             return cast(func.jsonb_extract_path_text(document, "usage", name), BigInteger)
 
         model = func.jsonb_extract_path_text(document, "model")
         return model, cast(func.floor(created / DAY), BigInteger), pg_tokens
+    body = _without_nul(func.instr)
 
     def sqlite_tokens(name: str) -> ColumnElement[Any]:
         return func.json_extract(body, f"$.usage.{name}")
 
     return func.json_extract(body, "$.model"), cast(created / DAY, Integer), sqlite_tokens
+
+
+NUL_ESCAPE: Final = "\\u0000"
+"""How orjson writes U+0000 in a string: PostgreSQL's jsonb refuses it (its text cannot hold
+the character), SQLite's ``json_extract`` ends the text it returns there."""
+
+_ESCAPED_BACKSLASH: Final = "\\\\"
+_STAND_IN: Final = "\x01"
+"""Never in orjson's JSON text, which escapes every control character."""
+
+
+def _without_nul(position: Callable[..., ColumnElement[Any]]) -> ColumnElement[Any]:
+    r"""``body``, each NUL in its strings written as U+FFFD, so that a body holding one (in
+    instructions, metadata, a model's name) counts all the same; ``position(body, part)``
+    is the dialect's ``strpos`` or ``instr``. The escaped backslashes are set aside first,
+    so each ``\u0000`` left is an escape: ``\\u0000`` is a backslash, then ``u0000``.
+    Bodies without one, nearly all, are read as they are."""
+    body = responses.c.body
+    kept = func.replace(body, _ESCAPED_BACKSLASH, _STAND_IN)
+    replaced = func.replace(
+        func.replace(kept, NUL_ESCAPE, "\\ufffd"), _STAND_IN, _ESCAPED_BACKSLASH
+    )
+    return case((position(body, NUL_ESCAPE) == 0, body), else_=replaced)
