@@ -5,6 +5,7 @@ refusals that write nothing, and claims racing from two processes' worth of stor
 from __future__ import annotations
 
 import asyncio
+import secrets
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 
@@ -370,3 +371,26 @@ async def test_the_last_turn_is_the_conversations_own(
     loaded = await conversations.load_items(tenant, conversation)
     assert loaded is not None
     assert (loaded.served_by, loaded.last_response_id) == ("a/a-model", "r1")
+
+
+async def test_a_turns_item_whose_id_is_too_long_for_the_index_gets_a_new_one(
+    store: SqlResponseStore,
+    conversations: SqlConversationStore,
+    record: RecordFactory,
+    tenant: str,
+    conversation: str,
+) -> None:
+    """A client's input item id too long for PostgreSQL's index (2704 bytes a row) does not
+    fail the turn's end, which would leave the response failed and its items out."""
+    too_long = "msg_" + secrets.token_hex(2048)  # random: no compression
+    first = replace(start(record, "r1"), input_items=[message("long", too_long)])
+    await store.save(first)
+    assert await store.finish(end(first))
+    page = await conversations.list_items(tenant, conversation, after=None, limit=5, order="asc")
+    assert page is not None
+    assert texts(page.items) == ["hello", "long", "a"]
+    assert page.items[1]["id"] != too_long
+    assert page.items[1]["id"].startswith("msg_")
+    stored_input = await store.list_input_items(tenant, "r1", after=None, limit=5, order="asc")
+    assert stored_input is not None
+    assert stored_input.items[0]["id"] == too_long, "the response keeps its own copy"

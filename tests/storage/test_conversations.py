@@ -3,6 +3,7 @@ items, pages, and ids unique within a conversation."""
 
 from __future__ import annotations
 
+import secrets
 from typing import Any
 
 import pytest
@@ -12,6 +13,7 @@ from sqlalchemy.exc import IntegrityError
 from stateway.core.conversations.ports import Conversation
 from stateway.core.items import Item
 from stateway.storage.sql import SqlConversationStore, SqlResponseStore
+from stateway.storage.sql.conversation_rows import MAX_ITEM_ID_BYTES
 from tests.storage.test_queries import statements
 
 
@@ -333,3 +335,29 @@ async def test_loading_a_turns_context_takes_one_statement(
     assert loaded is not None
     assert len(loaded.items) == 20
     assert len(executed) == 1
+
+
+async def test_an_id_too_long_for_the_index_gets_a_new_one(
+    conversations: SqlConversationStore, tenant: str
+) -> None:
+    """PostgreSQL's btree refuses an index row over 2704 bytes, and item ids are indexed:
+    a longer id than :data:`MAX_ITEM_ID_BYTES` is renamed, as a taken one is, on both
+    databases; one as long as that is kept."""
+    longest = "msg_" + "é" * ((MAX_ITEM_ID_BYTES - 4) // 2)
+    too_long = "msg_" + secrets.token_hex(MAX_ITEM_ID_BYTES)  # random: no compression
+    output = {"type": "local_shell_call_output", "id": too_long, "output": "ok"}
+    await new(conversations, tenant, [message("long", too_long)])
+    added = await conversations.add_items(
+        tenant, "conv_1", [message("again", too_long), message("longest", longest), output]
+    )
+    assert added is not None
+    loaded = await conversations.load_items(tenant, "conv_1")
+    assert loaded is not None
+    ids = [item["id"] for item in loaded.items]
+    assert texts(loaded.items[:3]) == ["long", "again", "longest"]
+    assert too_long not in ids
+    assert ids[0].startswith("msg_")
+    assert ids[1].startswith("msg_")
+    assert ids[2] == longest == added[1]["id"]
+    assert ids[3].startswith("item_")
+    assert loaded.items[3]["call_id"] == too_long, "the output still answers its call"

@@ -2,10 +2,11 @@
 conversation refused one.
 
 A turn's start adds a claim and its row to the batch that writes it; its end adds its
-items and its release. Appended items keep their ``id`` unless they have none or repeat
-one earlier in the same append, in which case they get a new gateway id of their type;
-each row also carries a fresh id for the statement to take when the conversation already
-has the given one, so no two items of a conversation share an id (a unique index holds
+items and its release. Appended items keep their ``id`` unless they have none (or one the
+column cannot hold: with a NUL in it, or too long to index) or repeat one earlier in the
+same append, in which case they get a new gateway id of their type; each row also
+carries a fresh id for the statement to take when the conversation already has the given
+one, so no two items of a conversation share an id (a unique index holds
 it). An item whose ``id`` is a reference (a ``local_shell_call_output``'s names its call)
 given a new id keeps the reference as its ``call_id``, by which it still answers the call.
 """
@@ -13,7 +14,7 @@ given a new id keeps the reference as its ``call_id``, by which it still answers
 from __future__ import annotations
 
 import time
-from typing import Any, TypeGuard
+from typing import Any, Final, TypeGuard
 
 import orjson
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -22,6 +23,11 @@ from stateway.core.errors import ConversationLocked, ConversationNotFound, Gatew
 from stateway.core.items import ID_IS_REFERENCE, Item, new_item_id
 from stateway.core.ports import ConversationTurn
 from stateway.storage.sql import conversation_queries as q
+
+MAX_ITEM_ID_BYTES: Final = 1024
+"""The longest item id (UTF-8) a conversation keeps: its ids are indexed, and PostgreSQL
+refuses an index row over 2704 bytes (the tenant's and the conversation's ids with it).
+A client's longer one is renamed, on both databases."""
 
 
 def claim_row(tenant_id: str, response_id: str, turn: ConversationTurn) -> dict[str, Any]:
@@ -94,14 +100,26 @@ def _renamed(item: Item) -> Item:
     ``call_id``) becomes its ``call_id``."""
     kind = item.get("type")
     renamed = {**item, "id": new_item_id(kind)}
-    if kind in ID_IS_REFERENCE and _usable(item.get("id")) and not item.get("call_id"):
+    reference = item.get("id")
+    if (
+        kind in ID_IS_REFERENCE
+        and isinstance(reference, str)
+        and reference
+        and not item.get("call_id")
+    ):
         renamed["call_id"] = item["id"]
     return renamed
 
 
 def _usable(item_id: object) -> TypeGuard[str]:
-    """A non-empty string a column can hold on both databases (PostgreSQL refuses NUL)."""
-    return isinstance(item_id, str) and bool(item_id) and "\x00" not in item_id
+    """A non-empty string a column and its index can hold on both databases (PostgreSQL
+    refuses NUL, and an index row too long: :data:`MAX_ITEM_ID_BYTES`)."""
+    return (
+        isinstance(item_id, str)
+        and bool(item_id)
+        and "\x00" not in item_id
+        and len(item_id.encode()) <= MAX_ITEM_ID_BYTES
+    )
 
 
 def _dumps(value: Any) -> str:
