@@ -13,7 +13,7 @@ from sqlalchemy.exc import IntegrityError
 from stateway.core.conversations.ports import Conversation
 from stateway.core.items import Item
 from stateway.storage.sql import SqlConversationStore, SqlResponseStore
-from stateway.storage.sql.conversation_rows import MAX_ITEM_ID_BYTES
+from stateway.storage.sql.schema import MAX_ITEM_ID_BYTES
 from tests.storage.test_queries import statements
 
 

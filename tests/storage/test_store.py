@@ -312,3 +312,21 @@ async def test_a_served_by_holding_a_nul_byte_saves_as_no_hint(
         chain = await store.load_context(tenant, response_id)
         assert chain is not None
         assert (chain.status, chain.served_by) == ("completed", None)
+
+
+async def test_an_item_whose_id_is_too_long_for_the_index_still_saves(
+    store: SqlResponseStore, record: RecordFactory, tenant: str
+) -> None:
+    """Item ids are indexed (references find items by them), and PostgreSQL refuses an
+    index row over 2704 bytes: a client's longer id is stored unindexed, its item kept
+    whole, rather than failing the response."""
+    long_id = "i" * 3000
+    given = {"type": "message", "role": "user", "id": long_id, "content": []}
+    made = {"type": "message", "role": "assistant", "id": "o" * 3000, "content": []}
+    await store.save(record("long-ids", inputs=[given], outputs=[made]))
+    page = await store.list_input_items(tenant, "long-ids", after=None, limit=5, order="asc")
+    assert page is not None
+    assert page.items == [given]
+    chain = await store.load_context(tenant, "long-ids")
+    assert chain is not None
+    assert await store.find_items(tenant, [long_id]) == {}

@@ -14,7 +14,7 @@ given a new id keeps the reference as its ``call_id``, by which it still answers
 from __future__ import annotations
 
 import time
-from typing import Any, Final, TypeGuard
+from typing import Any
 
 import orjson
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -23,11 +23,7 @@ from stateway.core.errors import ConversationLocked, ConversationNotFound, Gatew
 from stateway.core.items import ID_IS_REFERENCE, Item, new_item_id
 from stateway.core.ports import ConversationTurn
 from stateway.storage.sql import conversation_queries as q
-
-MAX_ITEM_ID_BYTES: Final = 1024
-"""The longest item id (UTF-8) a conversation keeps: its ids are indexed, and PostgreSQL
-refuses an index row over 2704 bytes (the tenant's and the conversation's ids with it).
-A client's longer one is renamed, on both databases."""
+from stateway.storage.sql.schema import indexable_id
 
 
 def claim_row(tenant_id: str, response_id: str, turn: ConversationTurn) -> dict[str, Any]:
@@ -62,7 +58,7 @@ def appended_rows(
     rows: list[dict[str, Any]] = []
     for offset, item in enumerate(items):
         item_id = item.get("id")
-        if not _usable(item_id) or item_id in given:
+        if not indexable_id(item_id) or item_id in given:
             item = _renamed(item)
         given.add(item["id"])
         fresh = _renamed(item)
@@ -109,17 +105,6 @@ def _renamed(item: Item) -> Item:
     ):
         renamed["call_id"] = item["id"]
     return renamed
-
-
-def _usable(item_id: object) -> TypeGuard[str]:
-    """A non-empty string a column and its index can hold on both databases (PostgreSQL
-    refuses NUL, and an index row too long: :data:`MAX_ITEM_ID_BYTES`)."""
-    return (
-        isinstance(item_id, str)
-        and bool(item_id)
-        and "\x00" not in item_id
-        and len(item_id.encode()) <= MAX_ITEM_ID_BYTES
-    )
 
 
 def _dumps(value: Any) -> str:

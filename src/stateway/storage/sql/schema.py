@@ -75,7 +75,7 @@ by the migrations in ``migrations/versions``, and a test checks that the two agr
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Final, TypeGuard
 
 from sqlalchemy import (
     CheckConstraint,
@@ -96,6 +96,25 @@ from sqlalchemy import (
 
 INPUT: Final = "input"
 OUTPUT: Final = "output"
+
+MAX_ITEM_ID_BYTES: Final = 1024
+"""The longest item id (UTF-8) kept as an indexed id, in a response's items and a
+conversation's: PostgreSQL refuses an index row over 2704 bytes (the tenant's and the
+conversation's ids with it). A client's longer one names nothing, on both databases: its
+item is stored whole, unindexed (a conversation gives it a new id)."""
+
+
+def indexable_id(item_id: object) -> TypeGuard[str]:
+    """An item id the columns and indexes can hold on both databases: a non-empty string
+    without NUL (PostgreSQL text refuses it) of at most :data:`MAX_ITEM_ID_BYTES`."""
+    return (
+        isinstance(item_id, str)
+        and bool(item_id)
+        and "\x00" not in item_id
+        and len(item_id.encode()) <= MAX_ITEM_ID_BYTES
+    )
+
+
 """Values of ``items.role``. ``'input' < 'output'``, so ordering by role puts a response's
 input items before its output items."""
 

@@ -45,7 +45,7 @@ from stateway.storage.sql.errors import storage_errors
 from stateway.storage.sql.group_commit import GroupCommitter, Rows
 from stateway.storage.sql.ping import Ping
 from stateway.storage.sql.refusals import WriteRefusals
-from stateway.storage.sql.schema import INPUT, OUTPUT
+from stateway.storage.sql.schema import INPUT, OUTPUT, indexable_id
 from stateway.storage.sql.writer import Watcher, writer_for
 
 WRITE_ORDER: Final = (
@@ -254,9 +254,9 @@ class SqlResponseStore:
 
     async def find_items(self, tenant_id: str, item_ids: list[str]) -> dict[str, Item]:
         """Looked up where each kind of item lives (:data:`.references.FIND_ITEMS`), the
-        ids still missing only; an id holding a NUL byte names nothing (PostgreSQL text
-        refuses it)."""
-        ids = [item_id for item_id in item_ids if _storable(item_id)]
+        ids still missing only; an id no index holds names nothing (one holding a NUL
+        byte, one too long: :func:`.schema.indexable_id`)."""
+        ids = [item_id for item_id in item_ids if indexable_id(item_id)]
         if not ids:
             return {}
         found: dict[str, Item] = {}
@@ -358,7 +358,7 @@ def _item_rows(record: ResponseRecord, role: str, items: list[Item]) -> list[dic
                 "response_id": record.id,
                 "role": role,
                 "position": position,
-                "item_id": item_id if isinstance(item_id, str) and _storable(item_id) else None,
+                "item_id": item_id if indexable_id(item_id) else None,
                 "body": _dumps(item),
             }
         )
