@@ -93,6 +93,11 @@ async def test_redis_is_named_by_the_file_or_the_environment(tmp_path: Path) -> 
     ("text", "fragment"),
     [
         ('redis_url = "http://x"', "redis_url: Value error, must start with redis://"),
+        # Each one redis-py would refuse as serving opened it, or read as another database.
+        ('redis_url = "redis://:hunter22@h:99999/0"', "redis_url: Value error, Port out of"),
+        ('redis_url = "redis://h:6379/x"', "redis_url: Value error, the database"),
+        ('redis_url = "redis://h:6379/1/2"', "redis_url: Value error, the database"),
+        ('redis_url = "unix:///run/redis.sock?db=x"', "redis_url: Value error, Invalid value"),
         ("max_results = 0", "max_results"),
         ("max_result_bytes = 0", "max_result_bytes"),
         ("claim_ttl = 0", "claim_ttl"),
@@ -107,6 +112,7 @@ def test_bad_coordination_settings_are_refused(tmp_path: Path, text: str, fragme
     with pytest.raises(ConfigError) as caught:
         load_config(Overrides(config=str(path)), {})
     assert fragment in str(caught.value)
+    assert "hunter22" not in str(caught.value)
 
 
 async def test_leases_fan_out_and_rate_limits_follow_the_coordination(tmp_path: Path) -> None:
@@ -184,3 +190,19 @@ def test_bad_rate_limits_are_refused(tmp_path: Path, text: str, fragment: str) -
     with pytest.raises(ConfigError) as caught:
         load_config(Overrides(config=str(path)), {})
     assert fragment in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "redis://h",
+        "redis://h:6379/",
+        "redis://:pw@h:6379/15",
+        "rediss://h:6380/2?ssl_cert_reqs=none",
+        "unix:///run/redis.sock?db=3",
+    ],
+)
+def test_usable_redis_urls_are_taken(tmp_path: Path, url: str) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text(f'[coordination]\nredis_url = "{url}"\n')
+    assert load_config(Overrides(config=str(path)), {}).coordination.redis_url == url

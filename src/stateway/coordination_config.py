@@ -7,12 +7,17 @@ together. Environment: ``STATEWAY_REDIS_URL``, ``STATEWAY_REDIS_KEY_PREFIX``,
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator
 
 from stateway.config_section import Section
+
+_REDIS_DATABASE = re.compile(r"(?:/\d*)?")
+"""The path of a ``redis://`` URL: none, ``/``, or ``/`` and the database's number."""
 
 
 class CoordinationConfig(Section):
@@ -54,8 +59,24 @@ class CoordinationConfig(Section):
     @field_validator("redis_url")
     @classmethod
     def _redis_url(cls, url: str | None) -> str | None:
-        if url is not None and not url.startswith(("redis://", "rediss://", "unix://")):
+        """Parsed as serving's client parses it (else a port out of range is a traceback
+        as serving starts), and its database a number: redis-py reads ``/x`` as database
+        0 and ``/1/2`` as 12, silently. Neither message shows the URL (its password)."""
+        if url is None:
+            return None
+        if not url.startswith(("redis://", "rediss://", "unix://")):
             raise ValueError("must start with redis://, rediss:// or unix://")
+        from redis.connection import parse_url  # only when set: redis takes a while to import
+
+        try:
+            parse_url(url)
+        except ValueError as exc:
+            raise ValueError(str(exc)) from None
+        if not url.startswith("unix://") and not _REDIS_DATABASE.fullmatch(urlsplit(url).path):
+            raise ValueError(
+                "the database, the URL's path, must be a number (redis://host:6379/0) "
+                "or left out (0)"
+            )
         return url
 
 
