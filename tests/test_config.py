@@ -1,10 +1,14 @@
+import math
+import typing
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from stateway.app.generation import build_backend
 from stateway.backends.admission import WaitingRoom
-from stateway.config import ConfigError, Overrides, backend_api_key, load_config
+from stateway.config import Config, ConfigError, Overrides, backend_api_key, load_config
+from stateway.config_section import Section
 from stateway.durations import duration_seconds, duration_text
 from stateway.server_config import ServerConfig
 
@@ -647,3 +651,34 @@ def test_a_duration_is_shown_in_its_largest_whole_unit(seconds: float, shown: st
 def test_an_unusable_retention_is_refused_by_name(tmp_path: Path, value: str) -> None:
     with pytest.raises(ConfigError, match=r"storage\.retention"):
         load_config(Overrides(config=write(tmp_path, f"[storage]\nretention = {value}\n")), {})
+
+
+def _float_settings(model: type[Section], prefix: str = "") -> list[tuple[type[Section], str]]:
+    """Every number setting (``float``, ``float | None``) of ``model``'s tables, nested
+    tables' included, with the table holding it."""
+    found = []
+    for name, field in model.model_fields.items():
+        kinds = [field.annotation]
+        for kind in kinds:
+            kinds += typing.get_args(kind)
+        if float in kinds:
+            found.append((model, prefix + name))
+        for kind in kinds:
+            if isinstance(kind, type) and issubclass(kind, Section) and kind is not model:
+                found += _float_settings(kind, f"{prefix}{name}.")
+    return found
+
+
+@pytest.mark.parametrize("value", [math.inf, math.nan])
+@pytest.mark.parametrize(
+    ("table", "setting"), _float_settings(Config), ids=[s for _, s in _float_settings(Config)]
+)
+def test_no_number_setting_takes_infinity_or_nan(
+    table: type[Section], setting: str, value: float
+) -> None:
+    """``drain_timeout = inf`` passed check-config, and serving failed to start on it
+    (OverflowError): "no limit" is not a number the gateway can wait or count with."""
+    key = setting.rsplit(".", 1)[-1]
+    with pytest.raises(ValidationError) as refused:
+        table.model_validate({key: value})
+    assert any(error["loc"] == (key,) for error in refused.value.errors())
