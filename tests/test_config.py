@@ -138,6 +138,17 @@ def test_a_file_that_is_not_utf8_is_a_readable_error(tmp_path: Path) -> None:
         load_config(Overrides(config=str(path)), EMPTY_ENV)
 
 
+def test_a_file_saved_with_a_byte_order_mark_is_read(tmp_path: Path) -> None:
+    """Windows editors (Notepad, PowerShell's ``Out-File -Encoding utf8``) open a UTF-8
+    file with one; tomllib read it as "Invalid statement (at line 1, column 1)"."""
+    path = tmp_path / "stateway.toml"
+    path.write_bytes("\ufeff[server]\nport = 9000\nprot = 1\n".encode())
+    with pytest.raises(ConfigError, match=r"server\.prot: .*stateway\.toml, line 3\)"):
+        load_config(Overrides(config=str(path)), EMPTY_ENV)
+    path.write_bytes("\ufeff[server]\nport = 9000\n".encode())
+    assert load_config(Overrides(config=str(path)), EMPTY_ENV).server.port == 9000
+
+
 def test_missing_file_and_bad_env() -> None:
     with pytest.raises(ConfigError, match="cannot read"):
         load_config(Overrides(config="/nonexistent/stateway.toml"), EMPTY_ENV)

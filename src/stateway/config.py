@@ -33,6 +33,7 @@ Example file::
 
 from __future__ import annotations
 
+import codecs
 import os
 import tomllib
 from collections.abc import Mapping
@@ -277,13 +278,16 @@ def admin_key(config: Config, environ: Mapping[str, str] | None = None) -> str |
 
 
 def _read_text(path: str, *, reloading: bool = False) -> str:
-    """The file's text. An empty file is the defaults at start-up; on a reload it is
-    refused (the running configuration kept): a file caught mid-write by an editor or a
-    deploy tool that truncates it first reads empty, and would otherwise replace every
-    route with the defaults. A file of comments alone still serves them."""
+    """The file's text (UTF-8, with or without a byte order mark). An empty file is the
+    defaults at start-up; on a reload it is refused (the running configuration kept): a
+    file caught mid-write by an editor or a deploy tool that truncates it first reads
+    empty, and would otherwise replace every route with the defaults. A file of comments
+    alone still serves them."""
     try:
         with open(path, "rb") as handle:
-            raw = handle.read()
+            # Less a byte order mark, which Windows editors open UTF-8 with and tomllib
+            # would refuse as "Invalid statement (at line 1, column 1)".
+            raw = handle.read().removeprefix(codecs.BOM_UTF8)
     except OSError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
     if reloading and not raw.strip():
