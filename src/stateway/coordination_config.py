@@ -69,7 +69,7 @@ class CoordinationConfig(Section):
         from redis.connection import parse_url  # only when set: redis takes a while to import
 
         try:
-            parse_url(url)
+            parse_url(url)  # type: ignore[no-untyped-call]
         except ValueError as exc:
             raise ValueError(str(exc)) from None
         if not url.startswith("unix://") and not _REDIS_DATABASE.fullmatch(urlsplit(url).path):

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import text
+from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from stateway.core.errors import StorageError
@@ -49,6 +50,49 @@ def test_postgres_url_keeps_its_connection_details() -> None:
         6543,
     )
     assert dict(mapped.query) == {"ssl": "require"}
+
+
+@pytest.mark.parametrize("mode", ["disable", "prefer", "require", "verify-ca", "verify-full"])
+def test_a_postgres_urls_libpq_sslmode_is_asyncpgs_ssl(mode: str) -> None:
+    """Managed databases hand out URLs with libpq's ``sslmode``; asyncpg's keyword is
+    ``ssl`` (same modes), and given ``sslmode`` every connection failed (a TypeError)."""
+    mapped = async_url(f"postgresql://u@db.example/gw?sslmode={mode}")
+
+    assert dict(mapped.query) == {"ssl": mode}
+
+
+@pytest.mark.parametrize(
+    ("url", "complaint"),
+    [
+        ("postgresql://u:hunter2@h/db?sslmode=on", "sslmode must be one of disable, allow,"),
+        ("postgresql://u:hunter2@h/db?ssl=yes", "ssl must be one of disable, allow,"),
+        ("postgresql://u:hunter2@h/db?ssl=require&sslmode=require", "sslmode or ssl, not both"),
+        ("postgresql://u:hunter2@h/db?application_name=gw", "parameter application_name is"),
+        ("postgresql://u:hunter2@h/db?sslrootcert=/ca.pem", "PGSSLROOTCERT"),
+        ("postgresql://u:hunter2@h:99999/db", "port 99999 is out of range"),
+    ],
+)
+def test_postgres_urls_the_driver_would_refuse_are_refused_readably(
+    url: str, complaint: str
+) -> None:
+    """Each passed ``check-config`` and failed serving with a traceback (a parameter
+    asyncpg takes no keyword for) or "connection refused" (the port)."""
+    with pytest.raises(ValueError, match="The database URL") as caught:
+        async_url(url)
+
+    assert complaint in str(caught.value)
+    assert "hunter2" not in str(caught.value)
+
+
+@pytest.mark.postgres
+async def test_a_postgres_url_with_sslmode_connects(postgres_url: str) -> None:
+    url = make_url(postgres_url).update_query_dict({"sslmode": "prefer"})
+    engine = create_engine(url.render_as_string(hide_password=False))
+    try:
+        async with engine.connect() as connection:
+            assert (await connection.execute(text("SELECT 1"))).scalar_one() == 1
+    finally:
+        await engine.dispose()
 
 
 def test_relative_sqlite_paths_are_anchored_to_the_working_directory(

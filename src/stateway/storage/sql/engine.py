@@ -93,6 +93,20 @@ shorter)."""
 
 _SQLITE_EXAMPLE: Final = "sqlite:///path/to/stateway.db"
 _EXAMPLES: Final = f"{_SQLITE_EXAMPLE} or postgresql://user@host:5432/dbname"
+_POSTGRES_EXAMPLE: Final = "postgresql://user@host:5432/dbname?sslmode=require"
+
+_SSL_MODES: Final = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
+"""libpq's ``sslmode`` values, which asyncpg's ``ssl`` takes too."""
+_POSTGRES_PARAMETERS: Final = ("sslmode", "ssl", "target_session_attrs", "passfile", "krbsrvname")
+"""The query parameters of a PostgreSQL URL: those asyncpg's ``connect`` takes as strings
+(``ssl`` as libpq's ``sslmode``, too)."""
+_PGSSL_FILES: Final = {
+    "sslrootcert": "PGSSLROOTCERT",
+    "sslcert": "PGSSLCERT",
+    "sslkey": "PGSSLKEY",
+    "sslcrl": "PGSSLCRL",
+}
+"""libpq's certificate parameters, which asyncpg reads from these variables instead."""
 
 
 def async_url(url: str) -> URL:
@@ -114,8 +128,52 @@ def async_url(url: str) -> URL:
         path = Path(str(parsed.database)).absolute()
         return parsed.set(drivername=SQLITE_DRIVER, database=str(path))
     if scheme in _POSTGRES_SCHEMES:
-        return parsed.set(drivername=POSTGRES_DRIVER)
+        return _asyncpg_url(parsed.set(drivername=POSTGRES_DRIVER))
     raise ValueError(f"Unsupported database URL scheme {scheme!r}; use {_EXAMPLES}")
+
+
+def _asyncpg_url(url: URL) -> URL:
+    """``url`` as asyncpg takes it, every parameter of its query passed to ``connect`` as a
+    keyword: libpq's ``sslmode`` as asyncpg's ``ssl`` (the same modes), which it has no
+    keyword for. A parameter it has no keyword for either, a mode it does not know and a
+    port out of range are refused here, not by a traceback as serving starts (nor as
+    "connection refused"). No message shows the URL: it may hold a password."""
+    if url.port is not None and not 0 < url.port <= 65535:
+        raise ValueError(
+            f"The database URL's port {url.port} is out of range (1 to 65535); expected "
+            f"{_POSTGRES_EXAMPLE}"
+        )
+    query = dict(url.query)
+    if "sslmode" in query:
+        if "ssl" in query:
+            raise ValueError(
+                f"The database URL sets sslmode or ssl, not both; e.g. {_POSTGRES_EXAMPLE}"
+            )
+        query["ssl"] = query.pop("sslmode")
+        mode_name = "sslmode"
+    else:
+        mode_name = "ssl"
+    for name, value in query.items():
+        if name == "host":  # SQLAlchemy's, each host of several (host=h1:5432&host=h2:5432)
+            continue
+        if name in _PGSSL_FILES:
+            raise ValueError(
+                f"The database URL's parameter {name} is not supported; set the "
+                f"{_PGSSL_FILES[name]} environment variable instead"
+            )
+        if name not in _POSTGRES_PARAMETERS:
+            raise ValueError(
+                f"The database URL's parameter {name} is not supported; it takes "
+                f"{', '.join(_POSTGRES_PARAMETERS)} (e.g. {_POSTGRES_EXAMPLE})"
+            )
+        if not isinstance(value, str):
+            raise ValueError(f"The database URL gives its parameter {name} more than once")
+    if "ssl" in query and query["ssl"] not in _SSL_MODES:
+        raise ValueError(
+            f"The database URL's {mode_name} must be one of {', '.join(_SSL_MODES)} "
+            f"(e.g. {_POSTGRES_EXAMPLE})"
+        )
+    return url.set(query=query)
 
 
 def is_sqlite(url: URL) -> bool:
