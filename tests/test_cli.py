@@ -785,7 +785,10 @@ def test_check_config_names_where_a_refused_setting_came_from(tmp_path: Path) ->
     path.write_text('[server]\nhost = "127.0.0.1"\nprot = 9\n')
     result = stateway("check-config", "--config", str(path), env={"STATEWAY_MAX_BODY_BYTES": "5"})
     assert result.returncode == 2
-    assert f"server.prot: Extra inputs are not permitted ({path}, line 3)" in result.stderr
+    assert (
+        f"server.prot: Extra inputs are not permitted; did you mean port? ({path}, line 3)"
+        in result.stderr
+    )
     assert "(set by STATEWAY_MAX_BODY_BYTES)" in result.stderr
     assert "Traceback" not in result.stderr
 

@@ -19,7 +19,47 @@ def test_a_files_setting_is_named_with_the_file_and_its_line(tmp_path: Path) -> 
     path = tmp_path / "gateway.toml"
     path.write_text('# comment\n[server]\nhost = "127.0.0.1"\nprot = 9\n')
     message = refusal(Overrides(config=str(path)))
-    assert f"server.prot: Extra inputs are not permitted ({path}, line 4)" in message
+    assert (
+        f"server.prot: Extra inputs are not permitted; did you mean port? ({path}, line 4)"
+        in message
+    )
+
+
+def test_a_misspelt_key_is_told_the_nearest_one_its_table_takes(tmp_path: Path) -> None:
+    path = tmp_path / "gateway.toml"
+    path.write_text(
+        "sever = 1\n"
+        "[[backends]]\n"
+        'name = "a"\n'
+        'url = "http://127.0.0.1:8000/v1"\n'
+        'modles = ["x"]\n'
+        "[[routes]]\n"
+        'name = "r"\n'
+        "[[routes.candidates]]\n"
+        'backend = "a"\n'
+        'model = "m"\n'
+        "[routes.candidates.capabilities]\n"
+        "image = false\n"
+        '[mcp_servers."docs"]\n'
+        'url = "http://mcp.internal/mcp"\n'
+        "header_env = {}\n"
+        "[auth.oidc]\n"
+        'isuer = "https://idp.example"\n'
+        "[websocket]\n"
+        "xyzzy = 1\n"
+    )
+    message = refusal(Overrides(config=str(path)))
+    assert (
+        f"  sever: Extra inputs are not permitted; did you mean server? ({path}, line 1)" in message
+    )
+    assert "backends.0.modles: Extra inputs are not permitted; did you mean models?" in message
+    assert (
+        "routes.0.candidates.0.capabilities.image: Extra inputs are not permitted; "
+        "did you mean images?" in message
+    )
+    assert "mcp_servers.docs.header_env: Extra inputs are not permitted; did you mean" in message
+    assert "auth.oidc.isuer: Extra inputs are not permitted; did you mean issuer?" in message
+    assert f"websocket.xyzzy: Extra inputs are not permitted ({path}, line 19)" in message
 
 
 def test_a_backends_setting_is_found_in_its_own_table(tmp_path: Path) -> None:
@@ -44,7 +84,9 @@ def test_a_nested_table_and_a_top_level_key_are_found(tmp_path: Path) -> None:
     path = tmp_path / "gateway.toml"
     path.write_text('sever = 1\n[mcp_servers."docs"]\nurl = "ftp://x"\n')
     message = refusal(Overrides(config=str(path)))
-    assert f"sever: Extra inputs are not permitted ({path}, line 1)" in message
+    assert (
+        f"sever: Extra inputs are not permitted; did you mean server? ({path}, line 1)" in message
+    )
     assert f"({path}, line 3)" in message.split("mcp_servers.docs.url", 1)[1]
 
 
@@ -103,7 +145,7 @@ def test_each_refusal_is_a_line_and_a_whole_configs_is_named_config(tmp_path: Pa
     assert refusal(Overrides(config=str(path))) == (
         "invalid configuration:\n"
         f"  server.port: Input should be less than or equal to 65535 ({path}, line 2)\n"
-        f"  server.prot: Extra inputs are not permitted ({path}, line 3)"
+        f"  server.prot: Extra inputs are not permitted; did you mean port? ({path}, line 3)"
     )
     routes = "".join(
         f'[[routes]]\nname = "{name}"\ndefault = true\n'

@@ -248,7 +248,7 @@ def load_config(
     try:
         return Config.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(origins.describe(exc)) from None
+        raise ConfigError(origins.describe(exc, Config)) from None
 
 
 def backend_api_key(backend: BackendConfig, environ: Mapping[str, str] | None = None) -> str | None:

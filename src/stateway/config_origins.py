@@ -15,11 +15,13 @@ table's line. A setting on no line found is named with the file alone.
 
 from __future__ import annotations
 
+import difflib
 import re
+import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from stateway.coordination_config import COORDINATION_ENV, RATE_LIMITS_ENV
 from stateway.server_config import SERVER_ENV
@@ -68,13 +70,21 @@ class Origins:
             if env.get(var):
                 self.set_by[setting] = var
 
-    def describe(self, exc: ValidationError) -> str:
+    def describe(self, exc: ValidationError, model: type[BaseModel]) -> str:
+        """``exc``, raised validating ``model``: each refused setting on a line, with its
+        source; an unknown key with the nearest key its table takes, if one is near."""
         lines = []
         for error in exc.errors(include_url=False):
             location: Location = tuple(error["loc"])
             where = ".".join(str(part) for part in location) or "config"
+            said = error["msg"]
+            if error["type"] == "extra_forbidden" and isinstance(location[-1], str):
+                table = table_at(model, location[:-1])
+                keys = [] if table is None else list(table.model_fields)
+                near = difflib.get_close_matches(location[-1], keys, n=1, cutoff=0.6)
+                said += f"; did you mean {near[0]}?" if near else ""
             source = self.source(location)
-            lines.append(f"{where}: {error['msg']}" + (f" ({source})" if source else ""))
+            lines.append(f"{where}: {said}" + (f" ({source})" if source else ""))
         return "invalid configuration:\n  " + "\n  ".join(lines)
 
     def source(self, location: Location) -> str | None:
@@ -88,6 +98,28 @@ class Origins:
             return None
         line = setting_line(self.text, location)
         return self.path if line is None else f"{self.path}, line {line}"
+
+
+def table_at(model: type[BaseModel], location: Sequence[str | int]) -> type[BaseModel] | None:
+    """The table (model) at ``location`` in ``model``'s (``("backends", 0)``:
+    :class:`~stateway.backend_config.BackendConfig`), None if there is none there."""
+    table = model
+    parts = list(location)
+    while parts:
+        part = parts.pop(0)
+        field = table.model_fields.get(part) if isinstance(part, str) else None
+        if field is None:
+            return None
+        kinds = [field.annotation]
+        for kind in kinds:  # ``X | None``, ``list[X]``, ``dict[str, X]``: X
+            kinds += typing.get_args(kind)
+        tables = [k for k in kinds if isinstance(k, type) and issubclass(k, BaseModel)]
+        if not tables:
+            return None
+        table = tables[0]
+        if parts and any(typing.get_origin(k) in (list, dict) for k in kinds):
+            parts.pop(0)  # the entry's index or key
+    return table
 
 
 def setting_line(text: str, location: Sequence[str | int]) -> int | None:
