@@ -276,6 +276,25 @@ def test_an_empty_allowed_host_admits_no_request_without_a_host(tmp_path: Path) 
 
 
 @pytest.mark.parametrize(
+    ("text", "env", "source"),
+    [
+        ("[server]\nallowed_hosts = []\n", {}, "stateway.toml, line 2"),
+        ('[server]\nallowed_hosts = [" "]\n', {}, "stateway.toml, line 2"),
+        ("", {"STATEWAY_ALLOWED_HOSTS": ","}, "set by STATEWAY_ALLOWED_HOSTS"),
+    ],
+)
+def test_allowed_hosts_naming_no_host_is_refused(
+    tmp_path: Path, text: str, env: dict[str, str], source: str
+) -> None:
+    """It passed check-config, and the gateway then answered every request 421: '*' is
+    any host, and leaving the setting out the default."""
+    with pytest.raises(ConfigError) as refused:
+        load_config(Overrides(config=write(tmp_path, text)), env)
+    assert "server.allowed_hosts: Value error, names no host" in str(refused.value)
+    assert str(refused.value).endswith(f"{source})")
+
+
+@pytest.mark.parametrize(
     ("written", "served"),
     [
         ("Gateway.Internal", "gateway.internal"),

@@ -64,6 +64,11 @@ class ServerConfig(Section):
         if hosts is None:
             return None
         names = [served_name(host) for host in hosts if host.strip()]
+        if not names:  # else every request is refused (421)
+            raise ValueError(
+                "names no host, so every request would be refused; '*' serves any host, "
+                "and leaving the setting out the default"
+            )
         for name in names:
             if "*" in name and name != "*" and not _subdomain_wildcard(name):
                 raise ValueError(
