@@ -4,7 +4,8 @@ An operator told ``server.max_body_bytes`` is wrong looks for it in the configur
 file, where it may not be: it may have come from ``STATEWAY_MAX_BODY_BYTES``, or from a
 flag. :class:`Origins` records the variables and flags that set settings (over the file's
 values), and :meth:`Origins.describe` names each refused setting with its source: the
-variable or flag, else the file and, where it can be found, the line it is on.
+variable or flag, else the file and, where it can be found, the line it is on. A key its
+table does not take is told the nearest one it does (``prot``: ``port``), if one is near.
 
 tomllib keeps no positions, so the line is found in the file's text: the table holding
 the setting (``[server]``, the second ``[[backends]]``, ``[mcp_servers."docs"]``), then

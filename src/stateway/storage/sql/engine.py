@@ -9,10 +9,11 @@ Users write plain URLs; this module maps them to SQLAlchemy's async drivers:
 
 Anything else raises :class:`ValueError` with a message meant for a human; so does a
 SQLite URL with two slashes (``sqlite://data/x.db``), which names a host (``data``) that
-SQLite would drop. SQLite paths are
-made absolute (so a later ``chdir`` cannot move the database) and their parent directory is
-created. In-memory SQLite is refused: every pooled connection would see its own empty
-database.
+SQLite would drop; so does a PostgreSQL URL whose port is out of range or whose query
+has a parameter asyncpg takes no keyword for (libpq's ``sslmode`` is passed as asyncpg's
+``ssl``: :func:`_asyncpg_url`). SQLite paths are made absolute (so a later ``chdir``
+cannot move the database) and their parent directory is created. In-memory SQLite is
+refused: every pooled connection would see its own empty database.
 
 A new SQLite database is created readable by its owner only (``0600``, in a directory
 made ``0700``), whatever the umask: it holds every tenant's stored state and the sealing
