@@ -97,6 +97,12 @@ def test_upstream_flag_replaces_file_backends(tmp_path: Path) -> None:
             "unique",
         ),
         ("not toml [", "not valid TOML"),
+        # Each passed check-config, to fail every request using it.
+        ('[mcp_servers.docs]\nurl = "http://mcp:99999/mcp"\n', "mcp_servers.docs.url"),
+        ('[mcp_servers.docs]\nurl = "http:///mcp"\n', "mcp_servers.docs.url"),
+        ('[web_search]\nprovider = "searxng"\nsearxng_url = "searx:8888"\n', "searxng_url"),
+        ('[web_search]\nsearxng_url = "http://searx:88888"\n', "web_search.searxng_url"),
+        ('[web_search]\nbase_url = "proxy.internal"\n', "web_search.base_url"),
         ("[[backends]]\nname='a'\nurl='http://x'\nheaders={'X A'='v'}\n", "not an HTTP token"),
         (
             '[[backends]]\nname="a"\nurl="http://x"\nheaders={"X-A"="v\\nInjected: 1"}\n',

@@ -36,8 +36,10 @@ from pydantic import Field, field_validator, model_validator
 from stateway.config_section import Section
 from stateway.core.errors import InvalidRequest
 from stateway.core.tools.catalog import WEB_SEARCH_TYPES
-from stateway.core.tools.mcp_binding import carries_credentials
+from stateway.core.tools.mcp_binding import carries_credentials, http_url
 from stateway.protocols.responses.tools.decode import decode_tools
+
+_NOT_HTTP = "must be an http:// or https:// URL naming a host (and a port from 0 to 65535, if any)"
 
 
 class ToolsConfig(Section):
@@ -102,8 +104,8 @@ class McpServerConfig(Section):
     @field_validator("url")
     @classmethod
     def _http(cls, url: str) -> str:
-        if urlsplit(url).scheme not in ("http", "https"):
-            raise ValueError("must be an http:// or https:// URL")
+        if not http_url(url):
+            raise ValueError(_NOT_HTTP)
         if carries_credentials(url):
             raise ValueError(
                 "must not carry credentials (a user or password before '@'): give them as "
@@ -143,6 +145,13 @@ class WebSearchConfig(Section):
     """Overrides the hosted provider's API address (a proxy, or a fake in tests)."""
     max_results: int = Field(default=5, ge=1, le=20)
     timeout: float = Field(default=15.0, gt=0)
+
+    @field_validator("searxng_url", "base_url")
+    @classmethod
+    def _http(cls, url: str | None) -> str | None:
+        if url is not None and not http_url(url):
+            raise ValueError(_NOT_HTTP)
+        return url
 
     @model_validator(mode="after")
     def _complete(self) -> WebSearchConfig:
