@@ -1,3 +1,4 @@
+import dataclasses
 import math
 import typing
 from pathlib import Path
@@ -718,3 +719,38 @@ def test_no_number_setting_takes_infinity_or_nan(
     with pytest.raises(ValidationError) as refused:
         table.model_validate({key: value})
     assert any(error["loc"] == (key,) for error in refused.value.errors())
+
+
+@pytest.mark.parametrize(
+    ("text", "flags", "setting"),
+    [
+        (
+            '[[backends]]\nname = "a"\nurl = "http://a/v1"\napi_key_env = "sk-proj-SECRET42"\n',
+            Overrides(),
+            "backends.0.api_key_env",
+        ),
+        (
+            "",
+            Overrides(upstream="http://a/v1", upstream_api_key_env="sk-ant-SECRET42"),
+            "backends.0.api_key_env",
+        ),
+        (
+            '[mcp_servers.docs]\nurl = "http://mcp/mcp"\n'
+            'headers_env = { Authorization = "Bearer SECRET42" }\n',
+            Overrides(),
+            "mcp_servers.docs.headers_env.Authorization",
+        ),
+        ('[web_search]\napi_key_env = "tvly-SECRET42"\n', Overrides(), "web_search.api_key_env"),
+        ('[admin]\napi_key_env = "adm in SECRET42"\n', Overrides(), "admin.api_key_env"),
+    ],
+)
+def test_a_key_given_where_its_variables_name_goes_is_refused_unshown(
+    tmp_path: Path, text: str, flags: Overrides, setting: str
+) -> None:
+    """The key itself given as ``api_key_env`` was printed (and logged on a reload) as
+    "environment variable sk-... is not set"."""
+    flags = dataclasses.replace(flags, config=write(tmp_path, text))
+    with pytest.raises(ConfigError) as refused:
+        load_config(flags, EMPTY_ENV)
+    assert "SECRET42" not in str(refused.value)
+    assert f"{setting}: Value error, must be an environment variable's name" in str(refused.value)

@@ -11,7 +11,7 @@ from pydantic import Field, ValidationInfo, field_validator
 from stateway.backends.anthropic_request import Sampling
 from stateway.backends.chat_request import REASONING_FIELDS, ReasoningField
 from stateway.backends.reasoning_efforts import NONE, Effort
-from stateway.config_section import Section
+from stateway.config_section import Section, VariableName
 from stateway.core.headers import is_header_name, is_header_value
 from stateway.redaction import masked_url
 from stateway.tool_config import checked_gateway_tools
@@ -29,7 +29,7 @@ class BackendConfig(Section):
     name: str = Field(min_length=1)
     url: str
     api: Literal["chat", "responses", "anthropic"] = "chat"
-    api_key_env: str | None = None
+    api_key_env: VariableName | None = None
     models: list[str] | dict[str, str] = Field(default_factory=list)
     connect_timeout: float = Field(default=10.0, gt=0)
     read_timeout: float = Field(default=600.0, gt=0)

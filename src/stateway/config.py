@@ -47,7 +47,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from stateway.auth_config import AuthConfig
 from stateway.backend_config import BackendConfig
 from stateway.config_origins import Location, Origins, setting_variables
-from stateway.config_section import Section
+from stateway.config_section import Section, VariableName
 from stateway.coordination_config import (
     CoordinationConfig,
     RateLimitsConfig,
@@ -94,7 +94,7 @@ class LoopConfig(Section):
 class AdminConfig(Section):
     reload_endpoint: bool = False
     """Serve ``POST /admin/config/reload`` (``SIGHUP`` reloads either way)."""
-    api_key_env: str = Field(default="STATEWAY_ADMIN_KEY", min_length=1)
+    api_key_env: VariableName = "STATEWAY_ADMIN_KEY"
     """The environment variable holding the admin credential (a bearer token); the admin
     routes are served only when it is set."""
 

@@ -1,10 +1,32 @@
 """What every table of the configuration file is: unknown keys refused (a misspelt key
 is an error, not a silent default), values frozen once loaded, and no number infinite or
 NaN (``drain_timeout = inf`` is no wait the gateway can keep, nor ``weight = nan`` a
-share)."""
+share); and what a setting naming an environment variable holds (:data:`VariableName`)."""
 
-from pydantic import BaseModel, ConfigDict
+import re
+from typing import Annotated
+
+from pydantic import AfterValidator, BaseModel, ConfigDict
 
 
 class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+_VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _variable_name(name: str) -> str:
+    """``name``, an environment variable's; else refused without showing it: the key
+    itself is the likely mistake (``api_key_env = "sk-..."``), and "environment variable
+    sk-... is not set" would print it, and log it on a reload."""
+    if not _VARIABLE_NAME.fullmatch(name):
+        raise ValueError(
+            "must be an environment variable's name (letters, digits and _), the variable "
+            "holding the secret, not the secret itself (not shown here)"
+        )
+    return name
+
+
+VariableName = Annotated[str, AfterValidator(_variable_name)]
+"""A setting naming the environment variable that holds a secret (``api_key_env``)."""

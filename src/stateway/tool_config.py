@@ -33,7 +33,7 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator, model_validator
 
-from stateway.config_section import Section
+from stateway.config_section import Section, VariableName
 from stateway.core.errors import InvalidRequest
 from stateway.core.tools.catalog import WEB_SEARCH_TYPES
 from stateway.core.tools.mcp_binding import carries_credentials, http_url
@@ -92,7 +92,7 @@ class McpServerConfig(Section):
     url: str
     transport: Literal["streamable_http", "sse"] = "streamable_http"
     headers: dict[str, str] = Field(default_factory=dict)
-    headers_env: dict[str, str] = Field(default_factory=dict)
+    headers_env: dict[str, VariableName] = Field(default_factory=dict)
     """Header name → environment variable holding its value (secrets stay out of files)."""
     allowed_tools: list[str] | None = None
     """Only these of the server's tools are offered; None: all."""
@@ -139,7 +139,7 @@ class WebSearchConfig(Section):
     provider: WebSearchProviderName | None = None
     """None: no provider; a request's ``web_search`` tool is a 400 (unless sent as a hint)."""
     searxng_url: str | None = None
-    api_key_env: str | None = None
+    api_key_env: VariableName | None = None
     """Overrides the provider's API-key variable (``BRAVE_API_KEY``, ``TAVILY_API_KEY``)."""
     base_url: str | None = None
     """Overrides the hosted provider's API address (a proxy, or a fake in tests)."""
