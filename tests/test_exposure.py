@@ -36,6 +36,13 @@ def test_other_urls_are_refused_naming_the_setting(url: str) -> None:
         check_url_transport(url, "issuer")
 
 
+def test_a_refused_urls_password_is_not_shown() -> None:
+    with pytest.raises(ValueError, match="issuer must be an https:// URL") as refused:
+        check_url_transport("http://admin:hunter22@idp.example/realms/x", "issuer")
+    assert "hunter22" not in str(refused.value)
+    assert "idp.example/realms/x" in str(refused.value)
+
+
 def test_loopback_needs_no_auth() -> None:
     assert check_exposure("127.0.0.1", auth_configured=False, insecure_no_auth=False) is None
 

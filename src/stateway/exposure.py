@@ -12,6 +12,8 @@ from __future__ import annotations
 import ipaddress
 from urllib.parse import urlsplit
 
+from stateway.redaction import masked_url
+
 LOOPBACK_NAMES = frozenset({"localhost", "localhost.", "ip6-localhost"})
 
 
@@ -35,7 +37,8 @@ def check_url_transport(url: str, what: str) -> str:
         return url
     if parts.scheme == "http" and parts.hostname and is_loopback(parts.hostname):
         return url
-    raise ValueError(f"{what} must be an https:// URL (plain http:// only on loopback): {url}")
+    shown = masked_url(url)  # an issuer's or a JWKS URL's password, if it has one
+    raise ValueError(f"{what} must be an https:// URL (plain http:// only on loopback): {shown}")
 
 
 class ExposureRefused(Exception):
