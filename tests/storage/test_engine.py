@@ -95,6 +95,19 @@ async def test_a_postgres_url_with_sslmode_connects(postgres_url: str) -> None:
         await engine.dispose()
 
 
+@pytest.mark.postgres
+async def test_a_postgres_url_may_size_the_drivers_statement_cache(postgres_url: str) -> None:
+    """SQLAlchemy's asyncpg dialect takes ``prepared_statement_cache_size`` from the URL
+    (``0`` behind a pooler in transaction mode, as its docs advise); it stays accepted."""
+    url = make_url(postgres_url).update_query_dict({"prepared_statement_cache_size": "0"})
+    engine = create_engine(url.render_as_string(hide_password=False))
+    try:
+        async with engine.connect() as connection:
+            assert (await connection.execute(text("SELECT 1"))).scalar_one() == 1
+    finally:
+        await engine.dispose()
+
+
 def test_relative_sqlite_paths_are_anchored_to_the_working_directory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

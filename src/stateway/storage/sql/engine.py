@@ -98,9 +98,17 @@ _POSTGRES_EXAMPLE: Final = "postgresql://user@host:5432/dbname?sslmode=require"
 
 _SSL_MODES: Final = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
 """libpq's ``sslmode`` values, which asyncpg's ``ssl`` takes too."""
-_POSTGRES_PARAMETERS: Final = ("sslmode", "ssl", "target_session_attrs", "passfile", "krbsrvname")
+_POSTGRES_PARAMETERS: Final = (
+    "sslmode",
+    "ssl",
+    "target_session_attrs",
+    "passfile",
+    "krbsrvname",
+    "prepared_statement_cache_size",
+)
 """The query parameters of a PostgreSQL URL: those asyncpg's ``connect`` takes as strings
-(``ssl`` as libpq's ``sslmode``, too)."""
+(``ssl`` as libpq's ``sslmode``, too), and the one SQLAlchemy's asyncpg dialect reads
+itself (``prepared_statement_cache_size``, an integer it converts)."""
 _PGSSL_FILES: Final = {
     "sslrootcert": "PGSSLROOTCERT",
     "sslcert": "PGSSLCERT",
