@@ -185,6 +185,25 @@ def test_a_call_gets_ids_of_its_own_shape() -> None:
     assert [item["name"] for item in output] == ["f", ""]
 
 
+@pytest.mark.parametrize("later_ids", [["call_b", "call_b"], ["call_b", "call_c"]])
+def test_a_nameless_fragment_under_another_id_continues_the_call(later_ids: list[str]) -> None:
+    """Some servers give a call's later fragments an id other than its opening one's
+    (Poolside's, mlx-openai-server's before its fix: one new id, or one per fragment): a
+    fragment that names no function opens no call, whatever its id. A named one at the
+    same index under a new id is another call (Ollama's, every call at index 0)."""
+    output: list[Item] = []
+    assembler = OutputAssembler(output, [].append, set(), Catalog([]))
+    assembler.tool_call(ToolCallDelta(0, "call_a", "get_weather", '{"city": '))
+    for call_id, piece in zip(later_ids, ['"Pa', 'ris"}'], strict=True):
+        assembler.tool_call(ToolCallDelta(0, call_id, None, piece))
+    assembler.tool_call(ToolCallDelta(0, "call_d", "get_time", "{}"))
+    assembler.finish()
+    assert [(i["call_id"], i["name"], i["arguments"]) for i in output] == [
+        ("call_a", "get_weather", '{"city": "Paris"}'),
+        ("call_d", "get_time", "{}"),
+    ]
+
+
 def test_a_custom_call_cut_short_is_incomplete() -> None:
     output: list[Item] = []
     catalog = Catalog([{"type": "custom", "name": "exec"}])

@@ -264,6 +264,25 @@ def test_parallel_calls_whose_fragments_the_upstream_interleaves(
     assert turn.usage == (len(INTERLEAVED.split()), 2)
 
 
+NEW_IDS = '[[tool:get_weather:{"city":"Oslo"}]][[tool:get_weather:{"city":"Bergen"}]][[newids]]'
+"""Two calls of the client's tool, each argument piece of each under an id other than its
+call's (as Poolside's server and mlx-openai-server before 2026-03 stream them)."""
+
+
+@pytest.mark.parametrize("case", CHAT_UPSTREAM_CASES)
+def test_calls_whose_fragments_change_their_id_stay_whole(clients: Clients, case: Case) -> None:
+    """A fragment that names no function continues its call, whatever its id: each
+    frontend sees the two calls whole, under their opening fragments' ids."""
+    turn = interleaving(clients, case).ask(NEW_IDS)
+    assert [(call.name, call.arguments) for call in turn.calls] == [
+        ("get_weather", {"city": "Oslo"}),
+        ("get_weather", {"city": "Bergen"}),
+    ]
+    assert len({call.id for call in turn.calls}) == 2
+    assert turn.stop == STOP[case.frontend][1]
+    assert turn.usage == (len(NEW_IDS.split()), 2)
+
+
 def test_interleaved_fragments_stream_as_one_call_after_the_other(clients: Clients) -> None:
     """On the Responses stream each call's ``function_call_arguments.delta`` events name its
     own item, and come between its ``output_item.added`` and ``.done``."""

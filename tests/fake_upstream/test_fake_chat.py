@@ -210,6 +210,26 @@ def test_interleaved_tool_calls_streamed(client: OpenAI) -> None:
     ]
 
 
+def test_new_ids_give_each_argument_piece_an_id_of_its_own(client: OpenAI) -> None:
+    """``[[newids]]``: a call opens under its id, and each of its argument pieces comes
+    under another, named by no function."""
+    text = '[[tool:a:{"n": "first call"}]] [[newids]]'
+    fragments = [
+        fragment
+        for chunk in _stream(client, text)
+        if chunk.choices
+        for fragment in chunk.choices[0].delta.tool_calls or []
+    ]
+    opening, *pieces = fragments
+    assert opening.function is not None
+    assert opening.function.name == "a"
+    assert len(pieces) > 1
+    assert len({opening.id, *(piece.id for piece in pieces)}) == len(fragments)
+    assert all(piece.function is not None and piece.function.name is None for piece in pieces)
+    arguments = "".join((piece.function.arguments or "") for piece in pieces)  # type: ignore[union-attr]
+    assert json.loads(arguments) == {"n": "first call"}
+
+
 def test_stop_ends_the_text_as_vllm_does(client: OpenAI) -> None:
     """Before the first ``stop`` string the text holds, naming it as ``stop_reason``."""
     completion = _ask(client, "alpha beta gamma", stop=["gamma", "beta"])

@@ -18,9 +18,10 @@ def test_plain_text_has_no_directives() -> None:
 def test_every_directive_combined() -> None:
     script = parse_script(
         'before [[echo]][[length]] [[tool:get_weather:{"city": "Paris"}]] [[interleave]] [[think]] '
-        "[[reason:think first]] [[error:503]] [[cut:3]] [[slow:25]] [[words:7]] after"
+        "[[reason:think first]] [[error:503]] [[cut:3]] [[slow:25]] [[words:7]] [[newids]] after"
     )
     assert script.echo
+    assert script.newids
     assert script.length
     assert script.interleave
     assert script.think

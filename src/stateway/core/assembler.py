@@ -204,8 +204,9 @@ class OutputAssembler:
         """A fragment of a call. While a call is being written, the fragments of another
         index are held (servers may interleave parallel calls' fragments by index) until
         it closes: then each held call is written whole, in index order. A new call starts
-        at a new index or, for servers that omit indexes, at a new upstream id; a bare
-        fragment for a call already closed is an error."""
+        at a new index or, for servers that omit indexes, at a new upstream id naming its
+        function (:func:`~stateway.core.open_item.new_call`); a bare fragment for a call
+        already closed is an error."""
         current = self._open
         if current is not None and current.tool_index not in (None, delta.index):
             self._held.setdefault(delta.index, []).append(delta)

@@ -97,8 +97,11 @@ class OpenItem:
 
 
 def new_call(current: OpenItem, delta: ToolCallDelta) -> bool:
-    """Whether ``delta`` starts another call than ``current`` (another upstream id)."""
-    return delta.call_id is not None and delta.call_id != current.upstream_id
+    """Whether ``delta`` starts another call than ``current``: another upstream id, with
+    the function it calls (a call opens naming it: a fragment that names none continues
+    the call under any id, as servers whose ids change between a call's fragments send
+    them, Poolside's and mlx-openai-server's before 2026-03)."""
+    return delta.call_id is not None and delta.call_id != current.upstream_id and bool(delta.name)
 
 
 def new_reasoning() -> Item:

@@ -4,7 +4,8 @@ Each call is a function's, with its ``arguments``, or with ``[[custom]]`` a cust
 (``type: "custom"``) with its raw ``input``, as OpenAI answers one: the ``input`` string of
 its scripted arguments, else those arguments as they are. Streamed, each call opens with a
 fragment naming it (its id, type and name), then its argument pieces follow; with
-``[[interleave]]`` every call opens first, then their pieces come by turns.
+``[[interleave]]`` every call opens first, then their pieces come by turns; with
+``[[newids]]`` each piece carries an id of its own, not the call's.
 """
 
 from __future__ import annotations
@@ -30,8 +31,8 @@ def call_fragments(plan: Plan) -> Iterator[tuple[dict[str, Any], int]]:
     field, key = ("custom", "input") if plan.custom_calls else ("function", "arguments")
     pieces = [
         [
-            {"index": index, field: {key: piece}}
-            for piece in argument_chunks(_given(plan, call.arguments))
+            {"index": index, **_piece_id(plan, call.call_id, number), field: {key: piece}}
+            for number, piece in enumerate(argument_chunks(_given(plan, call.arguments)))
         ]
         for index, call in enumerate(plan.tool_calls)
     ]
@@ -43,6 +44,11 @@ def call_fragments(plan: Plan) -> Iterator[tuple[dict[str, Any], int]]:
     yield from ((opening, STRUCT) for opening in openings)
     for turn in itertools.zip_longest(*pieces):
         yield from ((piece, PAYLOAD) for piece in turn if piece is not None)
+
+
+def _piece_id(plan: Plan, call_id: str, number: int) -> dict[str, str]:
+    """An argument piece's own ``id`` with ``[[newids]]`` (none without)."""
+    return {"id": f"{call_id}_{number + 1}"} if plan.new_ids else {}
 
 
 def called(plan: Plan, name: str, arguments: str) -> dict[str, Any]:

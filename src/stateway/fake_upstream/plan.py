@@ -86,6 +86,9 @@ class Plan:
     interleave: bool = False
     """The tool calls' streamed fragments are interleaved (``[[interleave]]``; the Chat
     wire only)."""
+    new_ids: bool = False
+    """Each streamed argument piece of a call carries an id of its own (``[[newids]]``;
+    the Chat wire only)."""
     custom_calls: bool = False
     """The tool calls are custom tools' (``[[custom]]``; the Chat wire only)."""
     item_pieces: bool = False
@@ -200,6 +203,7 @@ def build_plan(conversation: Conversation, script: Script, max_tokens: int | Non
         script.hidden,
         stop_reason=script.stop,
         interleave=script.interleave,
+        new_ids=script.newids,
         custom_calls=script.custom,
         item_pieces=script.pieces,
         think_tags=script.think,

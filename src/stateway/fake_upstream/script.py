@@ -16,6 +16,10 @@ Grammar (names are lower case, no spaces inside the brackets)::
                           every call's opening fragment (id and name), then their argument
                           pieces by turns, each under its call's ``index`` (as some servers
                           stream parallel calls; the Responses wire ignores it)
+    [[newids]]            on the Chat wire, a streamed call's argument pieces each carry an
+                          id of their own, not its opening fragment's (as some servers
+                          stream them: Poolside's, mlx-openai-server's before 2026-03);
+                          whole answers and the other wires ignore it
     [[custom]]            on the Chat wire, answer the tool calls as OpenAI's Chat answers a
                           custom tool's: ``type: "custom"``, the raw input (ARGS' ``input``
                           string, else ARGS) under ``custom.input``, streamed or not
@@ -140,6 +144,7 @@ _FLAGS = frozenset(
         "hidden",
         "think",
         "interleave",
+        "newids",
         "custom",
         "pieces",
         "llamacpp",
@@ -187,6 +192,7 @@ class Script:
     hidden: bool = False
     think: bool = False
     interleave: bool = False
+    newids: bool = False
     custom: bool = False
     pieces: bool = False
     llamacpp: bool = False
