@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from stateway.backends.chat_usage import reported_usage
+from stateway.backends.chat_usage import from_chat_usage, reported_usage
 from stateway.core.usage import Usage
 
 COMPLETION = (
@@ -59,3 +59,35 @@ def test_the_last_usage_object_is_read(tail: bytes, usage: Usage) -> None:
 )
 def test_no_usage_is_none(tail: bytes) -> None:
     assert reported_usage(tail) is None
+
+
+@pytest.mark.parametrize(
+    ("usage", "reasoning"),
+    [
+        ({"completion_tokens": 9, "reasoning_tokens": 6}, 6),  # SGLang's place for them
+        ({"completion_tokens": 9, "reasoning_tokens": 6, "completion_tokens_details": None}, 6),
+        (  # SGLang's details, of speculative decoding only
+            {
+                "completion_tokens": 9,
+                "reasoning_tokens": 6,
+                "completion_tokens_details": {"accepted_prediction_tokens": 4},
+            },
+            6,
+        ),
+        (  # both: the details' count, as OpenAI's and vLLM's
+            {
+                "completion_tokens": 9,
+                "reasoning_tokens": 5,
+                "completion_tokens_details": {"reasoning_tokens": 6},
+            },
+            6,
+        ),
+    ],
+)
+def test_reasoning_tokens_are_read_where_sglang_reports_them(
+    usage: dict[str, object], reasoning: int
+) -> None:
+    """SGLang reports an answer's reasoning tokens beside its other counts (``usage``'s
+    own ``reasoning_tokens``), not in ``completion_tokens_details`` as OpenAI and vLLM
+    do: read there when the details do not say them."""
+    assert from_chat_usage(usage) == Usage(0, 9, reasoning_tokens=reasoning)

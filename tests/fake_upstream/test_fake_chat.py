@@ -230,6 +230,18 @@ def test_new_ids_give_each_argument_piece_an_id_of_its_own(client: OpenAI) -> No
     assert json.loads(arguments) == {"n": "first call"}
 
 
+def test_sglang_reports_reasoning_tokens_beside_the_other_counts(client: OpenAI) -> None:
+    """``[[sglang]]``: ``usage.reasoning_tokens``, no ``completion_tokens_details``,
+    streamed (with ``include_usage``) or not."""
+    text = "[[reason:a b c]] [[sglang]] hi"
+    whole = _ask(client, text).usage
+    [last] = [c for c in _stream(client, text, stream_options={"include_usage": True})][-1:]
+    for usage in (whole, last.usage):
+        assert usage is not None
+        assert usage.completion_tokens_details is None
+        assert usage.model_extra == {"reasoning_tokens": 3}
+
+
 def test_stop_ends_the_text_as_vllm_does(client: OpenAI) -> None:
     """Before the first ``stop`` string the text holds, naming it as ``stop_reason``."""
     completion = _ask(client, "alpha beta gamma", stop=["gamma", "beta"])

@@ -18,10 +18,12 @@ def test_plain_text_has_no_directives() -> None:
 def test_every_directive_combined() -> None:
     script = parse_script(
         'before [[echo]][[length]] [[tool:get_weather:{"city": "Paris"}]] [[interleave]] [[think]] '
-        "[[reason:think first]] [[error:503]] [[cut:3]] [[slow:25]] [[words:7]] [[newids]] after"
+        "[[reason:think first]] [[error:503]] [[cut:3]] [[slow:25]] [[words:7]] [[newids]] "
+        "[[sglang]] after"
     )
     assert script.echo
     assert script.newids
+    assert script.sglang
     assert script.length
     assert script.interleave
     assert script.think

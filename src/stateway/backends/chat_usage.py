@@ -25,7 +25,10 @@ _NONE: Final[dict[str, Any]] = {}
 def from_chat_usage(usage: dict[str, Any]) -> Usage:
     """Raises ``TypeError`` for a count that is not one. Counts that are plain ints (as
     every server writes them) are taken at once; any other goes through
-    :func:`~.upstream_values.count` (absent or null: 0, a whole float: its int)."""
+    :func:`~.upstream_values.count` (absent or null: 0, a whole float: its int). The
+    reasoning tokens are ``completion_tokens_details``' (OpenAI's, vLLM's), else
+    ``usage``'s own ``reasoning_tokens`` (SGLang's, whose details, when it gives them,
+    count speculative decoding's tokens)."""
     prompt = usage.get("prompt_tokens_details")
     prompt = _NONE if prompt is None else obj(prompt)
     completion = usage.get("completion_tokens_details")
@@ -33,7 +36,9 @@ def from_chat_usage(usage: dict[str, Any]) -> Usage:
     given = usage.get("prompt_tokens", 0)
     made = usage.get("completion_tokens", 0)
     cached = prompt.get("cached_tokens", 0)
-    reasoning = completion.get("reasoning_tokens", 0)
+    reasoning = completion.get("reasoning_tokens")
+    if reasoning is None:  # SGLang's: beside the other counts
+        reasoning = usage.get("reasoning_tokens", 0)
     written = prompt.get("cache_write_tokens", 0)
     if (
         type(given) is int

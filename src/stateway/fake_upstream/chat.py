@@ -224,13 +224,19 @@ def _add_message(
 
 
 def _usage(plan: Plan) -> dict[str, Any]:
-    return {
+    """The answer's usage; its reasoning tokens in ``completion_tokens_details``, as
+    OpenAI and vLLM report them, or with ``[[sglang]]`` beside the other counts."""
+    usage: dict[str, Any] = {
         "prompt_tokens": plan.prompt_tokens,
         "completion_tokens": plan.completion_tokens,
         "total_tokens": plan.prompt_tokens + plan.completion_tokens,
         "prompt_tokens_details": {"cached_tokens": plan.cached_tokens},
-        "completion_tokens_details": {"reasoning_tokens": plan.reasoning_tokens},
     }
+    if plan.sglang_usage:
+        usage["reasoning_tokens"] = plan.reasoning_tokens
+    else:
+        usage["completion_tokens_details"] = {"reasoning_tokens": plan.reasoning_tokens}
+    return usage
 
 
 def completion(request: ChatRequest, plan: Plan) -> dict[str, Any]:

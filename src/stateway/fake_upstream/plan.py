@@ -99,6 +99,9 @@ class Plan:
     wire only)."""
     cached_tokens: int = 0
     """Of ``prompt_tokens``, those reported read from the prompt cache (``[[cached]]``)."""
+    sglang_usage: bool = False
+    """The usage reports its reasoning tokens as SGLang does (``[[sglang]]``; the Chat
+    wire only)."""
 
     @property
     def reasoning_text(self) -> str:
@@ -208,6 +211,7 @@ def build_plan(conversation: Conversation, script: Script, max_tokens: int | Non
         item_pieces=script.pieces,
         think_tags=script.think,
         cached_tokens=min(script.cached or 0, prompt),
+        sglang_usage=script.sglang,
     )
 
 

@@ -49,6 +49,9 @@ Grammar (names are lower case, no spaces inside the brackets)::
                           refused with 400, as vLLM (Chat wire: ``param`` ``input_tokens``)
                           and OpenAI (Responses wire: ``code`` ``context_length_exceeded``)
                           refuse it
+    [[sglang]]            on the Chat wire, report usage as SGLang does: the reasoning tokens
+                          beside the other counts (``usage.reasoning_tokens``), no
+                          ``completion_tokens_details``; the other wires ignore it
     [[reported]]          send the refusal [[error]], [[context]] or [[leak:json]] scripts
                           with status 200, its JSON body the error in the wire's shape
                           (streamed or not: as some proxies and llama.cpp builds answer)
@@ -148,6 +151,7 @@ _FLAGS = frozenset(
         "custom",
         "pieces",
         "llamacpp",
+        "sglang",
         "reported",
         "unanswered",
     }
@@ -196,6 +200,7 @@ class Script:
     custom: bool = False
     pieces: bool = False
     llamacpp: bool = False
+    sglang: bool = False
     reported: bool = False
     unanswered: bool = False
     tools: list[ToolDirective] = field(default_factory=list)
