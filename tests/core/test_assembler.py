@@ -204,6 +204,22 @@ def test_a_nameless_fragment_under_another_id_continues_the_call(later_ids: list
     ]
 
 
+def test_a_call_that_came_without_arguments_takes_none_as_json() -> None:
+    """vLLM streams a call of a tool taking no parameters without arguments
+    (vllm-project/vllm#28806; its whole answer says ``{}``): the call done says ``{}``,
+    its one arguments delta too, as hosted gives one. One cut short stays as it came."""
+    output: list[Item] = []
+    events: list[ev.Event] = []
+    assembler = OutputAssembler(output, events.append, set(), Catalog([]))
+    assembler.tool_call(ToolCallDelta(0, "call_a", "clock", ""))
+    assembler.tool_call(ToolCallDelta(1, "call_b", "clock", ""))
+    assembler.finish("incomplete")
+    assert [item["arguments"] for item in output] == ["{}", ""]
+    deltas = [e.delta for e in events if isinstance(e, ev.ArgumentsDelta)]
+    done = [e.arguments for e in events if isinstance(e, ev.ArgumentsDone)]
+    assert (deltas, done) == (["{}"], ["{}", ""])
+
+
 def test_a_custom_call_cut_short_is_incomplete() -> None:
     output: list[Item] = []
     catalog = Catalog([{"type": "custom", "name": "exec"}])

@@ -283,6 +283,22 @@ def test_calls_whose_fragments_change_their_id_stay_whole(clients: Clients, case
     assert turn.usage == (len(NEW_IDS.split()), 2)
 
 
+NO_ARGUMENTS = "[[tool:get_weather:]]"
+"""A call without arguments, as vLLM streams one of a tool taking no parameters (its
+opening fragment's empty ``arguments``, and no more: vllm-project/vllm#28806)."""
+
+
+@pytest.mark.parametrize("case", CHAT_UPSTREAM_CASES)
+def test_a_call_that_came_without_arguments_reaches_the_client_as_json(
+    clients: Clients, case: Case
+) -> None:
+    """Every frontend's client reads the call's arguments as JSON (``{}``), as hosted
+    and vLLM's whole answer give them, streamed or not."""
+    turn = interleaving(clients, case).ask(NO_ARGUMENTS)
+    assert [(call.name, call.arguments) for call in turn.calls] == [("get_weather", {})]
+    assert turn.stop == STOP[case.frontend][1]
+
+
 def test_interleaved_fragments_stream_as_one_call_after_the_other(clients: Clients) -> None:
     """On the Responses stream each call's ``function_call_arguments.delta`` events name its
     own item, and come between its ``output_item.added`` and ``.done``."""

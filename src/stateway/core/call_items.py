@@ -268,6 +268,9 @@ class CallItems:
                 self.tool_calls.append(item)
             case _:
                 self._catalog.public_call(item)
+                if not text and status == "completed":  # arguments never came (vLLM's
+                    text = "{}"  # stream of a call taking none): none, in JSON, as hosted
+                    self._emit(ev.ArgumentsDelta(index, item_id, text))
                 item["arguments"] = text
                 item["status"] = status
                 self._emit(ev.ArgumentsDone(index, item_id, item["name"], text))
