@@ -315,6 +315,44 @@ def test_a_failed_turn_keeps_nothing(claude: Anthropic) -> None:
     assert again.content[-1].text == "Hello! You said: two"
 
 
+def test_a_paused_turn_is_resumed_by_a_continue_without_messages(
+    claude: Anthropic, upstream: str, upstream_api: str
+) -> None:
+    """After ``pause_turn`` the SDK's thread helper sends a continue with no messages:
+    the thread holds the paused turn, and the model goes on from it (sent it last, as a
+    client without a thread sends the paused answer back)."""
+    if upstream_api != "anthropic":
+        pytest.skip("only the fake's Messages wire pauses a turn")
+    thread = claude.beta.messages.thread(model=MODEL, max_tokens=400, system=SYSTEM)
+    paused = thread.send({"role": "user", "content": "[[stop:pause_turn]] go on"})
+    assert paused.stop_reason == "pause_turn"
+    clear(upstream)
+    resumed = thread.send()
+    [sent] = upstream_log(upstream)
+    assert said(sent, upstream_api)[0] == [
+        ("system", SYSTEM),
+        ("user", "[[stop:pause_turn]] go on"),
+        ("assistant", paused.content[-1].text),  # type: ignore[union-attr]
+    ]
+    assert thread.previous_message_id == resumed.id
+    after_it = thread.send({"role": "user", "content": "next"})
+    assert after_it.content[-1].text == "Hello! You said: next"  # type: ignore[union-attr]
+
+
+def test_a_continue_without_messages_after_a_finished_turn_is_refused(
+    claude: Anthropic,
+) -> None:
+    """Only a paused turn goes on from nothing new: after a finished one there is nothing
+    to answer, and the thread stays where it was."""
+    first = send(claude, [{"role": "user", "content": "one"}], thread=CREATE)
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        send(claude, [], thread=after(first))
+    message = caught.value.body["error"]["message"]  # type: ignore[index]
+    assert message.startswith("messages: at least one message is required")
+    again = send(claude, [{"role": "user", "content": "two"}], thread=after(first))
+    assert again.content[-1].text == "Hello! You said: two"  # type: ignore[union-attr]
+
+
 def test_a_malformed_thread_is_named(claude: Anthropic) -> None:
     for thread, param in [
         ({"type": "fork"}, "thread.type"),

@@ -40,6 +40,9 @@ class ThreadTurn:
     """The new turn's tool changes mid-conversation, when it declared no tools: applied to
     the thread's (:func:`stateway.core.tools.changes.tools_in_effect`) once they are known;
     a turn that declares tools has them applied to its own as it is decoded."""
+    resumes: bool = False
+    """True: a continue sending no messages, which goes on from its previous turn, paused
+    (``pause_turn``); refused after a turn that ended otherwise."""
 
 
 @dataclass(slots=True)

@@ -44,7 +44,7 @@ from stateway.core.leases import LeaseKeeper
 from stateway.core.ownership import ProcessIdentity
 from stateway.core.ports import ConversationTurn, ResponseRecord, ResponseStore, Sealer
 from stateway.core.reasoning import wrapped
-from stateway.core.response import STEERED_REASON, started_record
+from stateway.core.response import MAX_ROUNDS_REASON, STEERED_REASON, started_record
 from stateway.core.rounds import one_round
 from stateway.core.routing import Plan
 from stateway.core.run_endings import answered, counted, detached, end_cancelled, finish, shown
@@ -60,10 +60,6 @@ from stateway.core.usage import Iteration, Usage
 
 log = logging.getLogger(__name__)
 
-MAX_ROUNDS_REASON = "max_rounds"
-"""``incomplete_details.reason`` of a response that used its rounds on gateway tools, or
-whose upstream paused its own tool loop (:data:`PAUSED`): either turn goes on when sent
-back."""
 _INCOMPLETE_REASONS = {
     "length": "max_output_tokens",
     "content_filter": "content_filter",

@@ -204,6 +204,10 @@ APPENDED_ENDINGS: Final = frozenset({"completed", "incomplete"})
 
 CLIENT_LEFT: Final = "client_disconnected"
 """The ``incomplete_reason`` of a run whose only client went away."""
+MAX_ROUNDS_REASON: Final = "max_rounds"
+"""The ``incomplete_reason`` of a response that used its rounds on gateway tools, or
+whose upstream paused its own tool loop (:data:`~stateway.core.inference.PAUSED`): either
+turn goes on when sent back (a Messages thread's, from a continue sending nothing new)."""
 STEERED_REASON: Final = "steered"
 """The ``incomplete_reason`` of a response that stopped before another round of its
 gateway tool loop because input was queued to steer it (:attr:`Run.steered

@@ -33,6 +33,10 @@ An MCP connector server's authorization is never stored (``SECRET_KEYS`` in
 :mod:`stateway.core.tools.mcp_binding`), so a continue of a thread with MCP servers sends
 them again.
 
+A continue sending no messages goes on from its previous turn, which must have paused
+(``pause_turn``: stored ``incomplete``, ``max_rounds``), as the SDK's thread helper
+resumes one; after a turn that ended otherwise it has nothing to answer (a 400).
+
 A Messages compaction in a thread (a ``compaction`` request, the ``compact_20260112``
 edit, or a block sent back) summarizes every message before it, the user's included:
 later turns see the thread's system, that summary and what follows it
@@ -66,7 +70,12 @@ from stateway.core.errors import (
 )
 from stateway.core.items import Item
 from stateway.core.ports import ResponseStore
-from stateway.core.response import APPENDED_ENDINGS, UNFINISHED, thread_left
+from stateway.core.response import (
+    APPENDED_ENDINGS,
+    MAX_ROUNDS_REASON,
+    UNFINISHED,
+    thread_left,
+)
 from stateway.core.results import TokenCount
 from stateway.core.runs import Run
 from stateway.core.tools.changes import tools_in_effect
@@ -112,6 +121,13 @@ class Threads:
         appended = record.status in APPENDED_ENDINGS and not left
         if not appended or body.get("conversation_id") is None:
             raise ThreadNotFound(message_id(previous))
+        if thread.resumes and not _paused(record.status, body.get("incomplete_reason")):
+            raise InvalidRequest(
+                "messages: at least one message is required (a continue without any "
+                f"goes on from a paused turn, and {message_id(previous)} was not paused).",
+                param="messages",
+                code="missing_required_parameter",
+            )
         command.conversation_id = body["conversation_id"]
         if thread.system is None:
             thread.system = body["thread_system"]
@@ -196,6 +212,12 @@ def _thread_refusals(thread: ThreadTurn | None) -> Iterator[None]:
         raise ThreadContinueInFlight(named) from None
     except ConversationNotFound:
         raise ThreadNotFound(named) from None
+
+
+def _paused(status: str, incomplete_reason: str | None) -> bool:
+    """Whether a turn ended paused (``pause_turn``: its upstream's tool loop paused, or
+    the gateway's tool rounds ran out), to go on from a continue sending nothing new."""
+    return status == "incomplete" and incomplete_reason == MAX_ROUNDS_REASON
 
 
 def _inherited(tools: list[Item]) -> list[Item]:

@@ -1483,6 +1483,22 @@ def test_a_thread_continue_names_the_response_and_may_inherit() -> None:
     assert error.param == "messages.0.content.0.tool_use_id"  # no thread: nothing it answers
 
 
+def test_a_continue_without_messages_resumes_its_paused_turn() -> None:
+    """The SDK's thread helper goes on after ``pause_turn`` with no messages: the paused
+    answer, last in the thread, is continued (the core refuses it after a turn that was
+    not paused); a create without messages has nothing to answer."""
+    continued = {"type": "continue", "previous_message_id": "msg_abc"}
+    command = decode_messages(body(thread=continued, messages=[]))
+    assert command.thread is not None
+    assert command.thread.resumes
+    assert command.input == []
+    assert command.settings.continue_final_message
+    assert not decode_messages(body(thread=continued)).thread.resumes  # type: ignore[union-attr]
+    for refused_body in (body(thread={"type": "create"}, messages=[]), body(messages=[])):
+        error = refused(refused_body)
+        assert (error.param, error.code) == ("messages", "missing_required_parameter")
+
+
 def test_a_count_of_a_thread_turn_is_that_turn_and_stores_nothing() -> None:
     """``count_tokens`` counts what the turn would send: its thread's too (the core)."""
     result = {"type": "tool_result", "tool_use_id": "toolu_1", "content": "sunny"}

@@ -101,8 +101,12 @@ def decode_messages(
     settings.service_tier = _SERVICE_TIERS.get(body.service_tier or "")
     settings.cache_control = body.cache_control
     settings.safeguards = body.safeguards
-    last = command.input[-1]
-    settings.continue_final_message = last.get("type") == "message" and last["role"] == "assistant"
+    if command.input:
+        last = command.input[-1]
+        prefilled = last.get("type") == "message" and last["role"] == "assistant"
+    else:  # a paused thread turn resumed: its answer, last in the context, goes on
+        prefilled = True
+    settings.continue_final_message = prefilled
     if betas is not None:
         settings.anthropic_beta = betas
     if body.max_tokens == 0:  # a prewarm: the context checked, no model asked
@@ -146,17 +150,17 @@ def _command(
     """``thread``: a thread's turn, whose system leads the context apart from its items
     (:mod:`.threads`), and which is stored. ``compacting``: a compaction request
     (:mod:`.compaction`)."""
+    continued = thread is not None and thread.previous_response_id is not None
     if not body.messages:
-        raise field_error(
-            "messages",
-            "at least one message is required.",
-            code="missing_required_parameter",
-        )
-    _check_prefill(body.messages[-1])
+        if not continued or compacting:
+            raise no_messages()
+        assert thread is not None
+        thread.resumes = True  # a paused turn goes on (the core checks it paused)
+    else:
+        _check_prefill(body.messages[-1])
     if compacting:
         compaction.check_finished(body.messages)
     messages, summary = compaction.split_block(body.messages)
-    continued = thread is not None and thread.previous_response_id is not None
     system = without_billing_header(body.system)
     if thread is None:
         items = decode_conversation(system, messages)
@@ -164,11 +168,12 @@ def _command(
         items = decode_conversation(None, messages, continued=continued)
         thread.system = None if system is None else decode_system(system)
     items = compaction.placed(items, summary)
-    if all(item.get("role") == "system" for item in items):  # every turn's content empty
-        if compacting:
+    if body.messages and all(item.get("role") == "system" for item in items):
+        if compacting:  # every turn's content empty
             raise compaction.nothing_to_summarize()
         raise field_error("messages", EMPTY_CONTENT)
-    _check_last_turn(body.messages)
+    if body.messages:
+        _check_last_turn(body.messages)
     if max_input_items is not None and len(items) > max_input_items:
         raise _too_many(len(items), max_input_items)
     tools = decode_tools(body.tools or [], body.mcp_servers or [])
@@ -242,6 +247,13 @@ def _check_blocks(data: dict[str, Any], messages: list[Any], limit: int) -> None
             "each message).",
             "array_above_max_length",
         )
+
+
+def no_messages() -> InvalidRequest:
+    """A request without messages (but a continue of a paused thread turn's)."""
+    return field_error(
+        "messages", "at least one message is required.", code="missing_required_parameter"
+    )
 
 
 def _check_prefill(last: MessageParam) -> None:
