@@ -520,6 +520,29 @@ def test_a_compaction_replaces_the_thread_before_it(
     ]
 
 
+def test_a_turn_stopped_after_its_compaction_is_resumed_without_messages(
+    claude: Anthropic, upstream: str, upstream_api: str
+) -> None:
+    """``stop_reason: "compaction"`` (a compaction request's, ``pause_after_compaction``'s)
+    hands the turn back before the model answers: the SDK's thread helper and tool runner
+    go on with a continue sending no messages, answered from the summary."""
+    first = send(claude, [{"role": "user", "content": "one"}], system=SYSTEM, thread=CREATE)
+    compacted = send(
+        claude,
+        [{"role": "user", "content": "two"}],
+        thread=after(first),
+        extra_body={"compaction": {"type": "summarize"}},
+    )
+    assert compacted.stop_reason == "compaction"
+    [block] = compacted.content
+    assert block.type == "compaction"
+    clear(upstream)
+    answered = send(claude, [], thread=after(compacted))
+    assert answered.stop_reason == "end_turn"
+    turns, _ = said(upstream_log(upstream)[-1], upstream_api)
+    assert turns == [("system", SYSTEM), ("user", SUMMARY_PREFIX + (block.content or ""))]
+
+
 def test_every_turns_cache_breakpoint_stays_within_anthropics_four(claude: Anthropic) -> None:
     """Each turn marks its last message for the prompt cache, as Claude Code does, and the
     thread keeps every turn's messages: past four marks an Anthropic upstream refuses the

@@ -41,8 +41,9 @@ class ThreadTurn:
     the thread's (:func:`stateway.core.tools.changes.tools_in_effect`) once they are known;
     a turn that declares tools has them applied to its own as it is decoded."""
     resumes: bool = False
-    """True: a continue sending no messages, which goes on from its previous turn, paused
-    (``pause_turn``); refused after a turn that ended otherwise."""
+    """True: a continue sending no messages, which goes on from its previous turn, handed
+    back unfinished (``pause_turn``, ``compaction``); refused after one that ended
+    otherwise."""
 
 
 @dataclass(slots=True)

@@ -33,9 +33,10 @@ An MCP connector server's authorization is never stored (``SECRET_KEYS`` in
 :mod:`stateway.core.tools.mcp_binding`), so a continue of a thread with MCP servers sends
 them again.
 
-A continue sending no messages goes on from its previous turn, which must have paused
-(``pause_turn``: stored ``incomplete``, ``max_rounds``), as the SDK's thread helper
-resumes one; after a turn that ended otherwise it has nothing to answer (a 400).
+A continue sending no messages goes on from its previous turn, which must have handed
+itself back unfinished (``pause_turn``: stored ``incomplete``, ``max_rounds``; or
+``compaction``: stopped after its compaction block), as the SDK's thread helper and tool
+runner resume one; after a turn that ended otherwise it has nothing to answer (a 400).
 
 A Messages compaction in a thread (a ``compaction`` request, the ``compact_20260112``
 edit, or a block sent back) summarizes every message before it, the user's included:
@@ -56,6 +57,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 
 from stateway.core.commands import CreateResponse, ThreadTurn
+from stateway.core.compaction.sealed import COMPACTION
 from stateway.core.compaction.view import standalone
 from stateway.core.conversations.commands import CreateConversation, DeleteConversation
 from stateway.core.conversations.ports import Conversation, ConversationItems
@@ -69,7 +71,7 @@ from stateway.core.errors import (
     ThreadNotFound,
 )
 from stateway.core.items import Item
-from stateway.core.ports import ResponseStore
+from stateway.core.ports import ResponseRecord, ResponseStore
 from stateway.core.response import (
     APPENDED_ENDINGS,
     MAX_ROUNDS_REASON,
@@ -121,10 +123,11 @@ class Threads:
         appended = record.status in APPENDED_ENDINGS and not left
         if not appended or body.get("conversation_id") is None:
             raise ThreadNotFound(message_id(previous))
-        if thread.resumes and not _paused(record.status, body.get("incomplete_reason")):
+        if thread.resumes and not _paused(record):
             raise InvalidRequest(
                 "messages: at least one message is required (a continue without any "
-                f"goes on from a paused turn, and {message_id(previous)} was not paused).",
+                f"goes on from a paused turn, and {message_id(previous)} was not paused: "
+                "its stop_reason was neither pause_turn nor compaction).",
                 param="messages",
                 code="missing_required_parameter",
             )
@@ -214,10 +217,15 @@ def _thread_refusals(thread: ThreadTurn | None) -> Iterator[None]:
         raise ThreadNotFound(named) from None
 
 
-def _paused(status: str, incomplete_reason: str | None) -> bool:
-    """Whether a turn ended paused (``pause_turn``: its upstream's tool loop paused, or
-    the gateway's tool rounds ran out), to go on from a continue sending nothing new."""
-    return status == "incomplete" and incomplete_reason == MAX_ROUNDS_REASON
+def _paused(record: ResponseRecord) -> bool:
+    """Whether a turn handed itself back unfinished, to go on from a continue sending
+    nothing new: ``pause_turn`` (its upstream's tool loop paused, or the gateway's tool
+    rounds ran out), or ``compaction`` (it stopped after its compaction block: a
+    compaction request's, or ``pause_after_compaction``'s)."""
+    if record.status == "incomplete":
+        return record.body.get("incomplete_reason") == MAX_ROUNDS_REASON
+    last = record.output_items[-1] if record.output_items else {}
+    return record.status == "completed" and last.get("type") == COMPACTION
 
 
 def _inherited(tools: list[Item]) -> list[Item]:
