@@ -325,6 +325,46 @@ def test_an_allowed_host_is_its_name_whatever_port_it_is_written_with(
         assert served in allowed, (written, allowed)
 
 
+def test_cors_origins_are_written_as_browsers_send_them(tmp_path: Path) -> None:
+    """An entry is compared with a request's ``Origin`` as it is: lower-case, no final
+    ``/``, no default port. Unset, none is listed (no CORS headers)."""
+    assert load_config(Overrides(), EMPTY_ENV).server.cors_origins == []
+    path = write(
+        tmp_path,
+        '[server]\ncors_origins = ["https://App.example.com:443/", "http://localhost:5173", ""]\n',
+    )
+    server = load_config(Overrides(config=path), EMPTY_ENV).server
+    assert server.cors_origins == ["https://app.example.com", "http://localhost:5173"]
+    env = {"STATEWAY_CORS_ORIGINS": "http://[::1]:80, app://obsidian.md,"}
+    server = load_config(Overrides(config=path), env).server
+    assert server.cors_origins == ["http://[::1]", "app://obsidian.md"]
+    assert load_config(Overrides(), {"STATEWAY_CORS_ORIGINS": "*"}).server.cors_origins == ["*"]
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        "https://app.example.com/chat",
+        "null",
+        "https://*.example.com",
+        "localhost:5173",
+        "https://user@app.example.com",
+        "https://app.example.com:99999",
+        "https://app?x",
+    ],
+)
+def test_an_entry_that_is_no_origin_is_refused_naming_its_source(
+    tmp_path: Path, entry: str
+) -> None:
+    """Kept, it would match no browser's ``Origin``: the page would fail its preflight
+    with nothing said."""
+    path = write(tmp_path, f'[server]\nport = 1\ncors_origins = ["{entry}"]\n')
+    with pytest.raises(ConfigError, match=r"server\.cors_origins.*line 3"):
+        load_config(Overrides(config=path), EMPTY_ENV)
+    with pytest.raises(ConfigError, match="set by STATEWAY_CORS_ORIGINS"):
+        load_config(Overrides(), {"STATEWAY_CORS_ORIGINS": entry})
+
+
 def test_backend_timeouts_are_validated(tmp_path: Path) -> None:
     path = write(
         tmp_path,

@@ -182,6 +182,7 @@ _SAMPLES = {  # a value other than the default, for variables documented without
     "STATEWAY_DATABASE": "sqlite:///elsewhere.db",
     "STATEWAY_SEALING_KEY": base64.b64encode(bytes(range(32))).decode(),
     "STATEWAY_ALLOWED_HOSTS": "gateway.internal",
+    "STATEWAY_CORS_ORIGINS": "http://localhost:5173",
     "STATEWAY_MCP_ALLOWED_HOSTS": "mcp.internal",
     "STATEWAY_WEB_SEARCH_PROVIDER": "brave",
     "STATEWAY_SEARXNG_URL": "http://127.0.0.1:8888",

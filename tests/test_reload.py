@@ -84,6 +84,7 @@ def test_every_server_setting_needs_a_restart(name: str) -> None:
         "drain_timeout": 1.0,
         "max_queued_requests": 1,
         "allowed_hosts": ["example.test"],
+        "cors_origins": ["https://app.example.test"],
     }
     assert restart_required(config(), config(server={name: changed[name]})) == (f"server.{name}",)
 

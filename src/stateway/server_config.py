@@ -10,6 +10,7 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Callable, Mapping
 from typing import Any, Final
+from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator
 
@@ -56,6 +57,10 @@ class ServerConfig(Section):
     qualified name's final dot; ``"*.example.com"`` accepts any subdomain of
     ``example.com``, ``"*"`` any host). Default: the loopback names when bound to a
     loopback address, any host otherwise."""
+    cors_origins: list[str] = Field(default_factory=list)
+    """Web pages' origins (``https://app.example.com``, ``http://localhost:5173``) whose
+    scripts may call the gateway from a browser (CORS), open a WebSocket to it and drive
+    ``/mcp``; ``"*"``: any page's. Default: none, and no CORS headers are sent."""
 
     @field_validator("allowed_hosts")
     @classmethod
@@ -76,6 +81,12 @@ class ServerConfig(Section):
                     "first label ('*.example.com': any subdomain of example.com)"
                 )
         return names
+
+    @field_validator("cors_origins")
+    @classmethod
+    def _serialized_origins(cls, origins: list[str]) -> list[str]:
+        """Each entry as a browser's ``Origin`` header writes it (:func:`serialized_origin`)."""
+        return [serialized_origin(origin) for origin in origins if origin.strip()]
 
     @property
     def effective_allowed_hosts(self) -> frozenset[str] | None:
@@ -103,6 +114,43 @@ def served_name(entry: str) -> str:
         end = name.find("]")
         return name[: end + 1] if end > 0 else name
     return name.partition(":")[0]
+
+
+def serialized_origin(entry: str) -> str:
+    """A ``cors_origins`` entry as a browser sends the origin in ``Origin``: lower-case,
+    without a final ``/`` or an http(s) scheme's default port (``https://App.example.com:443/``
+    is ``https://app.example.com``); ``"*"`` as it is. ``ValueError`` for anything but a
+    scheme and a host (and a port): a path, a wildcard in a name, user info."""
+    origin = entry.strip().lower()
+    if origin == "*":
+        return origin
+    try:
+        parts = urlsplit(origin.removesuffix("/"))
+        port = parts.port
+    except ValueError:
+        parts, port = None, None
+    if (
+        parts is None
+        or not parts.scheme
+        or not parts.hostname
+        or "*" in origin
+        or "@" in parts.netloc
+        or parts.path
+        or parts.query
+        or parts.fragment
+    ):
+        raise ValueError(
+            f"cors_origins entry {entry!r}: an origin is a scheme and a host, and a port "
+            "if not the default ('https://app.example.com', 'http://localhost:5173'), "
+            "or '*' for any"
+        )
+    if port is not None and _DEFAULT_PORTS.get(parts.scheme) == port:
+        return f"{parts.scheme}://{parts.netloc.rpartition(':')[0]}"
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+_DEFAULT_PORTS: Final = {"http": 80, "https": 443}
+"""The ports a browser leaves out of an origin."""
 
 
 def _subdomain_wildcard(name: str) -> bool:
@@ -147,8 +195,9 @@ def _float(value: str, name: str) -> float:
         raise ValueError(f"{name} must be a number, got {value!r}") from None
 
 
-def _hosts(value: str, name: str) -> list[str]:
-    return [host.strip() for host in value.split(",") if host.strip()]
+def _listed(value: str, name: str) -> list[str]:
+    """A comma-separated list."""
+    return [entry.strip() for entry in value.split(",") if entry.strip()]
 
 
 SERVER_ENV: dict[str, tuple[str, Callable[[str, str], Any]]] = {
@@ -161,6 +210,7 @@ SERVER_ENV: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "max_input_items": ("STATEWAY_MAX_INPUT_ITEMS", _int),
     "drain_timeout": ("STATEWAY_DRAIN_TIMEOUT", _float),
     "max_queued_requests": ("STATEWAY_MAX_QUEUED_REQUESTS", _int),
-    "allowed_hosts": ("STATEWAY_ALLOWED_HOSTS", _hosts),
+    "allowed_hosts": ("STATEWAY_ALLOWED_HOSTS", _listed),
+    "cors_origins": ("STATEWAY_CORS_ORIGINS", _listed),
 }
 """``[server]`` keys settable from the environment, with their variable and parser."""
