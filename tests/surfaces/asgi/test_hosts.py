@@ -245,3 +245,22 @@ def test_cross_site_is_an_origin_other_than_the_host(
     headers: list[tuple[bytes, bytes]], crossed: bool
 ) -> None:
     assert cross_site({"type": "websocket", "headers": headers}) is crossed
+
+
+@pytest.mark.parametrize(
+    ("origin", "origins", "crossed"),
+    [
+        (b"http://localhost:5173", {"http://localhost:5173"}, False),
+        (b"http://LocalHost:5173", {"http://localhost:5173"}, False),
+        (b"http://localhost:5174", {"http://localhost:5173"}, True),
+        (b"https://localhost:5173", {"http://localhost:5173"}, True),
+        (b"https://evil.example", {"*"}, False),
+        (b"null", {"*"}, False),
+        (b"null", {"http://localhost:5173"}, True),
+    ],
+)
+def test_a_listed_origin_is_not_cross_site(origin: bytes, origins: set[str], crossed: bool) -> None:
+    """``[server] cors_origins``: the pages allowed to call the gateway from a browser,
+    their WebSocket upgrades and MCP requests too (``"*"``: any page's)."""
+    headers = [(b"host", b"gw:8080"), (b"origin", origin)]
+    assert cross_site({"type": "websocket", "headers": headers}, frozenset(origins)) is crossed

@@ -23,7 +23,9 @@ from stateway.surfaces.mcp.mount import McpMount
 class FakeSurface:
     built: list[FakeSurface] = []
 
-    def __init__(self, gateway: object, version: str, limits: object = None) -> None:
+    def __init__(
+        self, gateway: object, version: str, limits: object = None, origins: object = None
+    ) -> None:
         self.version = version
         self.running_now = False
         self.requests: list[str] = []

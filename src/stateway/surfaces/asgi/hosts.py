@@ -13,14 +13,15 @@ name.
 
 Browsers apply no CORS to WebSockets: a page on any site may open one to a loopback
 gateway and, without auth, use it. :func:`cross_site` tells an upgrade whose ``Origin``
-is not the gateway's own (the ``Host`` it was sent to); clients other than browsers send
-no ``Origin``.
+is not the gateway's own (the ``Host`` it was sent to), nor one the operator listed
+(``[server] cors_origins``: the pages allowed to call it from a browser); clients other
+than browsers send no ``Origin``.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from urllib.parse import urlsplit
 
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -43,15 +44,17 @@ def host_name(header: str) -> str:
     return header.partition(":")[0].lower()
 
 
-def cross_site(scope: Scope) -> bool:
-    """Whether a request carries an ``Origin`` other than the host it was sent to."""
+def cross_site(scope: Scope, origins: Collection[str] = ()) -> bool:
+    """Whether a request carries an ``Origin`` other than the host it was sent to and not
+    among ``origins`` (as :func:`~stateway.server_config.serialized_origin` writes them;
+    ``"*"``: any origin)."""
     origin = host = None
     for name, value in scope["headers"]:
         if name == b"origin":
             origin = value.decode("latin-1")
         elif name == b"host":
             host = value.decode("latin-1")
-    if origin is None:
+    if origin is None or "*" in origins or origin.lower() in origins:
         return False
     try:
         netloc = urlsplit(origin).netloc

@@ -32,11 +32,17 @@ class McpMount:
     """The ``/mcp`` ASGI app; :meth:`aclose` when the server stops."""
 
     def __init__(
-        self, gateway: Gateway, version: str = "", limits: McpLimits | None = None
+        self,
+        gateway: Gateway,
+        version: str = "",
+        limits: McpLimits | None = None,
+        origins: frozenset[str] = frozenset(),
     ) -> None:
+        """``origins``: the web pages' origins allowed besides the gateway's own."""
         self._gateway = gateway
         self._version = version
         self._limits = limits or McpLimits()
+        self._origins = origins
         self._surface: asyncio.Future[McpSurface] | None = None
         self._serving: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
@@ -67,7 +73,7 @@ class McpMount:
         try:
             from stateway.surfaces.mcp.server import McpSurface
 
-            surface = McpSurface(self._gateway, self._version, self._limits)
+            surface = McpSurface(self._gateway, self._version, self._limits, origins=self._origins)
             async with surface.running():
                 started.set_result(surface)
                 await self._stop.wait()

@@ -18,7 +18,8 @@ resources (``resources.py``), and follow responses for subscriptions (``updates.
 Each HTTP request to ``/mcp`` is authenticated by the HTTP surface's middleware; its
 principal (``principal_of``) is what the handlers act for, and the SDK binds each session
 to the principal that opened it (another principal naming the session gets 404). One
-from a web page of another site (its ``Origin`` not the gateway's own) is refused (403).
+from a web page of another site (its ``Origin`` not the gateway's own, nor one of
+``[server] cors_origins``) is refused (403).
 A request's body has been read within the bounds of every route's (``mount.py``); a
 2025-03-26 batch is served a message at a time (``batches.py``). A request
 outlasting its credential's revocation or expiry (a stream) is cut off (``cutoff.py``),
@@ -101,10 +102,17 @@ class McpSurface:
     """The ``/mcp`` ASGI app; enter :meth:`running` for as long as it serves."""
 
     def __init__(
-        self, gateway: Gateway, version: str = "", limits: McpLimits | None = None
+        self,
+        gateway: Gateway,
+        version: str = "",
+        limits: McpLimits | None = None,
+        origins: frozenset[str] = frozenset(),
     ) -> None:
+        """``origins``: the web pages' origins allowed besides the gateway's own (``"*"``:
+        any)."""
         self._gateway = gateway
         self._limits = limits or McpLimits()
+        self._origins = origins
         self._tools = ListToolsResult.model_validate(tool_schemas())  # as checked in
         self._input_schemas = {tool.name: tool.input_schema for tool in self._tools.tools}
         """Each tool's input schema, which the SDK checks a 2026-07-28 call's
@@ -142,7 +150,7 @@ class McpSurface:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
-            if cross_site(scope):
+            if cross_site(scope, self._origins):
                 raise InvalidRequest(
                     "MCP requests from a web page of another site are refused.",
                     code="origin_not_allowed",

@@ -2,8 +2,9 @@
 
 The upgrade is accepted with or without ``openai-beta: responses_websockets=2026-02-06``
 (the SDK sends none); it was authenticated by the HTTP surface's middleware before it got
-here. An upgrade from a web page of another site (its ``Origin`` is not the gateway's) is
-refused with 403 ``origin_not_allowed``: browsers let any page open a WebSocket. With
+here. An upgrade from a web page of another site (its ``Origin`` is not the gateway's, nor
+one of ``[server] cors_origins``) is refused with 403 ``origin_not_allowed``: browsers let
+any page open a WebSocket. With
 auth configured, one tenant holds at most :data:`MAX_TENANT_CONNECTIONS` connections in a
 process (beyond, the upgrade is a 429 ``too_many_connections``): each may keep
 ``[websocket] max_checkpoint_bytes`` of responses in memory while idle, so connections
@@ -55,9 +56,11 @@ class WebSocketResponses:
         *,
         max_input_items: int | None = None,
         tenant_connections: int | None = None,
+        origins: frozenset[str] = frozenset(),
     ) -> None:
         """``tenant_connections``: connections one tenant may hold open (None: any
-        number; without auth every caller is one tenant)."""
+        number; without auth every caller is one tenant); ``origins``: the web pages'
+        origins allowed besides the gateway's own (``"*"``: any)."""
         self.gateway = gateway
         self.config = config
         self.max_frame_bytes = max_frame_bytes
@@ -65,6 +68,7 @@ class WebSocketResponses:
         self.sessions: set[Session] = set()
         self.draining = False
         self._tenant_connections = tenant_connections
+        self._origins = origins
         self._held: Counter[str] = Counter()
         """Connections open per tenant (only with ``tenant_connections``)."""
 
@@ -72,7 +76,7 @@ class WebSocketResponses:
         message = await receive()
         if message["type"] != "websocket.connect":
             return
-        if cross_site(scope):
+        if cross_site(scope, self._origins):
             await _refuse(scope, receive, send, _cross_site())
             return
         limit = self._tenant_connections
