@@ -364,6 +364,24 @@ def test_check_config_refuses_a_public_address_without_auth_as_serving_does(
     assert "configuration is valid" in allowed.stdout
 
 
+def test_check_config_names_the_pages_that_may_call_and_warns_of_any_without_auth(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "browsers.toml"
+    path.write_text('[server]\ncors_origins = ["http://localhost:5173/"]\n')
+    database = f"sqlite:///{tmp_path}/x.db"
+
+    listed = stateway("check-config", "--config", str(path), "--database", database)
+    anyone = stateway("check-config", "--database", database, env={"STATEWAY_CORS_ORIGINS": "*"})
+
+    assert listed.returncode == 0, listed.stderr
+    assert "browsers: the web pages of http://localhost:5173 may call (CORS)" in listed.stdout
+    assert "warning" not in listed.stderr
+    assert anyone.returncode == 0, anyone.stderr
+    assert "browsers: any web page may call (CORS)" in anyone.stdout
+    assert 'warning: cors_origins = ["*"] without auth' in anyone.stderr
+
+
 @pytest.mark.parametrize(
     ("protocol", "named"),
     [

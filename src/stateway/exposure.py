@@ -4,12 +4,15 @@ beyond loopback is allowed.
 Secure by default: without auth configured (``[auth] api_keys = true`` or an
 ``[auth.oidc]`` table) the gateway binds loopback addresses only. Binding any other
 address without auth is refused at start-up unless ``--insecure-no-auth`` says the
-network is trusted, which is then logged as a warning.
+network is trusted, which is then logged as a warning. Letting any web page call it
+(``[server] cors_origins = ["*"]``) without auth is warned of too: a page a browser
+opens reaches a loopback gateway.
 """
 
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Collection
 from urllib.parse import urlsplit
 
 from stateway.redaction import masked_url
@@ -60,4 +63,14 @@ def check_exposure(host: str, auth_configured: bool, insecure_no_auth: bool) -> 
         "Configure auth ([auth] api_keys = true with keys from `stateway keys create`, "
         "or an [auth.oidc] table), bind a loopback address, or pass --insecure-no-auth "
         "on a trusted network"
+    )
+
+
+def cors_warning(origins: Collection[str], auth_configured: bool) -> str | None:
+    """A warning to log when any web page may call the gateway without auth; else None."""
+    if "*" not in origins or auth_configured:
+        return None
+    return (
+        'cors_origins = ["*"] without auth: any web page a browser opens may call the '
+        "gateway as the default tenant; list the pages' origins, or configure [auth]"
     )

@@ -20,7 +20,7 @@ from stateway.cli import end_by
 from stateway.config import Config, ConfigError, Overrides, load_config
 from stateway.core.errors import StorageError
 from stateway.durations import duration_text
-from stateway.exposure import ExposureRefused, check_exposure
+from stateway.exposure import ExposureRefused, check_exposure, cors_warning
 from stateway.hangup import StartupHangup
 from stateway.header_guard import HeaderLimits
 from stateway.redaction import masked_url
@@ -91,6 +91,9 @@ def _check(config: Config, *, insecure_no_auth: bool) -> int:
     except (ExposureRefused, ConfigError) as exc:
         print(f"stateway: {exc}", file=sys.stderr)
         return 2
+    browsers = cors_warning(config.server.cors_origins, config.auth.configured)
+    if browsers is not None:
+        print(f"stateway: warning: {browsers}", file=sys.stderr)
     _describe(config, sys.stdout, beyond_loopback=warning is not None)
     print("configuration is valid")
     return 0
@@ -128,8 +131,9 @@ def _serve(
     except ExposureRefused as exc:
         print(f"stateway: {exc}", file=sys.stderr)
         return 2
-    if warning is not None:
-        logging.getLogger("stateway").warning("%s", warning)
+    for said in (warning, cors_warning(config.server.cors_origins, config.auth.configured)):
+        if said is not None:
+            logging.getLogger("stateway").warning("%s", said)
     try:
         sock = bind_socket(config.server.host, config.server.port)
     except ListenFailed as exc:
@@ -271,6 +275,10 @@ def _describe(config: Config, out: Any, *, beyond_loopback: bool = False) -> Non
     if limits:
         print(f"rate limits per principal: {limits}", file=out)
     print(f"auth: {_auth_description(config, beyond_loopback)}", file=out)
+    origins = config.server.cors_origins
+    if origins:
+        pages = "any web page" if "*" in origins else "the web pages of " + ", ".join(origins)
+        print(f"browsers: {pages} may call (CORS)", file=out)
     out.flush()
 
 
