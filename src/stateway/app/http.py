@@ -56,7 +56,8 @@ def build_app(parts: GatewayParts) -> Starlette:
         tenant_sessions,
         max_input_items=server.max_input_items,
     )
-    mcp = McpMount(parts.gateway, __version__, limits)
+    origins = frozenset(server.cors_origins)
+    mcp = McpMount(parts.gateway, __version__, limits, origins)
 
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
@@ -107,6 +108,7 @@ def build_app(parts: GatewayParts) -> Starlette:
         config.websocket.frame_limit(server.max_body_bytes),
         max_input_items=server.max_input_items,
         tenant_connections=MAX_TENANT_CONNECTIONS if config.auth.configured else None,
+        origins=origins,
     )
     return build_http_app(
         ResponsesRoutes(
@@ -146,6 +148,7 @@ def build_app(parts: GatewayParts) -> Starlette:
         authenticator=authenticator,
         websocket=parts.websockets,
         hop=parts.hop,
+        cors_origins=origins,
     )
 
 

@@ -97,6 +97,7 @@ def build(
     authenticator: Authenticator | None = None,
     hosts: frozenset[str] | None = None,
     websocket: Upgrades | None = None,
+    cors_origins: frozenset[str] = frozenset(),
 ) -> tuple[Starlette, Gateway, Observer]:
     store = MemoryStore()
     router = Router([BackendEntry(ForwardingBackend(relay()), {}, catch_all=True)])
@@ -112,6 +113,7 @@ def build(
         authenticator=authenticator,
         allowed_hosts=hosts,
         websocket=websocket,
+        cors_origins=cors_origins,
     )
     return app, gateway, observer
 
@@ -138,6 +140,29 @@ async def test_a_created_response_is_observed_under_its_route_with_a_request_id(
     assert reply.json()["status"] == "completed"
     assert REQUEST_ID_SHAPE.fullmatch(reply.headers["x-request-id"])
     assert observer.ended == [(RESPONSES, 200)]
+
+
+@every
+async def test_cors_wraps_the_express_routes_only_when_origins_are_listed(path: str) -> None:
+    """With no origin listed a request runs in no CORS middleware (the plain path's cost
+    unchanged, no header added); with one, the express route answers inside it."""
+    page = [(b"origin", b"http://localhost:5173")]
+    app, gateway, _ = build(Framed)
+    gateway.frames = []  # type: ignore[attr-defined]
+    plain = await call(app, "POST", path, BODIES[path], headers=page)
+    assert plain.status == 200
+    assert not [name for name in plain.headers if name.startswith("access-control-")]
+    [names] = gateway.frames  # type: ignore[attr-defined]
+    assert not [name for name in names if name.startswith("CORSMiddleware")]
+
+    app, gateway, _ = build(Framed, cors_origins=frozenset({"http://localhost:5173"}))
+    gateway.frames = []  # type: ignore[attr-defined]
+    crossed = await call(app, "POST", path, BODIES[path], headers=page)
+    assert crossed.status == 200
+    assert crossed.headers["access-control-allow-origin"] == "http://localhost:5173"
+    [names] = gateway.frames  # type: ignore[attr-defined]
+    assert "CORSMiddleware.simple_response" in names
+    assert "Express.__call__" in names
 
 
 @both

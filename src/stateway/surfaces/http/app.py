@@ -84,6 +84,7 @@ def build_http_app(
     authenticator: Authenticator | None = None,
     websocket: ASGIApp | None = None,
     hop: Hop | None = None,
+    cors_origins: frozenset[str] = frozenset(),
 ) -> Starlette:
     """``allowed_hosts``: the ``Host`` names served (None: any), see
     :mod:`stateway.surfaces.asgi.hosts`; ``conversations``: the Conversations API's
@@ -96,7 +97,8 @@ def build_http_app(
     is routed (:mod:`.authentication`). ``websocket`` serves ``GET /v1/responses`` upgraded
     (WebSocket mode); without it an upgrade is refused (426). ``hop``: this process's
     ``Via`` entry on what it sends upstream; a request carrying it is refused as a loop
-    (:mod:`stateway.surfaces.asgi.loops`) before anything else."""
+    (:mod:`stateway.surfaces.asgi.loops`) before anything else. ``cors_origins``: the web
+    pages' origins whose scripts may call (:mod:`.cors`; none: no CORS headers)."""
     chat_route = None if chat is None else Route(CHAT_PATH, chat, methods=["POST"])
     create_route = Route(RESPONSES_PATH, PlainApp(responses.create), methods=["POST"])
     upgrade_route = WebSocketRoute(RESPONSES_PATH, websocket or refuse_websocket)
@@ -151,6 +153,7 @@ def build_http_app(
     app.router.redirect_slashes = False
     app.router.default = _no_route
     app.observer = observer
+    app.cors_origins = cors_origins
     # The hot routes: the three creates (Chat Completions' fast path is one hop), and
     # WebSocket mode, each of whose frames would pass Starlette's exception wrapper.
     express = {("http", RESPONSES_PATH): express_route(create_route, middleware)}

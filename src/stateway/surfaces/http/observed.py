@@ -32,6 +32,7 @@ from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from stateway.core.telemetry import REQUEST_ID
+from stateway.surfaces.http.cors import cross_origin
 from stateway.surfaces.http.express import Express, ExpressKey, ExpressRoute
 
 HEADER: Final = b"x-request-id"
@@ -142,14 +143,20 @@ def _route(scope: Scope) -> str:
 
 class ObservedStarlette(Starlette):
     """A Starlette application whose whole middleware stack, error middleware included,
-    and its express routes (:mod:`.express`) run inside an :class:`ObservedApp`."""
+    and its express routes (:mod:`.express`) run inside the CORS middleware, when origins
+    are listed, and that inside an :class:`ObservedApp`."""
 
     observer: RequestObserver | None = None
     express: Mapping[ExpressKey, ExpressRoute] | None = None
     """Paths served ahead of the middleware stack (their own middleware included)."""
+    cors_origins: frozenset[str] = frozenset()
+    """The web pages' origins answered with CORS headers (:mod:`.cors`), around all the
+    rest; none: no CORS middleware."""
 
     def build_middleware_stack(self) -> ASGIApp:
         stack = super().build_middleware_stack()
         if self.express:
             stack = Express(stack, self.express)
+        if self.cors_origins:
+            stack = cross_origin(stack, self.cors_origins)
         return stack if self.observer is None else ObservedApp(stack, self.observer)
