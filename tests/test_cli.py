@@ -382,6 +382,24 @@ def test_check_config_names_the_pages_that_may_call_and_warns_of_any_without_aut
     assert 'warning: cors_origins = ["*"] without auth' in anyone.stderr
 
 
+def test_serving_any_page_without_auth_is_logged_as_a_warning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def bind(host: str, port: int) -> socket.socket:
+        raise OSError(errno.EADDRNOTAVAIL, "not bound in tests")
+
+    monkeypatch.setattr(subcommands, "bind_socket", bind)
+    monkeypatch.setattr(subcommands, "configure_logging", lambda form, level: None)  # keep caplog's
+    monkeypatch.setenv("STATEWAY_CORS_ORIGINS", "*")
+
+    with caplog.at_level(logging.WARNING, logger="stateway"):
+        code = cli.main(["serve", "--database", f"sqlite:///{tmp_path}/x.db"])
+
+    assert code == 1  # the (refused) bind came after the warning
+    [warning] = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert 'cors_origins = ["*"] without auth' in warning.getMessage()
+
+
 @pytest.mark.parametrize(
     ("protocol", "named"),
     [
