@@ -63,10 +63,13 @@ async def ended(run: Run) -> None:
 
 
 async def until_output(run: Run) -> None:
-    for _ in range(1000):
+    """Until ``run`` has streamed text: at once, turn by turn of the event loop, as a
+    scripted run gets there; then, for one that waits on real time (a tool's call under a
+    loaded machine), in small sleeps, up to a bound on a hang."""
+    for turn in range(2000):
         if any(isinstance(e, ev.TextDelta) for e in run.events):
             return
-        await asyncio.sleep(0)
+        await asyncio.sleep(0 if turn < 1000 else 0.01)
     raise AssertionError("no output came")
 
 
