@@ -232,7 +232,7 @@ def test_each_message_is_continued_once(claude: Anthropic) -> None:
 
 def test_a_continue_in_flight_refuses_another(claude: Anthropic) -> None:
     first = send(claude, [{"role": "user", "content": "one"}], thread=CREATE)
-    slow = [{"role": "user", "content": "[[slow:50]] [[words:20]]"}]
+    slow = [{"role": "user", "content": "[[slow:150]] [[words:20]]"}]
     with claude.beta.messages.stream(
         model=MODEL, max_tokens=400, messages=slow, thread=after(first)
     ) as stream:
