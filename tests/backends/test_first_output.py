@@ -14,7 +14,7 @@ from aiohttp import web
 from stateway.backends.upstream_http import UpstreamClient
 from stateway.backends.upstream_target import UpstreamTarget
 from stateway.core.deadline import FirstOutput
-from stateway.core.errors import UpstreamTimeout
+from stateway.core.errors import UpstreamError, UpstreamTimeout
 from stateway.core.usage import Usage
 from stateway.redaction import MASK
 from tests.backends.conftest import Loopback
@@ -220,3 +220,23 @@ async def test_a_relays_first_chunk_is_scrubbed_and_counted_as_the_rest(
     assert key.encode() not in relayed
     assert relayed == sent.replace(key.encode(), MASK.encode())
     assert relay.usage() == Usage(input_tokens=3, output_tokens=4)
+
+
+async def test_a_scrubbed_relays_empty_stream_is_cut_not_a_crash(loopback: Loopback) -> None:
+    """A stream that ends with no byte, read apart under the setting for a backend with a
+    key (its reads masked): the cut a stream with no byte is, as without either."""
+
+    async def empty(request: web.Request) -> web.Response:
+        return web.Response(body=b"", status=200, content_type="text/event-stream")
+
+    url = await loopback.serve(empty)
+    client = upstream(
+        loopback, url, api_key="sk-Proj-AbCdEfGh0123456789-XyZ", first_token_timeout=WAIT
+    )
+    relay = await client.relay("/chat/completions", b"{}")
+    try:
+        with pytest.raises(UpstreamError) as cut:
+            await anext(relay.chunks())
+    finally:
+        await relay.aclose()
+    assert cut.value.code == "upstream_stream_cut"

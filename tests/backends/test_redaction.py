@@ -158,3 +158,27 @@ async def test_a_relayed_answer_without_the_key_is_relayed_unchanged(loopback: L
     relay = await client.relay("/chat/completions", b"{}")
     assert b"".join([chunk async for chunk in relay.chunks()]) == sent
     await relay.aclose()
+
+
+async def test_a_relayed_whole_answer_reporting_an_error_is_raised_scrubbed(
+    loopback: Loopback,
+) -> None:
+    """A 200 that is an error alone is raised, not relayed (no answer a client could read):
+    its words masked as a translated request's are."""
+
+    async def echoes_the_key(request: web.Request) -> web.Response:
+        body = {"error": {"message": leak(), "code": KEY[:10]}}
+        return web.json_response(body)
+
+    client = loopback.adopt(
+        UpstreamClient(UpstreamTarget("up", await loopback.serve(echoes_the_key), KEY))
+    )
+    relay = await client.relay("/chat/completions", b"{}")
+    try:
+        with pytest.raises(UpstreamError) as caught:
+            await anext(relay.chunks())
+    finally:
+        await relay.aclose()
+    assert MASK in caught.value.message
+    assert not reveals(caught.value.message)
+    assert not reveals(str(caught.value.code))

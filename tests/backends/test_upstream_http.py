@@ -592,6 +592,7 @@ def test_a_target_names_its_server_address(url: str, address: tuple[str, int] | 
         (500, UpstreamError, None),
         (429, UpstreamRejected, "7"),
         (404, UpstreamRejected, None),
+        (400, UpstreamRejected, None),
     ],
 )
 async def test_a_relays_failure_is_what_its_status_means(
@@ -614,6 +615,7 @@ async def test_a_relays_failure_is_what_its_status_means(
         return
     assert type(failure) is kind
     assert failure.headers.get("Retry-After") == retry
+    assert failure.message.startswith(f"Model server 'up' answered {status}")
 
 
 async def test_a_relay_keeps_the_headers_the_sdks_retry_by(loopback: Loopback) -> None:
@@ -659,3 +661,43 @@ async def test_a_relays_failure_named_only_in_its_body_is_the_translated_one(
     assert failure is not None
     assert failure.code == IMAGE_INPUT_UNSUPPORTED
     assert not unhealthy(failure)
+
+
+async def test_a_read_of_a_relay_the_gateway_closed_names_the_gateway(
+    loopback: Loopback,
+) -> None:
+    """A relay closed while its stream goes on (its client left): the read that fails
+    because of it is the gateway's doing, told so, not as the server's failure."""
+
+    async def answer(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        await response.write(b'data: {"id":"c","choices":[]}\n\n')
+        await loopback.hold()
+        return response
+
+    client = upstream(loopback, await loopback.serve(answer))
+    relay = await client.relay("/chat/completions", b"{}")
+    chunks = relay.chunks()
+    assert await anext(chunks) == b'data: {"id":"c","choices":[]}\n\n'
+    await relay.aclose()
+    with pytest.raises(UpstreamError) as closed:
+        await anext(chunks)
+    assert closed.value.message == "The relay of model server 'up' was closed by the gateway."
+
+
+async def test_an_empty_whole_answer_is_relayed_empty(loopback: Loopback) -> None:
+    """A 200 that is no event stream and has no byte: nothing to judge, nothing relayed."""
+
+    async def answer(request: web.Request) -> web.Response:
+        return web.Response(body=b"", content_type="application/json")
+
+    client = upstream(loopback, await loopback.serve(answer))
+    relay = await client.relay("/chat/completions", b"{}")
+    assert relay.whole
+    assert [chunk async for chunk in relay.chunks()] == []
+    await relay.aclose()
+    again = await client.relay("/chat/completions", b"{}")
+    assert await again.body() == b""
+    assert again.usage() is None
+    await again.aclose()
