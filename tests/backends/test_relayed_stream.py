@@ -54,6 +54,9 @@ ERROR_EVENTS = [
     pytest.param(b"data: " + VLLM + b"\n\n" + DONE, id="vllm"),
     pytest.param(b"data: " + LLAMA_CPP + b"\n\n", id="llama-server"),  # and no [DONE]
     pytest.param(b"error: " + LLAMA_CPP[9:-1] + b"\n\n" + DONE, id="llama-server-2025"),
+    pytest.param(  # its words past ``error`` say it no more: split in the word, none to find
+        b'error: {"code": 500, "message": "engine died"}\n\n' + DONE, id="llama-server-2025-words"
+    ),
     pytest.param(b"event: error\ndata: " + LIMITED + b"\n\n", id="named-event"),
     pytest.param(b"event:error\ndata: the engine stopped\n\n", id="named-event-words"),
     pytest.param(b"data: " + VLLM + b"\r\n\r\n" + DONE, id="crlf"),
