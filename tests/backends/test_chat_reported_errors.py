@@ -357,3 +357,31 @@ async def test_an_error_lines_status_and_words_are_the_upstreams(
     failure = await streamed_failure(loopback, event + b"data: [DONE]\n\n")
     assert failure.status == status
     assert failure.message == f"Model server 'up' failed mid-stream: {said}"
+
+
+@pytest.mark.parametrize(
+    "completion",
+    [
+        pytest.param({"choices": [], "service_tier": "error"}, id="no-choice"),
+        pytest.param({"object": "list", "data": ["abort"]}, id="no-choices"),
+        pytest.param({"choices": ["abort"]}, id="a-choice-no-object"),
+        pytest.param({"choices": [{"finish_reason": ["error"]}]}, id="a-reason-no-string"),
+    ],
+)
+async def test_a_forwarded_answer_naming_error_or_abort_elsewhere_is_relayed_as_it_came(
+    loopback: Loopback, completion: dict[str, object]
+) -> None:
+    """A whole answer that says ``"error"`` or ``"abort"`` but neither is an error alone
+    nor has a first choice giving up on it (no choice, none an object) is no failure:
+    relayed as it came, as any answer a client reads itself."""
+
+    async def answers(request: web.Request) -> web.Response:
+        return web.json_response(completion)
+
+    client = UpstreamClient(UpstreamTarget("up", await loopback.serve(answers)))
+    backend = OpenAIChatBackend(loopback.adopt(client))
+    relay = await backend.forward_chat(b'{"model": "m", "messages": []}')
+    try:
+        assert orjson.loads(b"".join([c async for c in relay.chunks()])) == completion
+    finally:
+        await relay.aclose()
