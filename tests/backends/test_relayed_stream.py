@@ -244,6 +244,7 @@ async def test_a_stream_that_mentions_errors_is_relayed_as_it_came(
     """Words and fields that name an error inside an answer's chunks report none."""
     chunks = [
         b": error: not an event\n\n",
+        b': {"error": {"message": "a comment"}}\n\n',
         ROLE,
         b'data: {"choices":[{"index":0,"delta":{"content":"error: \\"error\\"\\nerror:"}}]}\n\n',
         b'data: {"error":null,"choices":[{"index":0,"delta":{"content":"x"}}]}\n\n',
