@@ -231,6 +231,17 @@ async def test_a_stream_failing_part_way_relays_its_output_then_raises(
     same(error, await streamed_failure(loopback, ROLE + OUTPUT + event))
 
 
+async def test_the_events_relayed_before_an_error_are_its_output_estimate(
+    loopback: Loopback,
+) -> None:
+    """Each event relayed counts toward the relay's output estimate (what a stream whose
+    usage never came is charged), the one read with the error event after it too."""
+    relay = await forwarded(loopback, ROLE, OUTPUT + b"data: " + VLLM + b"\n\n" + DONE)
+    relayed, _ = await relayed_until(relay)
+    assert relayed == ROLE + OUTPUT
+    assert relay.output_estimate() == 2
+
+
 async def test_a_failed_opening_is_charged_nothing(loopback: Loopback) -> None:
     relay = await forwarded(loopback, b"data: " + VLLM + b"\n\n" + DONE)
     await relayed_until(relay)
