@@ -477,14 +477,18 @@ async def test_an_error_read_with_the_ordinary_event_before_it_ends_the_stream(
 
 
 @pytest.mark.parametrize("done", [DONE, b""], ids=["done", "no-done"])
-@pytest.mark.parametrize("named", [b"event: error\n", b"event: error\nid: 7\n"], ids=["", "id"])
+@pytest.mark.parametrize(
+    "named",
+    [b"event: error\n", b"event:error\n", b"event: error\nid: 7\n"],
+    ids=["spaced", "unspaced", "id"],
+)
 async def test_an_error_event_a_read_of_one_ordinary_event_named_is_told_at_the_end(
     loopback: Loopback, done: bytes, named: bytes
 ) -> None:
     """A read of one ordinary event that also holds an ``event: error`` line and the first
     byte of that event's data line is relayed unread, and so is the rest of the line,
     whose words say ``error`` no more: the stream's end, read from its last reads, tells
-    the event's name (after its space) and ends the stream with the error a run gets, that
+    the event's name (after a space, if any) and ends the stream with the error a run gets, that
     of its data (not of a field between)."""
     writes = [ROLE, OUTPUT + named + b"d", b"ata: the engine stopped\n\n", done]
     body = b"".join(writes)
