@@ -157,12 +157,7 @@ async def test_a_forwarded_answer_that_mentions_an_error_is_relayed_as_it_came(
         "choices": [{"index": 0, "message": {"role": "assistant", "content": '"error"'}}],
         "error": None,
     }
-
-    async def answers(request: web.Request) -> web.Response:
-        return web.json_response(completion)
-
-    client = UpstreamClient(UpstreamTarget("up", await loopback.serve(answers)))
-    backend = OpenAIChatBackend(loopback.adopt(client))
+    backend = await answering(loopback, completion)
     relay = await backend.forward_chat(b'{"model": "m", "messages": []}')
     relayed = b"".join([chunk async for chunk in relay.chunks()])
     await relay.aclose()
@@ -185,12 +180,7 @@ async def test_a_forwarded_answer_the_server_gave_up_on_is_the_error_a_run_gets(
         "object": "chat.completion",
         "choices": [{"index": 0, "message": message, "finish_reason": reason}],
     }
-
-    async def answers(request: web.Request) -> web.Response:
-        return web.json_response(completion)
-
-    client = UpstreamClient(UpstreamTarget("up", await loopback.serve(answers)))
-    backend = OpenAIChatBackend(loopback.adopt(client))
+    backend = await answering(loopback, completion)
     relay = await backend.forward_chat(b'{"model": "m", "messages": []}')
     try:
         if reason == "stop":
@@ -374,14 +364,19 @@ async def test_a_forwarded_answer_naming_error_or_abort_elsewhere_is_relayed_as_
     """A whole answer that says ``"error"`` or ``"abort"`` but neither is an error alone
     nor has a first choice giving up on it (no choice, none an object) is no failure:
     relayed as it came, as any answer a client reads itself."""
-
-    async def answers(request: web.Request) -> web.Response:
-        return web.json_response(completion)
-
-    client = UpstreamClient(UpstreamTarget("up", await loopback.serve(answers)))
-    backend = OpenAIChatBackend(loopback.adopt(client))
+    backend = await answering(loopback, completion)
     relay = await backend.forward_chat(b'{"model": "m", "messages": []}')
     try:
         assert orjson.loads(b"".join([c async for c in relay.chunks()])) == completion
     finally:
         await relay.aclose()
+
+
+async def answering(loopback: Loopback, completion: dict[str, Any]) -> OpenAIChatBackend:
+    """A backend whose upstream answers ``completion`` whole."""
+
+    async def answers(request: web.Request) -> web.Response:
+        return web.json_response(completion)
+
+    client = UpstreamClient(UpstreamTarget("up", await loopback.serve(answers)))
+    return OpenAIChatBackend(loopback.adopt(client))
