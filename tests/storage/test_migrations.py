@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import secrets
 import sqlite3
 import subprocess
 import sys
@@ -583,3 +584,36 @@ async def test_0014_lets_go_of_conversations_held_by_ended_turns(empty_url: str)
             await conversations.add_items("t", "conv_running", [item])
     finally:
         await store.aclose()
+
+
+async def test_0013_indexes_input_items_whose_ids_are_too_long_for_an_index(
+    empty_url: str,
+) -> None:
+    """Earlier releases kept an input item's id however long (no index held it); one
+    longer than PostgreSQL's index row (2704 bytes) failed the index's creation, and so
+    every start. Such an id names nothing now (:func:`.schema.indexable_id`): the upgrade
+    keeps its item unindexed."""
+    await asyncio.to_thread(command.upgrade, alembic_config(empty_url), "0012")
+    long_id = "msg_" + secrets.token_urlsafe(3000)  # incompressible
+    engine = create_engine(empty_url)
+    try:
+        async with engine.begin() as connection:
+            await connection.execute(_PLANT_RESPONSE, {"response": "resp_1", "status": "completed"})
+            await connection.execute(
+                text(
+                    "INSERT INTO items (tenant_id, response_id, role, position, item_id, body)"
+                    " VALUES ('t', 'resp_1', 'input', :p, :i, '{}')"
+                ),
+                [{"p": 0, "i": long_id}, {"p": 1, "i": "msg_short"}],
+            )
+    finally:
+        await engine.dispose()
+
+    await migrate(empty_url)
+    engine = create_engine(empty_url)
+    try:
+        async with engine.connect() as connection:
+            read = text("SELECT item_id FROM items ORDER BY position")
+            assert list((await connection.execute(read)).scalars()) == [None, "msg_short"]
+    finally:
+        await engine.dispose()
