@@ -586,6 +586,33 @@ async def test_0014_lets_go_of_conversations_held_by_ended_turns(empty_url: str)
         await store.aclose()
 
 
+async def test_0014_lets_go_of_conversations_whose_ended_holder_was_swept(
+    empty_url: str,
+) -> None:
+    """A conversation whose holder a retention sweep of an earlier release had already
+    deleted was refused every later turn and append for ever: a holder's row is there
+    while it holds the lock (inserted in the claim's transaction, deleted only once
+    ended), so a missing one has ended too."""
+    await asyncio.to_thread(command.upgrade, alembic_config(empty_url), "0013")
+    engine = create_engine(empty_url)
+    try:
+        async with engine.begin() as connection:
+            values = {"conversation": "conv_swept", "response": "resp_swept"}
+            await connection.execute(_PLANT_CONVERSATION, values)
+    finally:
+        await engine.dispose()
+
+    await migrate(empty_url)
+    store = open_store(empty_url)
+    try:
+        item = {"type": "message", "role": "user", "content": "k"}
+        added = await SqlConversationStore(store).add_items("t", "conv_swept", [item])
+        assert added is not None
+        assert [i["content"] for i in added] == ["k"]
+    finally:
+        await store.aclose()
+
+
 async def test_0013_indexes_input_items_whose_ids_are_too_long_for_an_index(
     empty_url: str,
 ) -> None:

@@ -28,7 +28,7 @@ refused turn afterwards by its missing row.
 
 A holder whose response has ended is stale and loses the lock (an end written without
 letting go: an earlier release's start-up marking of a dead process's turn as failed;
-migration ``0014`` lets go of those, before a retention sweep can delete their rows).
+migration ``0014`` lets go of those, and of those whose rows a retention sweep deleted).
 The test is that the holder's row *exists and has ended*, never that no unfinished row
 exists: on PostgreSQL a claim that waited for a concurrent claim's commit re-checks the
 updated row, but its subquery still reads its own snapshot, in which the winner's new

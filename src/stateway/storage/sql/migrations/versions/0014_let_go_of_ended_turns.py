@@ -10,9 +10,13 @@ such a conversation (its holder has ended), but only while the holder's row is t
 once ``[storage] retention`` deleted that response, nothing told that the holder had
 ended, and every later turn and item append on the conversation was refused (409
 ``conversation_locked``) for ever. Every conversation whose holder has ended is let go
-now, before any sweep. A holder still running keeps its conversation: the test is the
-one a claim makes (the holder's row exists and has ended), so a claim committing
-meanwhile is never undone. Going back leaves them let go.
+now, before any sweep, and so is every conversation whose holder's row a sweep already
+deleted (a holder's row is inserted in the transaction that takes the lock, and deleted
+only once it has ended). A holder still running keeps its conversation, and so does a
+claim committing meanwhile: a conversation is let go only if still held by the holder it
+was seen held by (on PostgreSQL a row a claim updated meanwhile is re-checked as updated,
+but a subquery about its holder would read a snapshot missing the claim's new row).
+Going back leaves them let go.
 """
 
 from __future__ import annotations
@@ -29,11 +33,15 @@ depends_on: str | Sequence[str] | None = None
 
 _LET_GO = sa.text(
     "UPDATE conversations SET active_response_id = NULL"
-    " WHERE active_response_id IS NOT NULL AND EXISTS ("
-    "  SELECT 1 FROM responses WHERE responses.tenant_id = conversations.tenant_id"
-    "  AND responses.id = conversations.active_response_id"
-    "  AND responses.status NOT IN ('queued', 'in_progress'))"
+    " WHERE (tenant_id, id, active_response_id) IN ("
+    "  SELECT held.tenant_id, held.id, held.active_response_id FROM conversations AS held"
+    "  WHERE held.active_response_id IS NOT NULL AND NOT EXISTS ("
+    "   SELECT 1 FROM responses WHERE responses.tenant_id = held.tenant_id"
+    "   AND responses.id = held.active_response_id"
+    "   AND responses.status IN ('queued', 'in_progress')))"
 )
+"""The conversations whose holder has ended, or whose holder's row is gone, let go of, by
+the holder each was seen held by: a claim committing meanwhile names another."""
 
 
 def upgrade() -> None:
