@@ -96,6 +96,8 @@ from sqlalchemy import (
 
 INPUT: Final = "input"
 OUTPUT: Final = "output"
+"""Values of ``items.role``. ``'input' < 'output'``, so ordering by role puts a response's
+input items before its output items."""
 
 MAX_ITEM_ID_BYTES: Final = 1024
 """The longest item id (UTF-8) kept as an indexed id, in a response's items and a
@@ -114,9 +116,6 @@ def indexable_id(item_id: object) -> TypeGuard[str]:
         and len(item_id.encode()) <= MAX_ITEM_ID_BYTES
     )
 
-
-"""Values of ``items.role``. ``'input' < 'output'``, so ordering by role puts a response's
-input items before its output items."""
 
 NAMING_CONVENTION: Final = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
