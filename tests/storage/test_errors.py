@@ -187,6 +187,7 @@ async def test_connections_the_server_ended_are_replaced_before_any_read_uses_th
 ) -> None:
     """The driver sees the server end an idle connection: the pool replaces it (and every
     connection as old) when it is next taken, so no read fails on it."""
+    await migrate(postgres_url)  # the ping reads the schema: a database never migrated fails it
     store = open_store(postgres_url)
     admin = await asyncpg.connect(postgres_url, timeout=5)
     try:
