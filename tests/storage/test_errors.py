@@ -13,9 +13,9 @@ from pathlib import Path
 import asyncpg
 import pytest
 from sqlalchemy import text
-from sqlalchemy.exc import CompileError, IntegrityError, OperationalError
+from sqlalchemy.exc import CompileError, DataError, IntegrityError, OperationalError
 
-from stateway.core.errors import StorageError
+from stateway.core.errors import StorageError, StorageRejected
 from stateway.core.ports import ResponseRecord
 from stateway.storage.sql import SqlResponseStore, migrate, open_store
 from stateway.storage.sql import ping as ping_module
@@ -114,10 +114,56 @@ def test_the_reason_is_the_first_line_of_the_drivers_error_or_its_class(
 )
 def test_rejected_writes_say_so(failure: Exception) -> None:
     with (
-        pytest.raises(StorageError, match="rejected the data while saving"),
+        pytest.raises(StorageRejected, match="rejected the data while saving"),
         storage_errors("saving"),
     ):
         raise failure
+
+
+def _sqlite_error(code: int) -> sqlite3.Error:
+    error = sqlite3.OperationalError("refused")
+    error.sqlite_errorcode = code
+    return error
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        DataError("UPDATE t", {}, Exception("value out of range")),
+        asyncpg.NumericValueOutOfRangeError("integer out of range"),
+        asyncpg.UntranslatableCharacterError("unsupported Unicode escape sequence"),
+        asyncpg.ProgramLimitExceededError("index row size 3000 exceeds btree maximum"),
+        sqlite3.DataError("string or blob too big"),
+        _sqlite_error(sqlite3.SQLITE_TOOBIG),
+        _sqlite_error(sqlite3.SQLITE_CONSTRAINT_CHECK),
+        _sqlite_error(sqlite3.SQLITE_MISMATCH),
+    ],
+)
+def test_data_the_database_cannot_hold_is_rejected_not_an_outage(failure: Exception) -> None:
+    """A value out of range, a row past the database's limits: sent again, refused again."""
+    with (
+        pytest.raises(StorageRejected, match="rejected the data while saving"),
+        storage_errors("saving"),
+    ):
+        raise failure
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        OperationalError("UPDATE t", {}, Exception("server closed")),
+        asyncpg.ConnectionDoesNotExistError("connection was closed"),
+        asyncpg.QueryCanceledError("canceling statement due to statement timeout"),
+        asyncpg.SerializationError("could not serialize access"),
+        asyncpg.DiskFullError("could not extend file"),
+        _sqlite_error(sqlite3.SQLITE_BUSY),
+        _sqlite_error(sqlite3.SQLITE_IOERR),
+    ],
+)
+def test_an_outage_is_not_a_rejection(failure: Exception) -> None:
+    with pytest.raises(StorageError) as caught, storage_errors("saving"):
+        raise failure
+    assert not isinstance(caught.value, StorageRejected)
 
 
 @pytest.mark.parametrize("bug", [CompileError("bad statement"), ValueError("bad value")])

@@ -74,6 +74,8 @@ Import the tree from here. Its branches are kept one concept to a module:
     │   ├── Overloaded            code=overloaded (the gateway's own queue)
     │   ├── StorageError          code=storage_unavailable, Retry-After: 5 (an outage of
     │   │   │                         the database or Redis: OUTAGE_RETRY_AFTER)
+    │   │   ├── StorageRejected   (the database refused the data itself: a constraint, a
+    │   │   │                     value or row it cannot hold; sent again, refused again)
     │   │   └── StorageNotWritable    (the database answers, refuses every write; the
     │   │       │                     message names why, readiness fails until one lands)
     │   │       ├── StorageFull   code=storage_full (its disk, or its size limit)
@@ -149,6 +151,7 @@ from stateway.core.errors.unavailable import (
     StorageLocked,
     StorageNotWritable,
     StorageReadOnly,
+    StorageRejected,
     StorageTableLocked,
     StorageWriteFailed,
     Unavailable,
@@ -211,6 +214,7 @@ __all__ = [
     "StorageLocked",
     "StorageNotWritable",
     "StorageReadOnly",
+    "StorageRejected",
     "StorageTableLocked",
     "StorageWriteFailed",
     "ThreadAlreadyContinued",

@@ -73,6 +73,14 @@ class StorageError(Unavailable):
         return error
 
 
+class StorageRejected(StorageError):
+    """The database refused the data itself, not for want of a database: a constraint
+    broken (a duplicate key), a value it cannot hold, a row past its limits (too big for
+    an index, out of range). The same data is refused again however often it is sent;
+    other data is not, so the code stays ``storage_unavailable`` (a retry of the request
+    makes its data anew)."""
+
+
 class StorageNotWritable(StorageError):
     """The database answers but refuses every write, for a cause that outlasts the write
     (no space, a read-only server): it ends each message with :attr:`cause`, and fails

@@ -14,6 +14,10 @@ line that attaches the error's traceback shows SQLAlchemy's error it was raised 
 engine leaves out the values bound to the statement (a prompt, a sealed secret:
 ``HIDE_PARAMETERS`` in :mod:`~stateway.storage.sql.engine`).
 
+A database that refuses the data itself (a duplicate key, a broken constraint, a value
+or a row it cannot hold: :func:`rejected`) raises :class:`StorageRejected`: the same data
+is refused again, which an outage's retry must not wait for.
+
 A database that refuses writes for a cause that outlasts the write is named, by the
 driver's structured code (:func:`refusal`): out of space (SQLite's ``SQLITE_FULL``, a full
 disk or the file at its ``max_page_count``; PostgreSQL's ``disk_full``) is
@@ -42,6 +46,7 @@ import asyncpg  # type: ignore[import-untyped]  # asyncpg ships no type informat
 from sqlalchemy.exc import (
     ArgumentError,
     CompileError,
+    DataError,
     DBAPIError,
     IntegrityError,
     SQLAlchemyError,
@@ -54,6 +59,7 @@ from stateway.core.errors import (
     StorageLocked,
     StorageNotWritable,
     StorageReadOnly,
+    StorageRejected,
     StorageTableLocked,
     StorageWriteFailed,
 )
@@ -69,10 +75,23 @@ DATABASE_ERRORS: Final[tuple[type[Exception], ...]] = (
 
 REJECTIONS: Final[tuple[type[Exception], ...]] = (
     IntegrityError,
+    DataError,
     sqlite3.IntegrityError,  # the writers run their statements on the drivers themselves
+    sqlite3.DataError,
     asyncpg.IntegrityConstraintViolationError,
+    asyncpg.DataError,
 )
-"""The database refused the data (a duplicate key, a broken constraint), not a failure."""
+"""The database refused the data (a duplicate key, a broken constraint, a value it cannot
+hold), not a failure: :class:`StorageRejected`."""
+
+_REJECTED_CLASSES: Final = frozenset({"22", "23", "54"})
+"""PostgreSQL's SQLSTATE classes of data refused: ``data_exception`` (a value out of range,
+a character it cannot hold), ``integrity_constraint_violation``, ``program_limit_exceeded``
+(a row too big for an index): by their first two characters."""
+_REJECTED_SQLITE: Final = frozenset(
+    {sqlite3.SQLITE_CONSTRAINT, sqlite3.SQLITE_TOOBIG, sqlite3.SQLITE_MISMATCH}
+)
+"""SQLite's primary result codes of data refused."""
 
 _MAX_REASON = 300
 
@@ -106,9 +125,10 @@ def storage_errors(action: str, refusals: WriteRefusals | None = None) -> Iterat
         yield
     except (CompileError, ArgumentError):
         raise  # a bug in a statement, not a storage failure
-    except REJECTIONS as exc:
-        raise _failed(f"Storage rejected the data while {action}.", exc) from exc
     except DATABASE_ERRORS as exc:
+        if rejected(exc):
+            message = f"Storage rejected the data while {action}."
+            raise _failed(message, exc, StorageRejected) from exc
         kind = refusal(exc) or StorageError
         failed = _failed(f"Storage failed while {action}.", exc, kind)
         if refusals is not None and isinstance(failed, StorageNotWritable):
@@ -127,6 +147,19 @@ def refusal(failure: BaseException) -> type[StorageNotWritable] | None:
         return _SQLITE_CODES.get(code) or _SQLITE_CODES.get(code & _PRIMARY_CODE)
     state = getattr(driver, "sqlstate", None)  # asyncpg's, and SQLAlchemy's adapted ones
     return _SQLSTATES.get(state) if isinstance(state, str) else None
+
+
+def rejected(failure: BaseException) -> bool:
+    """Whether ``failure`` is the database refusing the data itself (sent again, refused
+    again), by its class or the driver's code: not an outage."""
+    if isinstance(failure, REJECTIONS):
+        return True
+    driver = failure.orig if isinstance(failure, DBAPIError) else failure
+    code = getattr(driver, "sqlite_errorcode", None)
+    if isinstance(code, int):
+        return code & _PRIMARY_CODE in _REJECTED_SQLITE
+    state = getattr(driver, "sqlstate", None)
+    return isinstance(state, str) and state[:2] in _REJECTED_CLASSES
 
 
 def _failed(
