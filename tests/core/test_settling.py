@@ -10,7 +10,7 @@ import pytest
 
 from stateway.core import events as ev
 from stateway.core import settling
-from stateway.core.errors import StorageError
+from stateway.core.errors import StorageError, StorageRejected
 from stateway.core.generation_settings import GenerationSettings
 from stateway.core.ports import EventBatch, ResponseRecord
 from stateway.core.response import ResponseState, started_record
@@ -235,3 +235,123 @@ async def test_a_terminal_event_that_fails_twice_is_the_storage_error() -> None:
     with pytest.raises(StorageError):
         await store_failed(store, state, encode)
     assert store.records[KEY].status == "in_progress"
+
+
+class RefusingStore(MemoryStore):
+    """A store that refuses the data of an end (a value the database cannot hold): one with
+    output while ``refuse_output``, any while ``refuse_all``; ``outages`` ends fail as an
+    outage first. ``tries`` counts the ends given."""
+
+    def __init__(self, *, refuse_all: bool = False, outages: int = 0) -> None:
+        super().__init__()
+        self.refuse_all = refuse_all
+        self.outages = outages
+        self.tries: list[ResponseRecord] = []
+
+    async def finish(self, record: ResponseRecord) -> bool:
+        self.tries.append(record)
+        if self.outages:
+            self.outages -= 1
+            raise StorageError("Storage failed while saving a response.")
+        if self.refuse_all or record.output_items:
+            raise StorageRejected("Storage rejected the data while saving a response.")
+        return await super().finish(record)
+
+
+def stored_error() -> dict[str, object]:
+    return {
+        "code": "storage_unavailable",
+        "message": "The response could not be stored: the database refused its output,"
+        " which is left out.",
+        "status": 503,
+    }
+
+
+async def with_output(store: MemoryStore, *, background: bool = False) -> ResponseState:
+    state = await in_progress(store, background=background)
+    state.output = [{"type": "message", "id": "msg_1", "role": "assistant", "content": []}]
+    return state
+
+
+async def test_an_end_whose_data_is_refused_is_stored_without_its_output(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Sent again, the same output is refused again: the end is stored without it, at once,
+    so the row is failed (its conversation let go), not left in progress for ever."""
+    store = RefusingStore()
+    state = await with_output(store, background=True)
+    fanout = MemoryFanout()
+    settler = Settler(store, encode, fanout=fanout, first_pause=0.001, max_pause=0.002)
+    settler.settle(state, None)
+    await asyncio.wait_for(settler.settled(), 5)
+    stored = store.records[KEY]
+    assert stored.status == "failed"
+    assert stored.output_items == []
+    assert stored.body["error"] == stored_error()
+    tried = [bool(r.output_items) for r in store.tries]
+    assert tried == [True, True, False], "refused, and again after its log is read anew"
+    assert state.output, "the run's own state is left as its clients saw it"
+    assert settler.pending(*KEY) is None
+    errors = [r for r in caplog.records if r.levelname == "ERROR"]
+    assert [r.getMessage() for r in errors] == [
+        "the database refused the end of response resp_1 (Storage rejected the data while"
+        " saving a response.): storing it without its output"
+    ]
+    assert "failed again" not in caplog.text
+    (published,) = fanout.published
+    assert orjson.loads(published[2].payloads[0]) == {"seq": 0, "status": "failed"}
+
+
+async def test_a_pending_end_becomes_the_one_stored_once_its_output_is_refused() -> None:
+    """A retrieve meanwhile is answered with the end that will be stored: without output."""
+    store = RefusingStore()
+    state = await with_output(store)
+    gate, reached = asyncio.Event(), asyncio.Event()
+    finish = store.finish
+
+    async def held(record: ResponseRecord) -> bool:
+        if not record.output_items:
+            reached.set()
+            await gate.wait()
+        return await finish(record)
+
+    store.finish = held  # type: ignore[method-assign]
+    settler = Settler(store, encode, first_pause=0.001)
+    settler.settle(state, None)
+    assert settler.pending(*KEY) is state
+    await asyncio.wait_for(reached.wait(), 5)
+    shown = settler.pending(*KEY)
+    assert shown is not None
+    assert (shown.output, shown.status, shown.error) == ([], "failed", stored_error())
+    gate.set()
+    await asyncio.wait_for(settler.settled(), 5)
+    assert settler.pending(*KEY) is None
+
+
+async def test_an_end_refused_even_without_its_output_is_given_up(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    store = RefusingStore(refuse_all=True)
+    state = await with_output(store)
+    settler = Settler(store, encode, first_pause=0.001, max_pause=0.002)
+    settler.settle(state, None)
+    await asyncio.wait_for(settler.settled(), 5)
+    assert len(store.tries) == 2
+    assert store.records[KEY].status == "in_progress"
+    assert settler.pending(*KEY) is None, "nothing is held for it"
+    assert (
+        "the database refused the end of response resp_1 even without its output: it is left"
+        " in progress (Storage rejected the data while saving a response.)" in caplog.text
+    )
+    assert "unexpectedly" not in caplog.text
+
+
+async def test_an_outage_after_a_refusal_is_retried_without_the_output() -> None:
+    store = RefusingStore(outages=1)
+    state = await with_output(store)
+    settler = Settler(store, encode, first_pause=0.001, max_pause=0.002)
+    settler.settle(state, None)
+    await asyncio.wait_for(settler.settled(), 5)
+    assert [bool(r.output_items) for r in store.tries] == [True, True, False]
+    assert store.records[KEY].status == "failed"
+    assert store.records[KEY].output_items == []

@@ -11,6 +11,11 @@ judging publishes it). A row another process ended meanwhile (lease judging) is 
 is. That terminal event is numbered after the last event stored, which may be below the
 number this process's own clients saw it under: they were told the end already.
 
+An outage passes; the database refusing the data itself (:class:`StorageRejected`: a
+constraint, a value or row it cannot hold) does not, so such an end is not retried as it
+is: it is written at once without its output (:func:`without_output`), and given up when
+even that is refused (logged, the row left in progress, as when the process stops).
+
 Until it lands, that end is still this process's answer for the response: a retrieve, a
 cancel or a watch asks :meth:`Settler.pending` before it takes the in-progress row for a
 run going on (here it has ended; elsewhere it would be judged running in another process).
@@ -19,11 +24,13 @@ run going on (here it has ended; elsewhere it would be judged running in another
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
+from dataclasses import dataclass
 from typing import Final
 
 from stateway.core.coordination import EventFanout
-from stateway.core.errors import StorageError
+from stateway.core.errors import StorageError, StorageRejected
 from stateway.core.events import ResponseFinished
 from stateway.core.journal import EventDecoder, EventEncoder
 from stateway.core.logged_output import logged_output
@@ -35,6 +42,10 @@ log = logging.getLogger(__name__)
 FIRST_PAUSE: Final = 1.0
 """Seconds before the first retry; each failure doubles the pause."""
 MAX_PAUSE: Final = 30.0
+REFUSED_OUTPUT: Final = (
+    "The response could not be stored: the database refused its output, which is left out."
+)
+"""The stored error's message of an end stored without its output (:func:`without_output`)."""
 
 
 async def store_failed(
@@ -83,8 +94,32 @@ def terminal_batch(last: int, state: ResponseState, encode: EventEncoder) -> Eve
     return EventBatch(last + 1, [encode(last + 1, ResponseFinished(state))])
 
 
+def without_output(state: ResponseState) -> ResponseState:
+    """``state``'s end as stored once the database refused its data (:class:`StorageRejected`:
+    sent again, refused again): without its output, the part a run's end adds that can
+    be of any size or content, and with an error saying so (its code as its clients were
+    told). ``state`` itself is left as they saw it."""
+    stripped = copy.copy(state)
+    stripped.output = []
+    told = state.error or {"code": StorageRejected.code, "status": StorageRejected.status}
+    stripped.error = {**told, "message": REFUSED_OUTPUT}
+    return stripped
+
+
+@dataclass(slots=True)
+class _Pending:
+    state: ResponseState
+    """The end to store: the run's, or once its data was refused, that end without output."""
+    stripped: bool = False
+
+
 class Settler:
-    """Retries, in tasks of its own, the failed ends whose save failed."""
+    """Retries, in tasks of its own, the failed ends whose save failed: for as long as the
+    database is away (an outage), but not an end whose data it refuses
+    (:class:`StorageRejected`): that end is stored at once without its output
+    (:func:`without_output`), and given up when even that is refused (logged; the row left
+    in progress, for start-up marking or another process's lease judging once this
+    process stops)."""
 
     def __init__(
         self,
@@ -101,12 +136,13 @@ class Settler:
         self._first = first_pause
         self._max = max_pause
         self._tasks: set[asyncio.Task[None]] = set()
-        self._pending: dict[tuple[str, str], ResponseState] = {}
+        self._pending: dict[tuple[str, str], _Pending] = {}
         self._closed = False
 
     def pending(self, tenant_id: str, response_id: str) -> ResponseState | None:
         """The failed end of ``response_id`` given to be stored and not stored yet."""
-        return self._pending.get((tenant_id, response_id))
+        entry = self._pending.get((tenant_id, response_id))
+        return None if entry is None else entry.state
 
     def settle(self, state: ResponseState, turn: ConversationTurn | None) -> None:
         """Store ``state``'s failed end (and let ``turn`` go) once the store takes it. Once
@@ -116,14 +152,14 @@ class Settler:
             log.error("response %s is left in progress: the process is stopping", state.id)
             return
         key = (state.tenant_id, state.id)
-        self._pending[key] = state
-        task = asyncio.get_running_loop().create_task(self._retry(state, turn))
-        task.add_done_callback(lambda _: self._forget(key, state))
+        entry = self._pending[key] = _Pending(state)
+        task = asyncio.get_running_loop().create_task(self._retry(entry, turn))
+        task.add_done_callback(lambda _: self._forget(key, entry))
         self._tasks.add(task)
         task.add_done_callback(self._done)
 
-    def _forget(self, key: tuple[str, str], state: ResponseState) -> None:
-        if self._pending.get(key) is state:
+    def _forget(self, key: tuple[str, str], entry: _Pending) -> None:
+        if self._pending.get(key) is entry:
             del self._pending[key]
 
     def _done(self, task: asyncio.Task[None]) -> None:
@@ -131,12 +167,31 @@ class Settler:
         if not task.cancelled() and task.exception() is not None:
             log.error("storing a failed end failed unexpectedly", exc_info=task.exception())
 
-    async def _retry(self, state: ResponseState, turn: ConversationTurn | None) -> None:
+    async def _retry(self, entry: _Pending, turn: ConversationTurn | None) -> None:
         pause = self._first
+        await asyncio.sleep(pause)
         while True:
-            await asyncio.sleep(pause)
+            state = entry.state
             try:
                 terminal = await store_failed(self._store, state, self._encode, turn)
+            except StorageRejected as exc:
+                exc.__traceback__ = None
+                if entry.stripped:
+                    log.error(
+                        "the database refused the end of response %s even without its output:"
+                        " it is left in progress (%s)",
+                        state.id,
+                        exc,
+                    )
+                    return
+                log.error(
+                    "the database refused the end of response %s (%s): storing it without"
+                    " its output",
+                    state.id,
+                    exc,
+                )
+                entry.state, entry.stripped = without_output(state), True
+                continue
             except StorageError as exc:
                 exc.__traceback__ = None  # nothing kept past this attempt
                 pause = min(pause * 2, self._max)
@@ -146,6 +201,7 @@ class Settler:
                     pause,
                     exc,
                 )
+                await asyncio.sleep(pause)
                 continue
             log.warning("stored the failed end of response %s at last", state.id)
             if terminal is not None and self._fanout is not None:
