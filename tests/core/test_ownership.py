@@ -6,8 +6,10 @@ from dataclasses import replace
 from pathlib import Path
 
 import orjson
+import pytest
 
 from stateway.core import events as ev
+from stateway.core.errors import StorageRejected
 from stateway.core.ownership import ProcessIdentity, _start_time, fail_abandoned
 from stateway.core.ports import ConversationTurn, EventBatch, ResponseRecord
 from stateway.protocols.responses.event_log import decode_event_json
@@ -254,3 +256,40 @@ async def test_a_dead_turn_lets_its_conversation_go_and_adds_nothing() -> None:
     assert await fail_abandoned(store, me, encode_event_json, decode_event_json) == 2
 
     assert ends == {"turn": ConversationTurn("conv_1"), "plain": None}
+
+
+class RefusingOutput(MemoryStore):
+    """A database refusing the data of any end with output (a value it cannot hold)."""
+
+    async def finish(self, record: ResponseRecord) -> bool:
+        if record.output_items:
+            raise StorageRejected("Storage rejected the data while saving a response.")
+        return await super().finish(record)
+
+
+async def test_a_dead_run_whose_logged_output_is_refused_is_failed_without_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Sent again, the same output is refused again: rather than fail every start (or
+    every lease judging), the response is failed without it."""
+    store = RefusingOutput()
+    await store.save(in_progress("logged", DEAD, background=True))
+    done = {"id": "fc_1", "type": "function_call", "status": "completed", "call_id": "c"}
+    done |= {"name": "f", "arguments": "{}"}
+    events = [
+        ev.ItemAdded(0, {**done, "status": "in_progress", "arguments": ""}),
+        ev.ItemDone(0, done),
+    ]
+    logged = [encode_event_json(seq, event) for seq, event in enumerate(events)]
+    await store.append_events("t", "logged", EventBatch(0, logged))
+
+    me = ProcessIdentity.current()
+    assert await fail_abandoned(store, me, encode_event_json, decode_event_json) == 1
+
+    record = store.records["t", "logged"]
+    assert (record.status, record.output_items) == ("failed", [])
+    terminal = orjson.loads(store.events["t", "logged"][-1])
+    assert (terminal["type"], terminal["sequence_number"]) == ("response.failed", 2)
+    assert terminal["response"]["output"] == []
+    assert terminal["response"]["error"]["code"] == "server_restarted"
+    assert "the database refused the logged output of response logged" in caplog.text

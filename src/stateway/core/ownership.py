@@ -35,6 +35,7 @@ from stateway.core.errors import (
     StorageError,
     StorageFull,
     StorageReadOnly,
+    StorageRejected,
     StorageWriteFailed,
 )
 from stateway.core.journal import EventDecoder, EventEncoder
@@ -169,11 +170,25 @@ async def fail_owned(
     usage stays unknown (null), and a conversation turn adds nothing to its conversation,
     as a cancelled one does not (:func:`~.response.turn_end`), and lets it go with the
     same write: a lock whose holder has ended is free anyway, but only while that row is
-    stored (the retention purges it in time)."""
+    stored (the retention purges it in time). An output the database refuses
+    (:class:`~stateway.core.errors.StorageRejected`: refused again however often it is
+    sent) is left out, so that the row is failed all the same."""
     state = load_state(record.tenant_id, record.body, [])
     state.fail(ServerRestarted())
     state.completed_at = None
-    return await store_failed(store, state, encode, turn_end(state, []), decode=decode)
+    turn = turn_end(state, [])
+    try:
+        return await store_failed(store, state, encode, turn, decode=decode)
+    except StorageRejected as exc:
+        if not state.output:
+            raise
+        log.error(
+            "the database refused the logged output of response %s (%s): failing it without",
+            record.id,
+            exc,
+        )
+    state.output = []
+    return await store_failed(store, state, encode, turn)
 
 
 def end_as_stored(state: ResponseState, stored: ResponseRecord | None) -> GatewayError | None:
