@@ -63,3 +63,25 @@ async def test_shutdown_ends_a_retention_sweep_still_deleting(
     async with app.router.lifespan_context(app):
         await asyncio.wait_for(purger.started.wait(), 5)
     assert purger.cancelled
+
+
+async def test_deleted_conversations_are_erased_without_a_retention(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No ``[storage] retention``: start-up still sweeps, to erase deleted conversations
+    (no response is deleted), and shutdown ends the sweep."""
+    monkeypatch.delenv("STATEWAY_RETENTION", raising=False)
+    flags = Overrides(upstream="http://127.0.0.1:9/v1")
+    responses, conversations = HeldPurger(), HeldPurger()
+    parts = build_gateway(
+        compile_generation(flags),
+        flags,
+        MemoryStore(),
+        purger=responses,
+        conversation_purger=conversations,
+    )
+    app = build_app(parts)
+    async with app.router.lifespan_context(app):
+        await asyncio.wait_for(conversations.started.wait(), 5)
+    assert conversations.cancelled
+    assert not responses.started.is_set()

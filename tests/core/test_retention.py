@@ -1,5 +1,6 @@
 """The retention sweeper: what it asks the store to delete, batch after batch, and how
-often; a failed sweep is logged and the next one tries again."""
+often; a failed sweep is logged and the next one tries again. Deleted conversations are
+erased by every sweep, retention or not."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import logging
 import pytest
 
 from stateway.core.errors import StorageError
-from stateway.core.retention import BATCH, RetentionSweeper
+from stateway.core.retention import BATCH, CONVERSATIONS, RetentionSweeper
 
 
 class Purger:
@@ -84,3 +85,34 @@ async def test_closing_stops_the_sweeps() -> None:
 
 async def test_closing_one_never_started_is_fine() -> None:
     await RetentionSweeper(Purger(), 2.0).aclose()
+
+
+async def test_deleted_conversations_are_erased_batch_after_batch_without_a_retention() -> None:
+    """No grace: what was deleted before the sweep began goes."""
+    conversations = Purger(CONVERSATIONS, 3)
+    sweeper = RetentionSweeper(None, None, conversations=conversations, clock=lambda: 10_000.0)
+    assert await sweeper.erase() == CONVERSATIONS + 3
+    assert conversations.calls == [(10_000.0, CONVERSATIONS)] * 2
+    assert await sweeper.sweep() == 0, "without a retention, no response is deleted"
+    assert sweeper.pause == 3600.0
+
+
+async def test_each_sweep_erases_deleted_conversations_even_when_deleting_responses_failed(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    responses = Purger(StorageError("Storage failed."))
+    conversations = Purger(3)
+    purged: list[int] = []
+    sweeper = RetentionSweeper(responses, 2.0, conversations=conversations, purged=purged.append)
+    with caplog.at_level(logging.INFO, logger="stateway.core.retention"):
+        sweeper.start()
+        try:
+            await asyncio.wait_for(conversations.called.wait(), 5)
+        finally:
+            await sweeper.aclose()
+    lines = [r.getMessage() for r in caplog.records if r.name == "stateway.core.retention"]
+    assert lines == [
+        "deleting responses older than the retention failed",
+        "erased 3 deleted conversations",
+    ]
+    assert purged == [3]

@@ -1,6 +1,7 @@
 """``[storage] retention`` with the real ``openai`` SDK: a response older than it is gone
 (a 404; a ``previous_response_id`` naming it a 400), a background run is kept while it
-runs however old it gets, and conversations are kept.
+runs however old it gets, and conversations are kept until deleted; a deleted one is
+erased with its items.
 
 SQLite only, on purpose: a sweep deletes every old enough response in the database, and
 the PostgreSQL database the suite shares holds every other test's rows.
@@ -8,9 +9,12 @@ the PostgreSQL database the suite shares holds every other test's rows.
 
 from __future__ import annotations
 
+import sqlite3
 import time
 import urllib.request
 from collections.abc import Iterator
+from contextlib import closing
+from pathlib import Path
 
 import openai
 import pytest
@@ -20,11 +24,16 @@ from stateway.launch import start_gateway
 
 MODEL = "fake-model"
 DELETED = "stateway_responses_deleted_total "
+PURGED = "stateway_conversations_purged_total "
 
 
 @pytest.fixture(scope="module")
-def client(fake_upstream: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OpenAI]:
-    database = tmp_path_factory.mktemp("retention") / "stateway.db"
+def database(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("retention") / "stateway.db"
+
+
+@pytest.fixture(scope="module")
+def client(fake_upstream: str, database: Path) -> Iterator[OpenAI]:
     args = ["--upstream", fake_upstream, "--database", f"sqlite:///{database}"]
     env = {"STATEWAY_RETENTION": "1s"}  # swept each second
     with (
@@ -48,14 +57,18 @@ def gone(client: OpenAI, response_id: str, within: float = 15.0) -> bool:
 def test_a_response_older_than_the_retention_is_gone(client: OpenAI) -> None:
     first = client.responses.create(model=MODEL, input="hello")
     assert gone(client, first.id)
-    root = str(client.base_url).removesuffix("/").removesuffix("/v1")
-    with urllib.request.urlopen(root + "/metrics", timeout=10) as answer:
-        metrics = answer.read().decode()
-    [counted] = [line for line in metrics.splitlines() if line.startswith(DELETED)]
-    assert float(counted.split()[1]) >= 1
+    assert counted(client, DELETED) >= 1
     with pytest.raises(openai.BadRequestError) as refused:
         client.responses.create(model=MODEL, input="again", previous_response_id=first.id)
     assert refused.value.code == "previous_response_not_found"
+
+
+def counted(client: OpenAI, metric: str) -> float:
+    root = str(client.base_url).removesuffix("/").removesuffix("/v1")
+    with urllib.request.urlopen(root + "/metrics", timeout=10) as answer:
+        metrics = answer.read().decode()
+    [line] = [line for line in metrics.splitlines() if line.startswith(metric)]
+    return float(line.split()[1])
 
 
 def test_a_background_run_is_kept_while_it_runs(client: OpenAI) -> None:
@@ -84,3 +97,29 @@ def test_conversations_are_kept(client: OpenAI) -> None:
     assert len(kept.data) == 3  # the item, and the turn's input and output
     follow = client.responses.create(model=MODEL, input="[[echo]]", conversation=conversation.id)
     assert "keep me" in follow.output_text
+
+
+def test_a_deleted_conversation_is_erased_with_its_items(client: OpenAI, database: Path) -> None:
+    """Not only hidden: its rows, and its items' content with them, leave the database at
+    the next sweep."""
+    conversation = client.conversations.create(items=[{"role": "user", "content": "erase me"}])
+    client.responses.create(model=MODEL, input="[[echo]] and me", conversation=conversation.id)
+    client.conversations.delete(conversation.id)
+    deadline = time.monotonic() + 15
+    while stored(database, conversation.id) != (0, 0):
+        assert time.monotonic() < deadline, "the deleted conversation was never erased"
+        time.sleep(0.2)
+    assert counted(client, PURGED) >= 1
+
+
+def stored(database: Path, conversation_id: str) -> tuple[int, int]:
+    """The rows of the conversation, and of its items."""
+    with closing(sqlite3.connect(f"file:{database}?mode=ro", uri=True)) as connection:
+        [(rows,)] = connection.execute(
+            "SELECT count(*) FROM conversations WHERE id = ?", (conversation_id,)
+        )
+        [(items,)] = connection.execute(
+            "SELECT count(*) FROM conversation_items WHERE conversation_id = ?",
+            (conversation_id,),
+        )
+    return rows, items

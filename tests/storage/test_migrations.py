@@ -25,7 +25,7 @@ from stateway.storage.sql.migrator import HEAD_REVISION, MIGRATIONS_DIR, alembic
 from stateway.storage.sql.retention import SqlResponsePurger
 from stateway.storage.sql.schema import metadata
 
-HEAD = "0014"
+HEAD = "0015"
 _HEAD_TABLES = {
     "responses",
     "items",

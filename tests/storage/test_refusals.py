@@ -1,13 +1,15 @@
 """A lasting refusal met by any write of the store fails its ping (readiness), not only
 one met by a save: a conversation's writes, a response's delete, a lease's heartbeat, a
-retention sweep each run in a transaction of their own, and may be the first to meet it,
-or the only ones for a while. The ping then tries a write of its own until one lands.
+retention sweep, the erasure of deleted conversations each run in a transaction of their
+own, and may be the first to meet it, or the only ones for a while. The ping then tries a
+write of its own until one lands.
 
 SQLite read-only and full as in :mod:`tests.storage.test_unwritable_database`;
 PostgreSQL read-only as a failover to a standby looks (``ReadOnly``)."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -20,7 +22,7 @@ from stateway.core.errors import StorageError
 from stateway.core.ports import ResponseRecord
 from stateway.storage.sql import SqlConversationStore, SqlResponseStore, open_store
 from stateway.storage.sql.leases import SqlOwnerLeases
-from stateway.storage.sql.retention import SqlResponsePurger
+from stateway.storage.sql.retention import SqlConversationPurger, SqlResponsePurger
 from tests.storage.conftest import ReadOnly
 from tests.storage.test_conversations import message
 from tests.storage.test_unwritable_database import (
@@ -64,6 +66,7 @@ class Writers:
     conversations: SqlConversationStore
     leases: SqlOwnerLeases
     purger: SqlResponsePurger
+    erasure: SqlConversationPurger
     tenant: str
 
     @classmethod
@@ -73,14 +76,17 @@ class Writers:
             SqlConversationStore(store),
             SqlOwnerLeases(store),
             SqlResponsePurger(store),
+            SqlConversationPurger(store),
             tenant,
         )
 
     async def prepare(self) -> None:
-        """What each write below changes: a conversation with an item, an old response,
-        this process's lease."""
+        """What each write below changes: a conversation with an item, a deleted one, an
+        old response, this process's lease."""
         conversation = Conversation(self.tenant, "conv_1", 1.0, {})
         await self.conversations.create(conversation, [message("a", "msg_1")])
+        await self.conversations.create(Conversation(self.tenant, "conv_gone", 1.0, {}), [])
+        await self.conversations.delete(self.tenant, "conv_gone")
         await self.store.save(response(self.tenant, "resp_old", created_at=0.5))
         await self.leases.register(OWNER, 10.0)
 
@@ -100,6 +106,7 @@ WRITES: dict[str, Write] = {
     "a lease renewed": lambda w: w.leases.renew(OWNER),
     "owners forgotten": lambda w: w.leases.forget([OWNER]),
     "a retention sweep": lambda w: w.purger.purge(0.75, 100),
+    "deleted conversations erased": lambda w: w.erasure.purge(time.time() + 60, 100),
 }
 
 

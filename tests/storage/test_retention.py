@@ -1,6 +1,7 @@
 """Responses deleted for good once older than the retention, on SQLite and PostgreSQL:
-finished ones only, with their items and event logs, a batch at a time; conversations
-untouched.
+finished ones only, with their items and event logs, a batch at a time; live conversations
+untouched. Deleted conversations erased for good with their items, unless a running turn
+holds one.
 
 The PostgreSQL database is shared with every other test, whose rows are created at 1.0
 or later: these use earlier times, and cut off below 1.0, so a purge takes only theirs.
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -18,8 +20,8 @@ from sqlalchemy.util import await_only
 
 from stateway.core.conversations.ports import Conversation
 from stateway.core.ports import ConversationTurn, EventBatch, ResponseRecord
-from stateway.storage.sql import SqlConversationStore, SqlResponseStore, open_store
-from stateway.storage.sql.retention import SqlResponsePurger
+from stateway.storage.sql import SqlConversationStore, SqlResponseStore, migrate, open_store
+from stateway.storage.sql.retention import SqlConversationPurger, SqlResponsePurger
 from tests.storage.conftest import RecordFactory
 
 CUTOFF = 0.75
@@ -198,3 +200,138 @@ async def test_a_conversation_whose_last_turn_is_gone_takes_the_next(
     after.turn = ConversationTurn("conv_old", seen=1)
     await store.save(after)
     assert await store.get(tenant, "resp_after") is not None
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def own_url(request: pytest.FixtureRequest, sqlite_url: str) -> str:
+    """A database of the test's own: every gateway sweeping the PostgreSQL database the
+    suite shares erases the deleted conversations it finds there, whenever deleted."""
+    if request.param == "sqlite":
+        return sqlite_url
+    url: str = request.getfixturevalue("fresh_postgres_url")
+    return url
+
+
+@pytest.fixture
+async def own_store(own_url: str) -> AsyncIterator[SqlResponseStore]:
+    await migrate(own_url)
+    sql_store = open_store(own_url)
+    yield sql_store
+    await sql_store.aclose()
+
+
+@pytest.fixture
+def erasure(own_store: SqlResponseStore) -> SqlConversationPurger:
+    return SqlConversationPurger(own_store)
+
+
+ITEM = {
+    "id": "msg_secret",
+    "type": "message",
+    "role": "user",
+    "content": [{"type": "input_text", "text": "secret"}],
+}
+
+
+async def deleted_at(store: SqlResponseStore, tenant: str, conversation_id: str, at: float) -> None:
+    """Delete the conversation as a client does, then date its deletion ``at``."""
+    assert await SqlConversationStore(store).delete(tenant, conversation_id)
+    async with store.engine.begin() as connection:
+        await connection.execute(
+            _DATE_DELETION, {"tenant": tenant, "id": conversation_id, "at": at}
+        )
+
+
+async def rows_of(store: SqlResponseStore, tenant: str) -> tuple[set[str], set[str]]:
+    """The tenant's conversations and the conversations its item rows belong to."""
+    async with store.engine.connect() as connection:
+        found = await connection.execute(_CONVERSATIONS, {"tenant": tenant})
+        conversations = set(found.scalars())
+        found = await connection.execute(_ITEMS_OF, {"tenant": tenant})
+        return conversations, set(found.scalars())
+
+
+_DATE_DELETION = text(
+    "UPDATE conversations SET deleted_at = :at WHERE tenant_id = :tenant AND id = :id"
+)
+_CONVERSATIONS = text("SELECT id FROM conversations WHERE tenant_id = :tenant")
+_ITEMS_OF = text("SELECT conversation_id FROM conversation_items WHERE tenant_id = :tenant")
+
+
+async def test_a_deleted_conversation_is_erased_with_its_items(
+    own_store: SqlResponseStore, erasure: SqlConversationPurger, tenant: str
+) -> None:
+    conversations = SqlConversationStore(own_store)
+    for name in ("conv_deleted", "conv_later", "conv_live"):
+        await conversations.create(Conversation(tenant, name, 0.25, {}), [ITEM, ITEM])
+    assert await conversations.delete_item(tenant, "conv_deleted", "msg_secret")  # a tombstone
+    await deleted_at(own_store, tenant, "conv_deleted", 0.5)
+    await deleted_at(own_store, tenant, "conv_later", 0.9)  # after the cutoff: the next sweep's
+    assert await erasure.purge(CUTOFF, 100) == 1
+    assert await rows_of(own_store, tenant) == ({"conv_later", "conv_live"},) * 2
+    assert await erasure.purge(0.95, 100) == 1
+    assert await rows_of(own_store, tenant) == ({"conv_live"},) * 2
+
+
+async def test_one_a_running_turn_holds_stays_until_the_turn_ends(
+    own_store: SqlResponseStore, erasure: SqlConversationPurger, record: RecordFactory, tenant: str
+) -> None:
+    """A turn running when its conversation is deleted ends normally (ADR 0006): its end
+    finds the conversation's row, lets go of it and appends nothing; the next sweep erases
+    it."""
+    conversations = SqlConversationStore(own_store)
+    await conversations.create(Conversation(tenant, "conv_held", 0.25, {}), [ITEM])
+    turn = at(record("resp_turn", inputs=["q"]), 0.5, "in_progress")
+    turn.turn = ConversationTurn("conv_held", seen=1)
+    await own_store.save(turn)
+    await deleted_at(own_store, tenant, "conv_held", 0.5)
+    assert await erasure.purge(CUTOFF, 100) == 0
+    assert await rows_of(own_store, tenant) == ({"conv_held"},) * 2
+    answered = ConversationTurn("conv_held", seen=1, items=[*turn.input_items])
+    await own_store.finish(dataclasses.replace(turn, status="completed", turn=answered))
+    assert await own_store.get(tenant, "resp_turn") is not None
+    assert await erasure.purge(CUTOFF, 100) == 1
+    assert await rows_of(own_store, tenant) == (set(), set())
+
+
+async def test_an_erasing_batch_takes_at_most_its_limit_and_walks_once(
+    own_store: SqlResponseStore, erasure: SqlConversationPurger, tenant: str
+) -> None:
+    """Each batch searches after the last one it found, in the order of deletion: one
+    deleted behind the walk waits for the next sweep."""
+    conversations = SqlConversationStore(own_store)
+    for n, name in enumerate(("conv_b", "conv_c", "conv_d", "conv_a")):
+        await conversations.create(Conversation(tenant, name, 0.25, {}), [ITEM])
+        if name != "conv_a":
+            await deleted_at(own_store, tenant, name, 0.5 + n / 100)
+    assert await erasure.purge(CUTOFF, 2) == 2  # conv_b, conv_c
+    await deleted_at(own_store, tenant, "conv_a", 0.4)  # behind the walk
+    assert await erasure.purge(CUTOFF, 2) == 1  # conv_d: the walk's end
+    assert (await rows_of(own_store, tenant))[0] == {"conv_a"}
+    assert await erasure.purge(CUTOFF, 2) == 1  # the next sweep
+    assert await rows_of(own_store, tenant) == (set(), set())
+
+
+@pytest.mark.parametrize(
+    "own_url", [pytest.param("postgres", marks=pytest.mark.postgres)], indirect=True
+)
+async def test_conversations_another_sweep_holds_are_skipped_not_waited_for(
+    own_store: SqlResponseStore, erasure: SqlConversationPurger, tenant: str, own_url: str
+) -> None:
+    conversations = SqlConversationStore(own_store)
+    await conversations.create(Conversation(tenant, "conv_old", 0.25, {}), [ITEM])
+    await deleted_at(own_store, tenant, "conv_old", 0.5)
+    other = open_store(own_url)
+    try:
+        async with other.engine.connect() as connection:
+            await connection.execute(_HOLD_CONVERSATION, {"tenant": tenant})
+            assert await asyncio.wait_for(erasure.purge(CUTOFF, 100), 5) == 0
+            await connection.rollback()
+    finally:
+        await other.aclose()
+    assert await erasure.purge(CUTOFF, 100) == 1
+
+
+_HOLD_CONVERSATION = text(
+    "SELECT id FROM conversations WHERE tenant_id = :tenant AND id = 'conv_old' FOR UPDATE"
+)

@@ -17,7 +17,7 @@ from stateway.config import (
 )
 from stateway.coordination.factory import build_coordination, build_fanout, build_limits
 from stateway.core.accounting import UsageLedger
-from stateway.core.conversations.ports import ConversationStore
+from stateway.core.conversations.ports import ConversationPurger, ConversationStore
 from stateway.core.coordination import CancelSignals, CommandResults, EventFanout
 from stateway.core.errors import StorageNotWritable
 from stateway.core.gateway import Gateway
@@ -41,7 +41,7 @@ from stateway.storage.sql import SqlConversationStore, SqlResponseStore, open_st
 from stateway.storage.sql.accounting import SqlUsageLedger
 from stateway.storage.sql.api_keys import SqlKeyStore
 from stateway.storage.sql.leases import SqlOwnerLeases
-from stateway.storage.sql.retention import SqlResponsePurger
+from stateway.storage.sql.retention import SqlConversationPurger, SqlResponsePurger
 from stateway.storage.sql.secrets import SqlSecrets
 from stateway.surfaces.websocket.endpoint import WebSocketResponses
 from stateway.telemetry.metrics import PrometheusMetrics
@@ -81,7 +81,8 @@ class GatewayParts:
     """Stores, later, the failed ends of runs whose final save failed (every generation's
     loop shares it; closed at shutdown)."""
     retention: RetentionSweeper | None = None
-    """Deletes stored responses older than ``[storage] retention``, when it is set."""
+    """Deletes stored responses older than ``[storage] retention``, when it is set, and
+    erases deleted conversations (on a database: always)."""
     recovered: bool = False
     """Whether :meth:`recover` is done."""
     hop: Hop | None = None
@@ -150,6 +151,7 @@ async def open_gateway(compiled: Compiled, flags: Overrides) -> GatewayParts:
         leases=SqlOwnerLeases(store),
         usage=SqlUsageLedger(store.reader),
         purger=SqlResponsePurger(store),
+        conversation_purger=SqlConversationPurger(store),
     )
     parts.keys = SqlKeyStore(store.engine)
     return parts
@@ -176,11 +178,13 @@ def build_gateway(
     leases: OwnerLeases | None = None,
     usage: UsageLedger | None = None,
     purger: ResponsePurger | None = None,
+    conversation_purger: ConversationPurger | None = None,
 ) -> GatewayParts:
     """``compiled`` as generation 1, reloaded from ``flags``; over the configured
     database, or over ``store`` (and ``conversations``: none, and no conversation exists;
     ``leases``: none, and no run is judged by its lease; ``usage``: none, and
-    ``/v1/usage`` is a 404; ``purger``: none, and no retention applies) when given.
+    ``/v1/usage`` is a 404; ``purger``: none, and no retention applies;
+    ``conversation_purger``: none, and deleted conversations are only hidden) when given.
     ``sealer`` None: sealing is off; ``salts`` None: no call carries a ``cache_salt``
     (``open_gateway`` always gives both)."""
     config = compiled.config
@@ -190,6 +194,7 @@ def build_gateway(
         leases = SqlOwnerLeases(sql_store)
         usage = SqlUsageLedger(sql_store.reader)
         purger = SqlResponsePurger(sql_store)
+        conversation_purger = SqlConversationPurger(sql_store)
     runs = RunRegistry()
     owner = ProcessIdentity.current()
     telemetry = Observability(PrometheusMetrics(), open_tracing(config.tracing, __version__))
@@ -254,9 +259,14 @@ def build_gateway(
     gateway.reloads = reloader
     retention = config.storage.retention
     sweeper = None
-    if purger is not None and retention is not None:
-        deleted = telemetry.metrics.responses_deleted
-        sweeper = RetentionSweeper(purger, retention, deleted=deleted)
+    if (purger is not None and retention is not None) or conversation_purger is not None:
+        sweeper = RetentionSweeper(
+            purger,
+            retention,
+            conversations=conversation_purger,
+            deleted=telemetry.metrics.responses_deleted,
+            purged=telemetry.metrics.conversations_purged,
+        )
     return GatewayParts(
         store,
         runs,

@@ -1,4 +1,5 @@
-"""Retention: stored responses deleted once older than ``[storage] retention``.
+"""Retention: stored responses deleted once older than ``[storage] retention``, and
+deleted conversations erased.
 
 Hosted OpenAI keeps a stored response for 30 days; a gateway keeps them until deleted
 unless its operator sets a retention. Then every process sweeps: at start-up, and every
@@ -13,12 +14,23 @@ What goes is what hosted's expiry takes: the response (a ``GET`` is a 404, a
 ``previous_response_id`` naming it a 400 ``previous_response_not_found``), its items (a
 later response of its chain continues from what is left: the chain's walk ends where a
 response is missing), its event log, and its usage from ``GET /v1/usage``. A response
-still running is never deleted, however old. Conversations and their items are not
+still running is never deleted, however old. Live conversations and their items are not
 affected (hosted keeps them until deleted), nor the responses' answers remembered for
 ``Idempotency-Key`` retries, which expire on their own.
 
-What each sweep deleted is logged and counted (``stateway_responses_deleted_total``). A
-sweep that fails (the database out of reach) is logged, and the next one tries again.
+A deleted conversation is only hidden when a client deletes it (ADR 0006: a turn running
+on it still ends on its row); every sweep then erases it with its items (their content),
+retention or not: the conversations deleted before the sweep began, :data:`CONVERSATIONS`
+per transaction, but none a running turn still holds (a later sweep takes it, once the
+turn has let go). No grace period: nothing serves a deleted conversation again (it is a
+404 everywhere, no turn, append or ``item_reference`` takes it or its items), so
+erasing it changes no answer. Without a retention the sweeps come an hour apart, so a
+deleted conversation is gone within the hour. The responses of its turns are kept (they
+hold their own items), as hosted keeps them.
+
+What each sweep deleted is logged and counted (``stateway_responses_deleted_total``,
+``stateway_conversations_purged_total``). A sweep that fails (the database out of reach)
+is logged, and the next one tries again.
 """
 
 from __future__ import annotations
@@ -30,12 +42,16 @@ import time
 from collections.abc import Callable
 from typing import Final
 
+from stateway.core.conversations.ports import ConversationPurger
 from stateway.core.ports import ResponsePurger
 
 log = logging.getLogger(__name__)
 
 BATCH: Final = 500
 """Responses deleted per transaction."""
+CONVERSATIONS: Final = 50
+"""Deleted conversations erased per transaction: fewer than responses, as each holds the
+items of all its turns (a response, those of one)."""
 _LONGEST_PAUSE: Final = 3600.0
 _SHORTEST_PAUSE: Final = 1.0
 
@@ -43,18 +59,26 @@ _SHORTEST_PAUSE: Final = 1.0
 class RetentionSweeper:
     def __init__(
         self,
-        purger: ResponsePurger,
-        retention: float,
+        purger: ResponsePurger | None,
+        retention: float | None,
         *,
+        conversations: ConversationPurger | None = None,
         clock: Callable[[], float] = time.time,
         deleted: Callable[[int], None] = lambda count: None,
+        purged: Callable[[int], None] = lambda count: None,
     ) -> None:
-        """``deleted`` is told what each sweep deleted (a metric)."""
+        """Responses are deleted with a ``purger`` and a ``retention``, deleted
+        conversations erased with ``conversations``; ``deleted`` and ``purged`` are told
+        how many each sweep did (metrics)."""
         self._purger = purger
+        self._conversations = conversations
         self._deleted = deleted
+        self._purged = purged
         self.retention = retention
-        self.pause = min(_LONGEST_PAUSE, max(_SHORTEST_PAUSE, retention / 10))
+        self.pause = _LONGEST_PAUSE
         """Seconds between sweeps."""
+        if retention is not None:
+            self.pause = min(_LONGEST_PAUSE, max(_SHORTEST_PAUSE, retention / 10))
         self._clock = clock
         self._task: asyncio.Task[None] | None = None
 
@@ -70,15 +94,17 @@ class RetentionSweeper:
 
     async def sweep(self) -> int:
         """Delete every finished response created more than the retention ago; how many
-        were."""
-        before = self._clock() - self.retention
-        deleted = 0
-        while True:
-            count = await self._purger.purge(before, BATCH)
-            deleted += count
-            if count < BATCH:
-                return deleted
-            await asyncio.sleep(0)  # requests waiting for the database go between batches
+        were (none without a retention)."""
+        if self._purger is None or self.retention is None:
+            return 0
+        return await _batches(self._purger, self._clock() - self.retention, BATCH)
+
+    async def erase(self) -> int:
+        """Erase every conversation deleted before now that no running turn holds; how
+        many were."""
+        if self._conversations is None:
+            return 0
+        return await _batches(self._conversations, self._clock(), CONVERSATIONS)
 
     async def _sweeping(self) -> None:
         while True:
@@ -90,4 +116,23 @@ class RetentionSweeper:
                 if deleted:
                     log.info("deleted %d responses older than the retention", deleted)
                     self._deleted(deleted)
+            try:
+                erased = await self.erase()
+            except Exception:
+                log.exception("erasing deleted conversations failed")
+            else:
+                if erased:
+                    log.info("erased %d deleted conversations", erased)
+                    self._purged(erased)
             await asyncio.sleep(self.pause)
+
+
+async def _batches(purger: ResponsePurger | ConversationPurger, before: float, batch: int) -> int:
+    """Batch after batch of one sweep, until one comes back short; how many went."""
+    gone = 0
+    while True:
+        count = await purger.purge(before, batch)
+        gone += count
+        if count < batch:
+            return gone
+        await asyncio.sleep(0)  # requests waiting for the database go between batches

@@ -159,6 +159,11 @@ class PrometheusMetrics:
             "Stored responses deleted by retention sweeps ([storage] retention).",
             registry=registry,
         )
+        self._conversations_purged = Counter(
+            "stateway_conversations_purged",
+            "Deleted conversations erased for good, with their items, by sweeps.",
+            registry=registry,
+        )
         self._generation = Gauge(
             "stateway_config_generation",
             "The configuration generation in effect (+1 per successful reload).",
@@ -278,6 +283,10 @@ class PrometheusMetrics:
     def responses_deleted(self, count: int) -> None:
         """A retention sweep deleted ``count`` stored responses."""
         self._responses_deleted.inc(count)
+
+    def conversations_purged(self, count: int) -> None:
+        """A sweep erased ``count`` deleted conversations."""
+        self._conversations_purged.inc(count)
 
     def exposition(self) -> tuple[bytes, str]:
         """The text format and its content type."""

@@ -58,7 +58,8 @@ class ConversationStore(Protocol):
         ...
 
     async def delete(self, tenant_id: str, conversation_id: str) -> bool:
-        """Make the conversation unknown; False when it already is."""
+        """Make the conversation unknown (its erasure is a :class:`ConversationPurger`'s);
+        False when it already is."""
         ...
 
     async def add_items(
@@ -94,4 +95,16 @@ class ConversationStore(Protocol):
     async def delete_item(self, tenant_id: str, conversation_id: str, item_id: str) -> bool:
         """Remove the item from the conversation; False when it or the conversation is
         unknown."""
+        ...
+
+
+class ConversationPurger(Protocol):
+    """Erases deleted conversations for good (:mod:`stateway.core.retention`)."""
+
+    async def purge(self, before: float, limit: int) -> int:
+        """Erase at most ``limit`` conversations deleted before ``before`` (a Unix time),
+        with their items, in one transaction, but none a running turn holds (its end lets
+        go of the row); how many were. Calls with the same ``before`` make one sweep, each
+        going on where the last stopped, until one erases fewer than ``limit``; the next
+        call starts another."""
         ...

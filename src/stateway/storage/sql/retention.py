@@ -1,5 +1,7 @@
 """``SqlResponsePurger``: the :class:`~stateway.core.ports.ResponsePurger` port over the
-responses table (:mod:`stateway.core.retention` decides when).
+responses table; ``SqlConversationPurger``: the
+:class:`~stateway.core.conversations.ports.ConversationPurger` port over the conversations
+table (:mod:`stateway.core.retention` decides when).
 
 One transaction per batch: a ``SELECT`` of up to ``limit`` finished responses created
 before the cutoff, then a ``DELETE`` of them by primary key (one per tenant among them,
@@ -20,17 +22,36 @@ Replicas sweeping side by side share the work: on PostgreSQL the search skips th
 another's batch holds (``FOR UPDATE SKIP LOCKED``) rather than waiting to find them gone;
 on SQLite, which has no row locks, it may find rows another then deletes first, and the
 ``DELETE`` counts only its own.
+
+Deleted conversations go the same way, a conversation's items with it (``ON DELETE
+CASCADE``), but found by ``ix_conversations_deleted`` (deleted ones only, by deletion
+time then key) and walked in its order: a sweep reads only what it erases. One a running
+turn holds (its row ``queued`` or ``in_progress``) is left for a later sweep, in the
+search and again in the ``DELETE``: the turn's end still finds the row it lets go of
+(ADR 0006). No turn can take a deleted conversation, so once free it stays free.
 """
 
 from __future__ import annotations
 
 from typing import Final
 
-from sqlalchemy import Select, String, bindparam, delete, select, text, tuple_
+from sqlalchemy import (
+    Double,
+    Integer,
+    Select,
+    String,
+    bindparam,
+    delete,
+    exists,
+    literal_column,
+    select,
+    text,
+    tuple_,
+)
 from sqlalchemy.sql import Delete
 
 from stateway.storage.sql.errors import storage_errors
-from stateway.storage.sql.schema import IN_PROGRESS_WHERE, responses
+from stateway.storage.sql.schema import IN_PROGRESS_WHERE, conversations, responses
 from stateway.storage.sql.store import SqlResponseStore
 
 _finished = text(f"NOT ({IN_PROGRESS_WHERE})")
@@ -84,3 +105,73 @@ class SqlResponsePurger:
         else:
             self._walk = (before, (found[-1][0], found[-1][1]))
         return deleted
+
+
+_held = exists(
+    select(literal_column("1", Integer)).where(
+        responses.c.tenant_id == conversations.c.tenant_id,
+        responses.c.id == conversations.c.active_response_id,
+        responses.c.status.in_([literal_column("'queued'"), literal_column("'in_progress'")]),
+    )
+)
+"""A running turn holds the conversation: its row has not ended (one whose row is gone
+holds nothing)."""
+_erasable = (
+    conversations.c.deleted_at.is_not(None),  # the partial index's own condition
+    conversations.c.deleted_at < bindparam("before", type_=Double),
+    ~_held,
+)
+_DELETED: Final[Select[float, str, str]] = (
+    select(conversations.c.deleted_at, conversations.c.tenant_id, conversations.c.id)
+    .where(*_erasable)
+    .order_by(conversations.c.deleted_at, conversations.c.tenant_id, conversations.c.id)
+    .limit(bindparam("limit"))
+    .with_for_update(skip_locked=True)
+)
+_DELETED_AFTER: Final[Select[float, str, str]] = _DELETED.where(
+    tuple_(conversations.c.deleted_at, conversations.c.tenant_id, conversations.c.id)
+    > tuple_(
+        bindparam("after_deleted", type_=Double),
+        bindparam("after_tenant", type_=String),
+        bindparam("after_id", type_=String),
+    )
+)
+_ERASE: Final[Delete] = delete(conversations).where(
+    conversations.c.tenant_id == bindparam("tenant", type_=String),
+    conversations.c.id.in_(bindparam("ids", expanding=True)),
+    *_erasable,
+)
+
+
+class SqlConversationPurger:
+    def __init__(self, store: SqlResponseStore) -> None:
+        """On ``store``'s engine; a lasting refusal met fails its ping
+        (:mod:`~stateway.storage.sql.refusals`)."""
+        self._engine = store.engine
+        self._refusals = store.refusals
+        self._walk: tuple[float, tuple[float, str, str]] | None = None
+        """The cutoff of the sweep under way and the last key its batches found; None
+        between sweeps."""
+
+    async def purge(self, before: float, limit: int) -> int:
+        values: dict[str, object] = {"before": before, "limit": limit}
+        search = _DELETED
+        if self._walk is not None and self._walk[0] == before:  # the sweep goes on
+            search = _DELETED_AFTER
+            values["after_deleted"], values["after_tenant"], values["after_id"] = self._walk[1]
+        with storage_errors("erasing deleted conversations", self._refusals):
+            async with self._engine.begin() as connection:
+                found = (await connection.execute(search, values)).all()
+                by_tenant: dict[str, list[str]] = {}
+                for _, tenant, id_ in found:
+                    by_tenant.setdefault(tenant, []).append(id_)
+                erased = 0
+                for tenant, ids in by_tenant.items():
+                    values = {"tenant": tenant, "ids": ids, "before": before}
+                    erased += (await connection.execute(_ERASE, values)).rowcount
+        if len(found) < limit:  # the walk's end: the next search starts a sweep
+            self._walk = None
+        else:
+            last = found[-1]
+            self._walk = (before, (last[0], last[1], last[2]))
+        return erased

@@ -34,7 +34,9 @@ is a matter of the primary key, and nothing is ever looked up across tenants.
     as they were. ``response_id`` names the turn that appended an item, if any.
     ``active_response_id`` is the turn currently holding the conversation. A deleted
     item stays as a tombstone (``deleted_at`` set, ``body`` emptied): its position still
-    bounds a page whose cursor names it, and its id is not given to another item.
+    bounds a page whose cursor names it, and its id is not given to another item. A
+    deleted conversation (``deleted_at`` set) stays until the next sweep erases it with its
+    items (:mod:`stateway.core.retention`), once no running turn holds it.
 
 ``response_events``
     The persisted event log of a background run, written in batches: one row per batch of
@@ -206,6 +208,19 @@ conversations: Final = Table(
     Column("active_response_id", String, nullable=True),
     PrimaryKeyConstraint("tenant_id", "id"),
 )
+
+DELETED_WHERE: Final = "deleted_at IS NOT NULL"
+Index(
+    "ix_conversations_deleted",
+    conversations.c.deleted_at,
+    conversations.c.tenant_id,
+    conversations.c.id,
+    sqlite_where=text(DELETED_WHERE),
+    postgresql_where=text(DELETED_WHERE),
+)
+"""Finds the deleted conversations a sweep erases, in the order it walks them
+(:class:`~stateway.storage.sql.retention.SqlConversationPurger`); only deleted ones are
+in it, so creating a conversation or a turn's claim pays for no entry, only a delete."""
 
 conversation_items: Final = Table(
     "conversation_items",
