@@ -120,6 +120,8 @@ UPDATE_METADATA: Final = (
 )
 
 SOFT_DELETE: Final[Update] = update(conversations).where(_live).values(deleted_at=bindparam("now"))
+"""Hides the conversation (a 404 everywhere); a turn holding it still ends on its row. A
+sweep erases it later, with its items (:class:`~.retention.SqlConversationPurger`)."""
 
 CLAIM: Final[Update] = (
     update(conversations)
