@@ -85,21 +85,19 @@ def test_postgres_urls_the_driver_would_refuse_are_refused_readably(
 
 
 @pytest.mark.postgres
-async def test_a_postgres_url_with_sslmode_connects(postgres_url: str) -> None:
-    url = make_url(postgres_url).update_query_dict({"sslmode": "prefer"})
-    engine = create_engine(url.render_as_string(hide_password=False))
-    try:
-        async with engine.connect() as connection:
-            assert (await connection.execute(text("SELECT 1"))).scalar_one() == 1
-    finally:
-        await engine.dispose()
-
-
-@pytest.mark.postgres
-async def test_a_postgres_url_may_size_the_drivers_statement_cache(postgres_url: str) -> None:
-    """SQLAlchemy's asyncpg dialect takes ``prepared_statement_cache_size`` from the URL
-    (``0`` behind a pooler in transaction mode, as its docs advise); it stays accepted."""
-    url = make_url(postgres_url).update_query_dict({"prepared_statement_cache_size": "0"})
+@pytest.mark.parametrize(
+    "query",
+    [
+        {"sslmode": "prefer"},
+        # SQLAlchemy's asyncpg dialect reads this one itself (0 behind a pooler in
+        # transaction mode, as its docs advise): it stays accepted.
+        {"prepared_statement_cache_size": "0"},
+    ],
+)
+async def test_a_postgres_url_with_what_its_query_may_say_connects(
+    postgres_url: str, query: dict[str, str]
+) -> None:
+    url = make_url(postgres_url).update_query_dict(query)
     engine = create_engine(url.render_as_string(hide_password=False))
     try:
         async with engine.connect() as connection:
