@@ -293,3 +293,30 @@ async def test_a_dead_run_whose_logged_output_is_refused_is_failed_without_it(
     assert terminal["response"]["output"] == []
     assert terminal["response"]["error"]["code"] == "server_restarted"
     assert "the database refused the logged output of response logged" in caplog.text
+
+
+class RefusingEnds(MemoryStore):
+    """A database refusing every end of one response, its output left out or not (a row
+    it cannot hold): the settler gave that end up, leaving the row in progress."""
+
+    async def finish(self, record: ResponseRecord) -> bool:
+        if record.id == "refused":
+            raise StorageRejected("Storage rejected the data while saving a response.")
+        return await super().finish(record)
+
+
+async def test_a_dead_run_whose_end_is_refused_does_not_stop_every_start(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Refused again at every start: the other responses are failed, that one is left in
+    progress with an error line, and the start goes on (an outage still stops it)."""
+    store = RefusingEnds()
+    await store.save(in_progress("refused", DEAD))
+    await store.save(in_progress("plain", DEAD))
+
+    me = ProcessIdentity.current()
+    assert await fail_abandoned(store, me, encode_event_json, decode_event_json) == 1
+
+    assert store.records["t", "plain"].status == "failed"
+    assert store.records["t", "refused"].status == "in_progress"
+    assert "the database refused the end of response refused" in caplog.text

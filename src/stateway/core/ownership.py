@@ -141,16 +141,39 @@ async def fail_abandoned(
     event log of a background response, or of a journaled stream (a keyed or WebSocket
     create), gives the response the output it logged (read by ``decode``) and gets the
     terminal event it never had (made by ``encode``), after the last event it stored, so
-    that watchers replaying it see it end."""
+    that watchers replaying it see it end. One whose end the database refuses even
+    without its output (:class:`~stateway.core.errors.StorageRejected`: refused again at
+    every start) is left in progress with an error line, not counted: the start goes on,
+    as an outage's does not."""
     abandoned = [r for r in await store.in_progress() if _abandoned(r, me)]
-    if abandoned:
-        await asyncio.gather(*(fail_owned(store, r, encode, decode) for r in abandoned))
+    if not abandoned:
+        return 0
+    ended = await asyncio.gather(*(_fail_abandoned(store, r, encode, decode) for r in abandoned))
+    failed = sum(ended)
+    if failed:
         log.warning(
             "marked %d response(s) left in progress by a stopped process as failed "
             "(server_restarted)",
-            len(abandoned),
+            failed,
         )
-    return len(abandoned)
+    return failed
+
+
+async def _fail_abandoned(
+    store: ResponseStore, record: ResponseRecord, encode: EventEncoder, decode: EventDecoder
+) -> bool:
+    """Whether ``record`` was failed: False when the database refused its end."""
+    try:
+        await fail_owned(store, record, encode, decode)
+    except StorageRejected as exc:
+        log.error(
+            "the database refused the end of response %s, left in progress by a stopped"
+            " process, even without its output: it is left in progress (%s)",
+            record.id,
+            exc,
+        )
+        return False
+    return True
 
 
 def _abandoned(record: ResponseRecord, me: ProcessIdentity) -> bool:
