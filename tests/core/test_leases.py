@@ -25,7 +25,7 @@ from tests.core.fakes import MemoryStore, ScriptedBackend
 from tests.core.sharing_fakes import MemoryFanout, MemoryOwnerLeases
 from tests.core.test_background import gateway_for as background_gateway
 from tests.core.test_loop import user
-from tests.core.test_ownership import in_progress
+from tests.core.test_ownership import RefusingEnds, in_progress
 from tests.core.test_run_endings import generating, started
 
 TIMEOUT = 10.0
@@ -134,6 +134,26 @@ async def test_a_background_log_gets_its_terminal_event_and_followers_are_told()
     assert orjson.loads(terminal)["sequence_number"] == 3
     assert orjson.loads(terminal)["response"]["error"]["code"] == "server_restarted"
     assert fanout.published == [("t", "bg", EventBatch(3, [terminal]), True)]
+
+
+async def test_a_run_whose_end_the_database_refuses_is_left_not_judged_at_every_beat(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Refused for its data (refused again at every beat, unlike an outage): that
+    response is left in progress with an error line, the others are failed, and the dead
+    process is forgotten rather than judged again for ever."""
+    store, leases, clock = RefusingEnds(), MemoryOwnerLeases(), Clock()
+    await store.save(in_progress("refused", "host-a 1 1"))
+    await store.save(in_progress("plain", "host-a 1 1"))
+    await leases.register("host-a 1 1", TIMEOUT)
+    judge = keeper(store, leases, clock)
+    await judge.beat()
+    clock.now += TIMEOUT
+
+    assert await judge.beat() == ["host-a 1 1"]
+    assert statuses(store) == {"refused": "in_progress", "plain": "failed"}
+    assert "the database refused the end of response refused" in caplog.text
+    assert "host-a 1 1" not in leases.counts, "forgotten: judging it again changes nothing"
 
 
 async def test_a_run_that_could_not_be_failed_is_judged_again_at_the_next_beat(

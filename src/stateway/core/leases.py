@@ -55,7 +55,7 @@ import time
 from collections.abc import Callable
 
 from stateway.core.coordination import EventFanout
-from stateway.core.errors import StorageError
+from stateway.core.errors import StorageError, StorageRejected
 from stateway.core.journal import EventDecoder, EventEncoder
 from stateway.core.ownership import died_running, fail_owned
 from stateway.core.ports import OwnerLeases, ResponseRecord, ResponseStore
@@ -239,16 +239,29 @@ class LeaseKeeper:
         owners = set(dead)
         owned = [r for r in await self._store.in_progress() if r.owner in owners]
         failures = await asyncio.gather(*(self._fail(r) for r in owned), return_exceptions=True)
-        left = [f for f in failures if isinstance(f, BaseException)]
-        for failure in left:
+        left: list[BaseException] = []  # to be judged again at the next beat
+        refused = 0
+        for record, failure in zip(owned, failures, strict=True):
+            if not isinstance(failure, BaseException):
+                continue
+            if isinstance(failure, StorageRejected):  # refused again at every beat: left
+                refused += 1
+                log.error(
+                    "the database refused the end of response %s of a dead process, even "
+                    "without its output: it is left in progress (%s)",
+                    record.id,
+                    failure,
+                )
+                continue
             if not isinstance(failure, StorageError):
                 raise failure
             log.warning("failing a response of a dead process failed: %s", failure)
+            left.append(failure)
         if owned:
             log.warning(
                 "marked %d response(s) of %d process(es) whose lease expired as failed "
                 "(server_restarted): %s",
-                len(owned) - len(left),
+                len(owned) - len(left) - refused,
                 len(dead),
                 ", ".join(sorted(dead)),
             )
