@@ -315,14 +315,14 @@ def test_a_failed_turn_keeps_nothing(claude: Anthropic) -> None:
     assert again.content[-1].text == "Hello! You said: two"
 
 
+@pytest.mark.parametrize("storage_api", ["sqlite-anthropic"], indirect=True)
 def test_a_paused_turn_is_resumed_by_a_continue_without_messages(
     claude: Anthropic, upstream: str, upstream_api: str
 ) -> None:
     """After ``pause_turn`` the SDK's thread helper sends a continue with no messages:
     the thread holds the paused turn, and the model goes on from it (sent it last, as a
-    client without a thread sends the paused answer back)."""
-    if upstream_api != "anthropic":
-        pytest.skip("only the fake's Messages wire pauses a turn")
+    client without a thread sends the paused answer back). Only the fake's Messages wire
+    pauses a turn: on an Anthropic upstream alone."""
     thread = claude.beta.messages.thread(model=MODEL, max_tokens=400, system=SYSTEM)
     paused = thread.send({"role": "user", "content": "[[stop:pause_turn]] go on"})
     assert paused.stop_reason == "pause_turn"
