@@ -243,22 +243,8 @@ def _left_running(path: Path) -> None:
         )
 
 
-@pytest.mark.parametrize(
-    ("table", "action"),
-    [("run_owners", "registering a run owner"), ("responses", "saving a response")],
-)
-def test_a_storage_failure_as_serving_starts_is_a_readable_error(
-    tmp_path: Path, table: str, action: str
-) -> None:
-    """The writes serving starts with refused (this process's lease; a response a dead
-    process of this host left running, marked failed), as a full disk refuses them: the
-    database and what it said, as any start-up failure of the database, without a
-    traceback or the statement and its parameters (a prompt)."""
-    path = tmp_path / "s.db"
-    database = f"sqlite:///{path}"
-    assert stateway("migrate", "--database", database).returncode == 0
-    if table == "responses":
-        _left_running(path)
+def _refusing(path: Path, table: str) -> None:
+    """Every insert and update of ``table`` in the database at ``path`` refused."""
     with sqlite3.connect(path) as db:
         for when in ("INSERT", "UPDATE"):
             db.execute(
@@ -266,17 +252,50 @@ def test_a_storage_failure_as_serving_starts_is_a_readable_error(
                 " BEGIN SELECT RAISE(ABORT, 'refused'); END"
             )
 
+
+def test_a_storage_failure_as_serving_starts_is_a_readable_error(tmp_path: Path) -> None:
+    """The write serving starts with refused (this process's lease): the database and
+    what it said, as any start-up failure of the database, without a traceback or the
+    statement and its parameters."""
+    path = tmp_path / "s.db"
+    database = f"sqlite:///{path}"
+    assert stateway("migrate", "--database", database).returncode == 0
+    _refusing(path, "run_owners")
+
     result = stateway("serve", "--port", "0", "--database", database)
 
     assert result.returncode == 1, result.stderr
     assert result.stderr.endswith(
-        f"stateway: SQLite database at {path}: Storage rejected the data while {action}."
-        " (IntegrityError: refused)\n"
+        f"stateway: SQLite database at {path}: Storage rejected the data while registering"
+        " a run owner. (IntegrityError: refused)\n"
     )
     assert "Traceback" not in result.stderr
-    assert "a secret prompt" not in result.stderr + result.stdout
     assert "INSERT" not in result.stderr
     assert "UPDATE" not in result.stderr
+
+
+def test_a_left_response_whose_end_is_refused_is_logged_and_serving_starts(
+    tmp_path: Path,
+) -> None:
+    """A response a dead process of this host left running, whose end the database
+    refuses for its data (refused again at every start): it is left in progress, named in
+    an error line without a traceback, the statement or its parameters (a prompt), and
+    serving starts."""
+    path = tmp_path / "s.db"
+    database = f"sqlite:///{path}"
+    assert stateway("migrate", "--database", database).returncode == 0
+    _left_running(path)
+    _refusing(path, "responses")
+    command = [sys.executable, "-m", "stateway", "serve", "--port", "0", "--database", database]
+    log_path = tmp_path / "stderr.log"
+    with log_path.open("w") as stderr, launch(command, "listening on ", stderr=stderr):
+        pass
+    logged = log_path.read_text()
+    assert "the database refused the end of response resp_left" in logged
+    assert "Traceback" not in logged
+    assert "a secret prompt" not in logged
+    assert "INSERT" not in logged
+    assert "UPDATE" not in logged
 
 
 def test_serving_api_keys_with_none_active_warns_how_to_make_one(tmp_path: Path) -> None:
