@@ -7,7 +7,8 @@ shape (Chat Completions, stateless Responses), so every test runs against each.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 
 import pytest
 from anthropic import Anthropic
@@ -41,6 +42,32 @@ def searching() -> Iterator[FakeSearch]:
         yield fake
 
 
+@pytest.fixture(scope="session")
+def gateways(
+    request: pytest.FixtureRequest, fake_upstream: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Callable[[str], str]]:
+    """Starts the shared gateway of a kind (``sqlite-chat``, ``postgres-responses``...) at
+    its first use and keeps it for the whole session: pytest tears a parametrized fixture
+    down each time its parameter changes, and with a file per worker at a time
+    (``--dist loadfile``) that was each file's four gateways started anew."""
+    with ExitStack() as running:
+        started: dict[str, str] = {}
+
+        def gateway_of(kind: str) -> str:
+            if kind not in started:
+                database_kind, api = kind.split("-")
+                if database_kind == "sqlite":
+                    database = f"sqlite:///{tmp_path_factory.mktemp('db') / 'stateway.db'}"
+                else:
+                    database = request.getfixturevalue("postgres_url")
+                env = {"STATEWAY_MAX_BODY_BYTES": str(MAX_BODY_BYTES)}
+                args = ["--upstream", fake_upstream, "--upstream-api", api, "--database", database]
+                started[kind] = running.enter_context(start_gateway(args, env=env))
+            return started[kind]
+
+        yield gateway_of
+
+
 @pytest.fixture(
     scope="session",
     params=[
@@ -50,18 +77,10 @@ def searching() -> Iterator[FakeSearch]:
         pytest.param("postgres-responses", marks=pytest.mark.postgres),
     ],
 )
-def gateway(
-    request: pytest.FixtureRequest, fake_upstream: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[str]:
-    database_kind, api = request.param.split("-")
-    if database_kind == "sqlite":
-        database = f"sqlite:///{tmp_path_factory.mktemp('db') / 'stateway.db'}"
-    else:
-        database = request.getfixturevalue("postgres_url")
-    env = {"STATEWAY_MAX_BODY_BYTES": str(MAX_BODY_BYTES)}
-    args = ["--upstream", fake_upstream, "--upstream-api", api, "--database", database]
-    with start_gateway(args, env=env) as url:
-        yield url
+def gateway(request: pytest.FixtureRequest, gateways: Callable[[str], str]) -> str:
+    """The shared gateway of each storage and upstream API shape, for the tests of every
+    module that does not start its own."""
+    return gateways(request.param)
 
 
 @pytest.fixture
