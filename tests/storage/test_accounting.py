@@ -1,18 +1,24 @@
 """Usage by tenant, model and UTC day from the responses table, on SQLite and PostgreSQL:
 one aggregate query; unfinished responses left out, deleted ones counted; time and tenant
-filters; day boundaries floored, never rounded."""
+filters; day boundaries floored, never rounded. The model and token columns it reads, as
+each write of a response keeps them."""
 
 from __future__ import annotations
 
 import datetime
 import uuid
+from dataclasses import replace
 from typing import Any
+
+from sqlalchemy import select
 
 from stateway.core.accounting import UsageBucket
 from stateway.core.commands import GetUsage
-from stateway.core.ports import ResponseRecord
-from stateway.storage.sql import SqlResponseStore
+from stateway.core.conversations.ports import Conversation
+from stateway.core.ports import ConversationTurn, ResponseRecord
+from stateway.storage.sql import SqlConversationStore, SqlResponseStore
 from stateway.storage.sql.accounting import SqlUsageLedger
+from stateway.storage.sql.schema import responses
 
 DAY_START = 1_699_920_000.0
 """2023-11-14T00:00:00Z."""
@@ -109,3 +115,86 @@ async def test_usage_reads_bodies_holding_nul_characters(
         UsageBucket(tenant, "m\ufffdx", NOV_14, responses=1, input_tokens=1, output_tokens=1),
     ]
     assert tenant in {bucket.tenant_id for bucket in await ledger.usage(GetUsage(None))}
+
+
+async def columns(store: SqlResponseStore, tenant: str) -> dict[str, tuple[Any, ...]]:
+    """Each of the tenant's rows' ``model``, ``input_tokens`` and ``output_tokens``."""
+    read = select(
+        responses.c.id, responses.c.model, responses.c.input_tokens, responses.c.output_tokens
+    ).where(responses.c.tenant_id == tenant)
+    async with store.reader.connect() as connection:
+        return {row[0]: tuple(row[1:]) for row in (await connection.execute(read)).all()}
+
+
+async def test_every_write_of_a_response_keeps_its_model_and_usage_as_columns(
+    store: SqlResponseStore, tenant: str
+) -> None:
+    """What the usage query reads, written from the state by each write of a row: a save
+    (a store:true response written whole, a run's in-progress row), and each end of a run
+    over its row (completed, failed without usage, cancelled with what was reported);
+    ``NULL`` tokens when the response has no usage."""
+    whole = response(tenant, "m", DAY_START, (10, 2))
+    running = [response(tenant, "r", DAY_START, None, status="in_progress") for _ in range(4)]
+    for record in [whole, *running]:
+        await store.save(record)
+    assert await columns(store, tenant) == {
+        whole.id: ("m", 10, 2),
+        **{record.id: ("r", None, None) for record in running},
+    }
+    ends = [
+        response(tenant, "r", DAY_START, (7, 3), status="completed"),
+        response(tenant, "r", DAY_START, None, status="failed"),
+        response(tenant, "r", DAY_START, (5, 0), status="cancelled"),
+        response(tenant, "r", DAY_START, (1, 1), status="incomplete"),
+    ]
+    for started, ended in zip(running, ends, strict=True):
+        assert await store.finish(
+            replace(ended, id=started.id, body=ended.body | {"id": started.id})
+        )
+    assert await columns(store, tenant) == {
+        whole.id: ("m", 10, 2),
+        running[0].id: ("r", 7, 3),
+        running[1].id: ("r", None, None),
+        running[2].id: ("r", 5, 0),
+        running[3].id: ("r", 1, 1),
+    }
+
+
+async def test_a_turn_of_a_conversation_keeps_its_model_and_usage_as_columns(
+    store: SqlResponseStore, conversations: SqlConversationStore, tenant: str
+) -> None:
+    """A conversation's turn is written by statements of its own (its row goes in only
+    while it holds the conversation)."""
+    await conversations.create(Conversation(tenant, "conv_1", 1.0, {}), [])
+    started = replace(
+        response(tenant, "m", DAY_START, None, status="in_progress"),
+        turn=ConversationTurn("conv_1", seen=0),
+    )
+    await store.save(started)
+    assert await columns(store, tenant) == {started.id: ("m", None, None)}
+    ended = response(tenant, "m", DAY_START, (4, 2))
+    body = ended.body | {"id": started.id}
+    await store.finish(
+        replace(started, status="completed", body=body, turn=ConversationTurn("conv_1"))
+    )
+    assert await columns(store, tenant) == {started.id: ("m", 4, 2)}
+
+
+async def test_a_model_holding_nul_and_counts_no_column_holds_are_kept_as_they_can_be(
+    store: SqlResponseStore, tenant: str
+) -> None:
+    """PostgreSQL's text refuses NUL: a model holding one is kept with U+FFFD in its place,
+    as the usage reads it. A count that is no integer a column holds (orjson writes up to
+    2**64 - 1, a BIGINT holds less) is kept as unknown, its response saved all the same."""
+    nul = response(tenant, "m\x00x", DAY_START, (3, 4))
+    huge = response(tenant, "m", DAY_START, (2**64 - 1, 5))
+    odd = response(tenant, "m", DAY_START, (1, 1))
+    odd.body["usage"]["output_tokens"] = 2.5
+    odd.body["model"] = 7
+    for record in (nul, huge, odd):
+        await store.save(record)
+    assert await columns(store, tenant) == {
+        nul.id: ("m\ufffdx", 3, 4),
+        huge.id: ("m", None, 5),
+        odd.id: (None, 1, None),
+    }

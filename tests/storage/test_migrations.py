@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import datetime
 import json
 import secrets
 import sqlite3
@@ -10,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import orjson
 import pytest
 from alembic import command
 from alembic.autogenerate import compare_metadata
@@ -18,14 +20,17 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, inspect, text
 
 from stateway import __version__
+from stateway.core.accounting import UsageBucket
+from stateway.core.commands import GetUsage
 from stateway.core.errors import ConversationLocked, StorageError
 from stateway.storage.sql import SqlConversationStore, migrate, open_store
+from stateway.storage.sql.accounting import SqlUsageLedger
 from stateway.storage.sql.engine import create_engine
 from stateway.storage.sql.migrator import HEAD_REVISION, MIGRATIONS_DIR, alembic_config
 from stateway.storage.sql.retention import SqlResponsePurger
 from stateway.storage.sql.schema import metadata
 
-HEAD = "0015"
+HEAD = "0016"
 _HEAD_TABLES = {
     "responses",
     "items",
@@ -644,3 +649,71 @@ async def test_0013_indexes_input_items_whose_ids_are_too_long_for_an_index(
             assert list((await connection.execute(read)).scalars()) == [None, "msg_short"]
     finally:
         await engine.dispose()
+
+
+def _state(model: object, usage: object, **more: object) -> str:
+    return orjson.dumps({"model": model, "usage": usage, **more}).decode()
+
+
+_USAGE = {"input_tokens": 10, "output_tokens": 2, "cached_tokens": 0}
+_BODIES = {
+    "resp_plain": ("completed", _state("m", _USAGE)),
+    "resp_failed": ("failed", _state("m", None)),
+    "resp_running": ("in_progress", _state("m", None)),
+    "resp_nul_model": ("completed", _state("m\x00x", {"input_tokens": 1, "output_tokens": 1})),
+    "resp_escaped": ("completed", _state("\\u0000\x00", {"input_tokens": 2, "output_tokens": 2})),
+    "resp_nul_elsewhere": ("incomplete", _state("m", _USAGE, instructions="a\x00b \\\\u0000")),
+    "resp_no_model": ("completed", orjson.dumps({"id": "resp_no_model"}).decode()),
+    "resp_odd": ("completed", _state(7, {"input_tokens": 2**64 - 1, "output_tokens": 2.5})),
+}
+"""Bodies an earlier release wrote (orjson's JSON text): usage or none, a NUL in the model
+(``\\u0000`` in the text, which PostgreSQL's jsonb refuses) or elsewhere, an escaped
+backslash before ``u0000`` (no NUL), no model, counts no BIGINT column holds."""
+
+
+async def test_0016_copies_each_responses_model_and_usage_out_of_its_body(
+    empty_url: str,
+) -> None:
+    """The usage query reads columns now: the upgrade fills them in for the responses
+    earlier releases stored, and the usage they add up to is what it was."""
+    await asyncio.to_thread(command.upgrade, alembic_config(empty_url), "0015")
+    engine = create_engine(empty_url)
+    plant = text(
+        "INSERT INTO responses (tenant_id, id, status, created_at, deleted_at, body)"
+        " VALUES ('t', :id, :status, 1699920000.5, :deleted_at, :body)"
+    )
+    try:
+        async with engine.begin() as connection:
+            for response_id, (status, body) in _BODIES.items():
+                deleted = 1.0 if response_id == "resp_plain" else None
+                values = {"id": response_id, "status": status, "deleted_at": deleted}
+                await connection.execute(plant, {**values, "body": body})
+    finally:
+        await engine.dispose()
+
+    await migrate(empty_url)
+    store = open_store(empty_url)
+    try:
+        read = text("SELECT id, model, input_tokens, output_tokens FROM responses")
+        async with store.reader.connect() as connection:
+            rows = {row[0]: tuple(row[1:]) for row in (await connection.execute(read)).all()}
+        assert rows == {
+            "resp_plain": ("m", 10, 2),
+            "resp_failed": ("m", None, None),
+            "resp_running": ("m", None, None),
+            "resp_nul_model": ("m\ufffdx", 1, 1),
+            "resp_escaped": ("\\u0000\ufffd", 2, 2),
+            "resp_nul_elsewhere": ("m", 10, 2),
+            "resp_no_model": (None, None, None),
+            "resp_odd": (None, None, None),
+        }
+        day = datetime.date(2023, 11, 14)
+        usage = await SqlUsageLedger(store.reader).usage(GetUsage("t"))
+        assert sorted(usage, key=lambda bucket: bucket.model) == [
+            UsageBucket("t", "", day, responses=2, input_tokens=0, output_tokens=0),
+            UsageBucket("t", "\\u0000\ufffd", day, responses=1, input_tokens=2, output_tokens=2),
+            UsageBucket("t", "m", day, responses=3, input_tokens=20, output_tokens=4),
+            UsageBucket("t", "m\ufffdx", day, responses=1, input_tokens=1, output_tokens=1),
+        ]
+    finally:
+        await store.aclose()

@@ -30,9 +30,11 @@ def test_a_single_parameter_still_binds_a_sequence() -> None:
 def test_a_parameter_used_twice_is_bound_twice() -> None:
     """A turn's row: its tenant and id are both inserted and checked against the claim."""
     keys = ["tenant_id", "id", "conversation_id", "previous_response_id", "status"]
-    keys += ["created_at", "deleted_at", "body", "owner", "served_by"]
+    keys += ["created_at", "deleted_at", "body", "owner", "served_by", "model"]
+    keys += ["input_tokens", "output_tokens"]
     prepared = prepare(INSERT_TURN_RESPONSE, keys, DIALECT)
     row = {key: key.upper() for key in keys} | {"created_at": 1.5, "deleted_at": None}
+    row |= {"input_tokens": 3, "output_tokens": None}
     values = tuple(prepared.bind(row))
     assert prepared.sql.count("?") == len(values)
     assert values.count("TENANT_ID") == 2
@@ -81,21 +83,11 @@ def test_parameters_rendered_at_execution_are_refused() -> None:
 
 
 def test_the_stores_writes_prepare() -> None:
-    prepared = prepare(
-        queries.FINISH_RESPONSE,
-        ["tenant", "response", "new_status", "new_body", "new_served_by"],
-        DIALECT,
-    )
+    keys = ["tenant", "response", "new_status", "new_body", "new_served_by"]
+    keys += ["new_model", "new_input_tokens", "new_output_tokens"]
+    prepared = prepare(queries.FINISH_RESPONSE, keys, DIALECT)
     assert prepared.sql.startswith("UPDATE responses SET")
-    assert len(
-        tuple(
-            prepared.bind(
-                dict.fromkeys(
-                    ["tenant", "response", "new_status", "new_body", "new_served_by"], "v"
-                )
-            )
-        )
-    ) == prepared.sql.count("?")
+    assert len(tuple(prepared.bind(dict.fromkeys(keys, "v")))) == prepared.sql.count("?")
 
 
 def test_a_statement_is_prepared_once_per_row_shape() -> None:

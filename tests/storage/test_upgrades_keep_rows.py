@@ -25,10 +25,11 @@ _ROWS: dict[str, list[dict[str, Any]]] = {
     "responses": [
         {"tenant_id": "t", "id": "resp_1", "previous_response_id": None, "status": "completed",
          "created_at": 1.5, "deleted_at": None, "body": '{"id":"resp_1"}', "owner": None,
-         "served_by": "default/m"},
+         "served_by": "default/m", "model": None, "input_tokens": None, "output_tokens": None},
         {"tenant_id": "t", "id": "resp_2", "previous_response_id": "resp_1",
          "status": "completed", "created_at": 2.5, "deleted_at": 3.5, "body": '{"id":"resp_2"}',
-         "owner": None, "served_by": None},
+         "owner": None, "served_by": None, "model": None, "input_tokens": None,
+         "output_tokens": None},
     ],
     "items": [
         {"tenant_id": "t", "response_id": response, "role": role, "position": position,

@@ -6,8 +6,9 @@ and asyncpg reuses its prepared statement. Each statement filters on ``tenant_id
 
 Bind parameters: ``tenant``, ``response`` and, per statement, ``now`` (soft delete),
 ``after`` and ``limit`` (input item pages), ``after`` (a sequence number, reading an event
-log), ``new_status``, ``new_body`` and ``new_served_by`` (finishing a response); they are
-not named after columns, which an UPDATE reserves for its SET clause.
+log), ``new_status``, ``new_body``, ``new_served_by``, ``new_model``,
+``new_input_tokens`` and ``new_output_tokens`` (finishing a response); they are not named
+after columns, which an UPDATE reserves for its SET clause.
 
 The chain query
 ---------------
@@ -112,6 +113,9 @@ FINISH_RESPONSE: Final[Update] = (
         status=bindparam("new_status"),
         body=bindparam("new_body"),
         served_by=bindparam("new_served_by"),
+        model=bindparam("new_model"),
+        input_tokens=bindparam("new_input_tokens"),
+        output_tokens=bindparam("new_output_tokens"),
     )
 )
 """A run's end over its in-progress row; ``deleted_at`` is left as it is, so a response

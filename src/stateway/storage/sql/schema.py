@@ -17,6 +17,10 @@ is a matter of the primary key, and nothing is ever looked up across tenants.
     conversation, it steers a continuation back to that candidate's cache when this
     process's affinity table does not know the chain (see
     :mod:`stateway.core.routing.affinity`).
+    ``model``, ``input_tokens`` and ``output_tokens`` are the body's ``model`` and
+    ``usage`` counts, copied out by every write of the row (NULL when the body has none:
+    no usage yet, or none reported) for ``GET /v1/usage``, which sums them without reading
+    a body (see :mod:`stateway.storage.sql.accounting`).
 
 ``items``
     Every item exactly once, under the response that introduced it: the response's own
@@ -80,6 +84,7 @@ from __future__ import annotations
 from typing import Final, TypeGuard
 
 from sqlalchemy import (
+    BigInteger,
     CheckConstraint,
     Column,
     Double,
@@ -141,6 +146,9 @@ responses: Final = Table(
     Column("body", Text, nullable=False),
     Column("owner", String, nullable=True),
     Column("served_by", String, nullable=True),
+    Column("model", String, nullable=True),
+    Column("input_tokens", BigInteger, nullable=True),
+    Column("output_tokens", BigInteger, nullable=True),
     PrimaryKeyConstraint("tenant_id", "id"),
 )
 

@@ -39,6 +39,7 @@ from stateway.core.items import Item
 from stateway.core.ports import EventBatch, EventLog, ItemPage, ResponseRecord, StoredChain
 from stateway.storage.sql import conversation_queries as cq
 from stateway.storage.sql import queries, references
+from stateway.storage.sql.accounting import usage_columns
 from stateway.storage.sql.conversation_rows import appended_rows, claim_row, end_row, refusal
 from stateway.storage.sql.engine import create_engine
 from stateway.storage.sql.errors import storage_errors
@@ -106,6 +107,7 @@ class SqlResponseStore:
         return self._reader
 
     async def save(self, record: ResponseRecord) -> None:
+        model, input_tokens, output_tokens = usage_columns(record.body)
         response_row = {
             "tenant_id": record.tenant_id,
             "id": record.id,
@@ -116,6 +118,9 @@ class SqlResponseStore:
             "body": _dumps(record.body),
             "owner": record.owner,
             "served_by": _hint(record.served_by),
+            "model": model,
+            "input_tokens": input_tokens,
+            "output_tokens": output_tokens,
         }
         item_rows = _item_rows(record, INPUT, record.input_items)
         item_rows += _item_rows(record, OUTPUT, record.output_items)
@@ -138,12 +143,16 @@ class SqlResponseStore:
     async def finish(self, record: ResponseRecord) -> bool:
         """The end over a row still in progress, or nothing at all: :data:`FINISH_RESPONSE
         <.queries.FINISH_RESPONSE>` is guarded (:mod:`~.group_commit`)."""
+        model, input_tokens, output_tokens = usage_columns(record.body)
         update = {
             "tenant": record.tenant_id,
             "response": record.id,
             "new_status": record.status,
             "new_body": _dumps(record.body),
             "new_served_by": _hint(record.served_by),
+            "new_model": model,
+            "new_input_tokens": input_tokens,
+            "new_output_tokens": output_tokens,
         }
         rows: Rows = {
             queries.FINISH_RESPONSE: [update],
