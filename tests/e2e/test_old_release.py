@@ -253,3 +253,21 @@ def test_the_keys_and_tenants_are_kept(gateway: str, sdk: OpenAI, database: str)
     usage = sdk.get("/usage", cast_to=object, options={"params": {"start_time": 0}})
     assert isinstance(usage, dict)
     assert {bucket["tenant"] for bucket in usage["data"]} == {"default"}
+
+
+def test_the_usage_the_old_release_stored_is_counted_by_model(sdk: OpenAI) -> None:
+    """The usage query reads columns the upgrade filled in from each stored body (the
+    old release kept the counts in the body alone)."""
+    end = int(sdk.responses.retrieve(SECOND["in_flight"]).created_at) + 1  # its last response
+    usage = sdk.get(
+        "/usage", cast_to=object, options={"params": {"start_time": 0, "end_time": end}}
+    )
+    assert isinstance(usage, dict)
+    counted = {
+        bucket["model"]: (bucket["responses"], bucket["input_tokens"], bucket["output_tokens"])
+        for bucket in usage["data"]
+    }
+    assert counted["claude-fake"] == (2, 13, 20)
+    assert counted["resp-fake"] == (2, 15, 21)
+    assert counted["fake-model"][1:] > (0, 0)
+    assert set(counted) == {"fake-model", "claude-fake", "resp-fake"}
