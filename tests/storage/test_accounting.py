@@ -15,7 +15,11 @@ from sqlalchemy import select
 from stateway.core.accounting import UsageBucket
 from stateway.core.commands import GetUsage
 from stateway.core.conversations.ports import Conversation
+from stateway.core.generation_settings import GenerationSettings
 from stateway.core.ports import ConversationTurn, ResponseRecord
+from stateway.core.response import ResponseState, final_record, started_record
+from stateway.core.settling import store_failed
+from stateway.core.usage import Usage
 from stateway.storage.sql import SqlConversationStore, SqlResponseStore
 from stateway.storage.sql.accounting import SqlUsageLedger
 from stateway.storage.sql.schema import responses
@@ -197,4 +201,34 @@ async def test_a_model_holding_nul_and_counts_no_column_holds_are_kept_as_they_c
         nul.id: ("m\ufffdx", 3, 4),
         huge.id: ("m", None, 5),
         odd.id: (None, 1, None),
+    }
+
+
+def run(tenant: str) -> ResponseState:
+    return ResponseState(
+        f"resp_{uuid.uuid4().hex}", tenant, DAY_START, "m", None, None, True,
+        GenerationSettings(), background=True,
+    )  # fmt: skip
+
+
+async def test_the_ends_runs_write_keep_their_model_and_usage_as_columns(
+    store: SqlResponseStore, tenant: str
+) -> None:
+    """As the core writes them: a background run's end, a cancel counting the prompt its
+    upstream reported, and a failed end stored by the settler or by lease judging
+    (:func:`~stateway.core.settling.store_failed`, its usage unknown)."""
+    ended, cancelled, failed = run(tenant), run(tenant), run(tenant)
+    for state in (ended, cancelled, failed):
+        await store.save(started_record(state, [], "owner"))
+    ended.status, ended.usage = "completed", Usage(input_tokens=12, output_tokens=4)
+    cancelled.status, cancelled.usage = "cancelled", Usage(input_tokens=9)
+    for state in (ended, cancelled):
+        assert await store.finish(final_record(state))
+    failed.status = "failed"
+    failed.error = {"code": "server_restarted", "message": "m", "status": 500}
+    await store_failed(store, failed, None)
+    assert await columns(store, tenant) == {
+        ended.id: ("m", 12, 4),
+        cancelled.id: ("m", 9, 0),
+        failed.id: ("m", None, None),
     }
