@@ -20,13 +20,13 @@ No index serves the query but the primary key, whose first column is ``tenant_id
 none on ``created_at``. Usage is an operator's question, asked now and then, while every
 stored response would pay for such an index's entry in its save, the hot path. Without
 it a time window is read by a scan of the tenant's rows (of every row, for all tenants),
-which reads columns and parses nothing: at 150,000 responses, 0.2 s for all tenants on
-PostgreSQL (a body stored out of line is not read) and 0.45 s on SQLite, some 1.5 and
-3 µs a row: ``[storage] database_timeout`` (30 s) is some twenty million rows away. The
-counts used to be read out of each row's ``body``: 6.8 s and 5.2 s then. Migration
-``0016`` filled the columns in for the rows stored before them; a row an older release's
-process writes after the upgrade (a rolling restart's mixed period) has them NULL: it
-counts under no model, without tokens.
+which reads columns and parses nothing: at 150,000 responses, every tenant's usage took
+0.2 to 0.4 s on PostgreSQL (a body stored out of line is not read) and 0.45 to 0.9 s on
+SQLite (2 busy cores), some 3 and 6 µs a row at most: PostgreSQL's ``[storage]
+database_timeout`` (30 s) is some ten million rows away. Read out of each row's ``body``,
+the counts took 7 and 5 to 6 s. Migration ``0016`` filled the columns in for the rows
+stored before them; a row an older release's process writes after the upgrade (a rolling
+restart's mixed period) has them NULL: it counts under no model, without tokens.
 
 A model holding NUL is kept with U+FFFD in its place (PostgreSQL's text cannot hold the
 character). A count is kept when it is an integer of at most 18 digits (a ``BIGINT``
