@@ -85,3 +85,18 @@ async def test_deleted_conversations_are_erased_without_a_retention(
         await asyncio.wait_for(conversations.started.wait(), 5)
     assert conversations.cancelled
     assert not responses.started.is_set()
+
+
+async def test_deleted_responses_are_erased_without_a_retention(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No ``[storage] retention``: start-up still sweeps, to erase the content of deleted
+    responses, and shutdown ends the sweep."""
+    monkeypatch.delenv("STATEWAY_RETENTION", raising=False)
+    flags = Overrides(upstream="http://127.0.0.1:9/v1")
+    eraser = HeldPurger()
+    parts = build_gateway(compile_generation(flags), flags, MemoryStore(), response_eraser=eraser)
+    app = build_app(parts)
+    async with app.router.lifespan_context(app):
+        await asyncio.wait_for(eraser.started.wait(), 5)
+    assert eraser.cancelled

@@ -1,6 +1,6 @@
 """The retention sweeper: what it asks the store to delete, batch after batch, and how
-often; a failed sweep is logged and the next one tries again. Deleted conversations are
-erased by every sweep, retention or not."""
+often; a failed sweep is logged and the next one tries again. Deleted conversations, and
+the content of deleted responses, are erased by every sweep, retention or not."""
 
 from __future__ import annotations
 
@@ -10,7 +10,13 @@ import logging
 import pytest
 
 from stateway.core.errors import StorageError
-from stateway.core.retention import BATCH, CONVERSATIONS, RetentionSweeper
+from stateway.core.retention import (
+    BATCH,
+    CONVERSATIONS,
+    DELETED_RESPONSES,
+    ERASE_AFTER,
+    RetentionSweeper,
+)
 
 
 class Purger:
@@ -116,3 +122,33 @@ async def test_each_sweep_erases_deleted_conversations_even_when_deleting_respon
         "erased 3 deleted conversations",
     ]
     assert purged == [3]
+
+
+async def test_deleted_responses_are_erased_batch_after_batch_an_hour_after_deletion() -> None:
+    """No retention needed; an hour's grace leaves a run that read the response before it
+    was deleted the time to store the response continuing from it (which keeps it)."""
+    eraser = Purger(DELETED_RESPONSES, 2)
+    sweeper = RetentionSweeper(None, None, eraser=eraser, clock=lambda: 10_000.0)
+    assert await sweeper.erase_responses() == DELETED_RESPONSES + 2
+    assert eraser.calls == [(10_000.0 - ERASE_AFTER, DELETED_RESPONSES)] * 2
+    assert ERASE_AFTER == 3600.0
+
+
+async def test_each_sweep_erases_deleted_responses_and_counts_them(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    conversations = Purger(StorageError("Storage failed."))
+    eraser = Purger(3)
+    erased: list[int] = []
+    sweeper = RetentionSweeper(
+        None, None, conversations=conversations, eraser=eraser, erased=erased.append
+    )
+    with caplog.at_level(logging.INFO, logger="stateway.core.retention"):
+        sweeper.start()
+        try:
+            await asyncio.wait_for(eraser.called.wait(), 5)
+        finally:
+            await sweeper.aclose()
+    lines = [r.getMessage() for r in caplog.records if r.name == "stateway.core.retention"]
+    assert lines == ["erasing deleted conversations failed", "erased 3 deleted responses"]
+    assert erased == [3]

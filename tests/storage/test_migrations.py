@@ -30,7 +30,7 @@ from stateway.storage.sql.migrator import HEAD_REVISION, MIGRATIONS_DIR, alembic
 from stateway.storage.sql.retention import SqlResponsePurger
 from stateway.storage.sql.schema import metadata
 
-HEAD = "0016"
+HEAD = "0017"
 _HEAD_TABLES = {
     "responses",
     "items",

@@ -1,8 +1,8 @@
 """A lasting refusal met by any write of the store fails its ping (readiness), not only
 one met by a save: a conversation's writes, a response's delete, a lease's heartbeat, a
-retention sweep, the erasure of deleted conversations each run in a transaction of their
-own, and may be the first to meet it, or the only ones for a while. The ping then tries a
-write of its own until one lands.
+retention sweep, the erasure of deleted conversations and of deleted responses each run
+in a transaction of their own, and may be the first to meet it, or the only ones for a
+while. The ping then tries a write of its own until one lands.
 
 SQLite read-only and full as in :mod:`tests.storage.test_unwritable_database`;
 PostgreSQL read-only as a failover to a standby looks (``ReadOnly``)."""
@@ -22,7 +22,11 @@ from stateway.core.errors import StorageError
 from stateway.core.ports import ResponseRecord
 from stateway.storage.sql import SqlConversationStore, SqlResponseStore, open_store
 from stateway.storage.sql.leases import SqlOwnerLeases
-from stateway.storage.sql.retention import SqlConversationPurger, SqlResponsePurger
+from stateway.storage.sql.retention import (
+    SqlConversationPurger,
+    SqlResponseEraser,
+    SqlResponsePurger,
+)
 from tests.storage.conftest import ReadOnly
 from tests.storage.test_conversations import message
 from tests.storage.test_unwritable_database import (
@@ -67,6 +71,7 @@ class Writers:
     leases: SqlOwnerLeases
     purger: SqlResponsePurger
     erasure: SqlConversationPurger
+    eraser: SqlResponseEraser
     tenant: str
 
     @classmethod
@@ -77,17 +82,20 @@ class Writers:
             SqlOwnerLeases(store),
             SqlResponsePurger(store),
             SqlConversationPurger(store),
+            SqlResponseEraser(store),
             tenant,
         )
 
     async def prepare(self) -> None:
         """What each write below changes: a conversation with an item, a deleted one, an
-        old response, this process's lease."""
+        old response, a deleted one, this process's lease."""
         conversation = Conversation(self.tenant, "conv_1", 1.0, {})
         await self.conversations.create(conversation, [message("a", "msg_1")])
         await self.conversations.create(Conversation(self.tenant, "conv_gone", 1.0, {}), [])
         await self.conversations.delete(self.tenant, "conv_gone")
         await self.store.save(response(self.tenant, "resp_old", created_at=0.5))
+        await self.store.save(response(self.tenant, "resp_gone", created_at=1.0))
+        await self.store.delete(self.tenant, "resp_gone")
         await self.leases.register(OWNER, 10.0)
 
 
@@ -107,6 +115,7 @@ WRITES: dict[str, Write] = {
     "owners forgotten": lambda w: w.leases.forget([OWNER]),
     "a retention sweep": lambda w: w.purger.purge(0.75, 100),
     "deleted conversations erased": lambda w: w.erasure.purge(time.time() + 60, 100),
+    "deleted responses erased": lambda w: w.eraser.purge(time.time() + 60, 100),
 }
 
 

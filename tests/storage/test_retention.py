@@ -1,7 +1,8 @@
 """Responses deleted for good once older than the retention, on SQLite and PostgreSQL:
 finished ones only, with their items and event logs, a batch at a time; live conversations
 untouched. Deleted conversations erased for good with their items, unless a running turn
-holds one.
+holds one. Deleted responses no response continues from erased but for what usage counts,
+up their chains; one a response continues from, or stored since the search, kept.
 
 The PostgreSQL database is shared with every other test, whose rows are created at 1.0
 or later: these use earlier times, and cut off below 1.0, so a purge takes only theirs.
@@ -11,17 +12,26 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
+import orjson
 import pytest
 from sqlalchemy import event, text
 from sqlalchemy.util import await_only
 
+from stateway.core.commands import GetUsage
 from stateway.core.conversations.ports import Conversation
 from stateway.core.ports import ConversationTurn, EventBatch, ResponseRecord
+from stateway.core.retention import ERASE_AFTER, RetentionSweeper
 from stateway.storage.sql import SqlConversationStore, SqlResponseStore, migrate, open_store
-from stateway.storage.sql.retention import SqlConversationPurger, SqlResponsePurger
+from stateway.storage.sql.accounting import SqlUsageLedger
+from stateway.storage.sql.retention import (
+    SqlConversationPurger,
+    SqlResponseEraser,
+    SqlResponsePurger,
+)
 from tests.storage.conftest import RecordFactory
 
 CUTOFF = 0.75
@@ -335,3 +345,262 @@ async def test_conversations_another_sweep_holds_are_skipped_not_waited_for(
 _HOLD_CONVERSATION = text(
     "SELECT id FROM conversations WHERE tenant_id = :tenant AND id = 'conv_old' FOR UPDATE"
 )
+
+
+@pytest.fixture
+def eraser(own_store: SqlResponseStore) -> SqlResponseEraser:
+    return SqlResponseEraser(own_store)
+
+
+SECRET_BODY = {
+    "id": "resp_x",
+    "created_at": 0.25,
+    "model": "m",
+    "instructions": "secret instructions",
+    "metadata": {"topic": "secret"},
+    "status": "completed",
+    "usage": {"input_tokens": 7, "output_tokens": 3, "total_tokens": 10},
+    "completed_at": 0.3,
+}
+
+
+def secret(record: RecordFactory, response_id: str, previous: str | None = None) -> ResponseRecord:
+    """A finished response whose body, items and event log all hold content."""
+    body = {**SECRET_BODY, "id": response_id}
+    row = at(record(response_id, previous, inputs=["q"], outputs=["a"], body=body), 0.25)
+    row.events = EventBatch(0, [b'{"type":"response.created","sequence_number":0}'])
+    return row
+
+
+async def response_deleted_at(
+    store: SqlResponseStore, tenant: str, response_id: str, at: float
+) -> None:
+    """Delete the response as a client does, then date its deletion ``at``."""
+    assert await store.delete(tenant, response_id)
+    async with store.engine.begin() as connection:
+        await connection.execute(
+            _DATE_RESPONSE_DELETION, {"tenant": tenant, "id": response_id, "at": at}
+        )
+
+
+async def content_of(store: SqlResponseStore, tenant: str) -> dict[str, tuple[str, str, int, int]]:
+    """Each of the tenant's response rows: its status and body as stored, and how many
+    items and event log rows it has."""
+    async with store.engine.connect() as connection:
+        rows = (await connection.execute(_CONTENT, {"tenant": tenant})).all()
+    return {id_: (status, body, items, events) for id_, status, body, items, events in rows}
+
+
+_DATE_RESPONSE_DELETION = text(
+    "UPDATE responses SET deleted_at = :at WHERE tenant_id = :tenant AND id = :id"
+)
+_CONTENT = text(
+    "SELECT id, status, body,"
+    " (SELECT count(*) FROM items i WHERE i.tenant_id = r.tenant_id AND i.response_id = r.id),"
+    " (SELECT count(*) FROM response_events e"
+    "   WHERE e.tenant_id = r.tenant_id AND e.response_id = r.id)"
+    " FROM responses r WHERE r.tenant_id = :tenant"
+)
+
+
+def erased(stored: tuple[str, str, int, int]) -> bool:
+    status, body, items, events = stored
+    return status == "erased" and "secret" not in body and (items, events) == (0, 0)
+
+
+async def test_a_deleted_response_no_other_continues_from_loses_its_content(
+    own_store: SqlResponseStore, eraser: SqlResponseEraser, record: RecordFactory, tenant: str
+) -> None:
+    """Its items, event log and body text go; what ``/v1/usage`` reads of it stays."""
+    ledger = SqlUsageLedger(own_store.reader)
+    for name in ("resp_deleted", "resp_later", "resp_live"):
+        await own_store.save(secret(record, name))
+    await response_deleted_at(own_store, tenant, "resp_deleted", 0.5)
+    await response_deleted_at(own_store, tenant, "resp_later", 0.9)  # the next sweep's
+    usage = await ledger.usage(GetUsage(tenant))
+    assert usage[0].responses == 3
+    assert await eraser.purge(CUTOFF, 100) == 1
+    stored = await content_of(own_store, tenant)
+    assert erased(stored["resp_deleted"])
+    assert not erased(stored["resp_later"])
+    assert not erased(stored["resp_live"])
+    assert orjson.loads(stored["resp_deleted"][1]) == {
+        "id": "resp_deleted",
+        "created_at": 0.25,
+        "model": "m",
+        "status": "completed",
+        "usage": SECRET_BODY["usage"],
+        "completed_at": 0.3,
+    }
+    assert await ledger.usage(GetUsage(tenant)) == usage
+    assert await eraser.purge(CUTOFF, 100) == 0, "an erased response is not erased again"
+    assert await eraser.purge(0.95, 100) == 1
+    assert erased((await content_of(own_store, tenant))["resp_later"])
+    assert await ledger.usage(GetUsage(tenant)) == usage
+
+
+async def test_a_deleted_response_a_live_one_continues_from_keeps_its_content(
+    own_store: SqlResponseStore, eraser: SqlResponseEraser, record: RecordFactory, tenant: str
+) -> None:
+    """Its items still serve the chain; deleting the last response of the chain then
+    erases the whole chain in one sweep."""
+    await own_store.save(secret(record, "resp_root"))
+    await own_store.save(secret(record, "resp_parent", "resp_root"))
+    await own_store.save(secret(record, "resp_child", "resp_parent"))
+    await response_deleted_at(own_store, tenant, "resp_root", 0.5)
+    await response_deleted_at(own_store, tenant, "resp_parent", 0.5)
+    assert await eraser.purge(CUTOFF, 100) == 0
+    assert not any(erased(row) for row in (await content_of(own_store, tenant)).values())
+    await own_store.save(secret(record, "resp_next", "resp_child"))  # the chain goes on
+    chain = await own_store.load_context(tenant, "resp_next")
+    assert chain is not None
+    assert [item["content"][0]["text"] for item in chain.items] == ["q", "a"] * 4
+
+    await response_deleted_at(own_store, tenant, "resp_next", 0.6)
+    await response_deleted_at(own_store, tenant, "resp_child", 0.4)
+    assert await eraser.purge(CUTOFF, 100) == 4
+    assert all(erased(row) for row in (await content_of(own_store, tenant)).values())
+
+
+async def test_a_response_with_two_children_waits_for_both(
+    own_store: SqlResponseStore, eraser: SqlResponseEraser, record: RecordFactory, tenant: str
+) -> None:
+    await own_store.save(secret(record, "resp_parent"))
+    for name in ("resp_a", "resp_b"):
+        await own_store.save(secret(record, name, "resp_parent"))
+    await response_deleted_at(own_store, tenant, "resp_parent", 0.5)
+    await response_deleted_at(own_store, tenant, "resp_a", 0.5)
+    assert await eraser.purge(CUTOFF, 100) == 1  # resp_a: resp_b still needs the parent
+    stored = await content_of(own_store, tenant)
+    assert [name for name, row in sorted(stored.items()) if erased(row)] == ["resp_a"]
+    chain = await own_store.load_context(tenant, "resp_b")
+    assert chain is not None
+    assert len(chain.items) == 4
+    await response_deleted_at(own_store, tenant, "resp_b", 0.5)
+    assert await eraser.purge(CUTOFF, 100) == 2
+    assert all(erased(row) for row in (await content_of(own_store, tenant)).values())
+
+
+async def test_a_deleted_response_still_running_is_erased_once_it_ends(
+    own_store: SqlResponseStore, eraser: SqlResponseEraser, record: RecordFactory, tenant: str
+) -> None:
+    running = at(secret(record, "resp_running"), 0.25, "in_progress")
+    running.owner = "host 1 2"
+    await own_store.save(dataclasses.replace(running, output_items=[]))
+    await response_deleted_at(own_store, tenant, "resp_running", 0.5)
+    assert await eraser.purge(CUTOFF, 100) == 0
+    assert not erased((await content_of(own_store, tenant))["resp_running"])
+    assert await own_store.finish(dataclasses.replace(running, status="cancelled"))
+    assert await eraser.purge(CUTOFF, 100) == 1
+    assert erased((await content_of(own_store, tenant))["resp_running"])
+
+
+async def test_an_erasing_batch_takes_at_most_its_limit_of_deleted_responses(
+    own_store: SqlResponseStore, eraser: SqlResponseEraser, record: RecordFactory, tenant: str
+) -> None:
+    for n, name in enumerate(("resp_b", "resp_c", "resp_d")):
+        await own_store.save(secret(record, name))
+        await response_deleted_at(own_store, tenant, name, 0.5 + n / 100)
+    assert await eraser.purge(CUTOFF, 2) == 2
+    assert await eraser.purge(CUTOFF, 2) == 1  # the walk's end
+    assert await eraser.purge(CUTOFF, 2) == 0
+
+
+async def test_a_response_continued_from_while_being_erased_is_kept(
+    own_store: SqlResponseStore,
+    eraser: SqlResponseEraser,
+    record: RecordFactory,
+    tenant: str,
+    own_url: str,
+) -> None:
+    """A child stored between the sweep's search and its erasure (another process's run
+    that read the response before it was deleted): the erasure checks again, in its own
+    statement, and leaves the response the child needs."""
+    await own_store.save(secret(record, "resp_parent"))
+    await response_deleted_at(own_store, tenant, "resp_parent", 0.5)
+    other = open_store(own_url)
+
+    async def continue_there() -> None:
+        await other.save(secret(record, "resp_child", "resp_parent"))
+
+    searched = False
+
+    def meanwhile(_connection: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        nonlocal searched
+        search = statement.lstrip().upper().startswith("SELECT") and "deleted_at" in statement
+        if search and not searched:
+            searched = True
+            await_only(continue_there())
+
+    event.listen(own_store.engine.sync_engine, "after_cursor_execute", meanwhile)
+    try:
+        assert await eraser.purge(CUTOFF, 100) == 0
+    finally:
+        event.remove(own_store.engine.sync_engine, "after_cursor_execute", meanwhile)
+        await other.aclose()
+    assert searched
+    assert not erased((await content_of(own_store, tenant))["resp_parent"])
+    chain = await own_store.load_context(tenant, "resp_child")
+    assert chain is not None
+    assert len(chain.items) == 4
+
+
+@pytest.mark.parametrize(
+    "own_url", [pytest.param("postgres", marks=pytest.mark.postgres)], indirect=True
+)
+async def test_deleted_responses_another_sweep_holds_are_skipped_not_waited_for(
+    own_store: SqlResponseStore,
+    eraser: SqlResponseEraser,
+    record: RecordFactory,
+    tenant: str,
+    own_url: str,
+) -> None:
+    await own_store.save(secret(record, "resp_old"))
+    await response_deleted_at(own_store, tenant, "resp_old", 0.5)
+    other = open_store(own_url)
+    try:
+        async with other.engine.connect() as connection:
+            await connection.execute(_HOLD_OLD, {"tenant": tenant})
+            assert await asyncio.wait_for(eraser.purge(CUTOFF, 100), 5) == 0
+            await connection.rollback()
+    finally:
+        await other.aclose()
+    assert await eraser.purge(CUTOFF, 100) == 1
+
+
+async def test_a_response_stored_after_the_one_it_continues_from_was_erased_says_so(
+    own_store: SqlResponseStore,
+    eraser: SqlResponseEraser,
+    record: RecordFactory,
+    tenant: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A run longer than the grace that read its previous response before it was deleted
+    stores its row after the erasure: its chain starts at itself, and reading it logs a
+    warning rather than cut the context silently."""
+    await own_store.save(secret(record, "resp_parent"))
+    await response_deleted_at(own_store, tenant, "resp_parent", 0.5)
+    assert await eraser.purge(CUTOFF, 100) == 1
+    await own_store.save(secret(record, "resp_late", "resp_parent"))
+    with caplog.at_level(logging.WARNING, logger="stateway.storage.sql.store"):
+        chain = await own_store.load_context(tenant, "resp_late")
+    assert chain is not None
+    assert [item["content"][0]["text"] for item in chain.items] == ["q", "a"]
+    [warning] = [r for r in caplog.records if r.name == "stateway.storage.sql.store"]
+    assert "resp_late" in warning.getMessage()
+    assert "erased" in warning.getMessage()
+
+
+async def test_a_sweep_erases_the_responses_deleted_an_hour_before_it(
+    own_store: SqlResponseStore, eraser: SqlResponseEraser, record: RecordFactory, tenant: str
+) -> None:
+    """What the sweeper asks of the store: one deleted less than an hour ago waits."""
+    for name in ("resp_old", "resp_recent"):
+        await own_store.save(secret(record, name))
+    await response_deleted_at(own_store, tenant, "resp_old", 1_000.0)
+    await response_deleted_at(own_store, tenant, "resp_recent", 1_000.0 + 60)
+    sweeper = RetentionSweeper(None, None, eraser=eraser, clock=lambda: 1_001.0 + ERASE_AFTER)
+    assert await sweeper.erase_responses() == 1
+    stored = await content_of(own_store, tenant)
+    assert erased(stored["resp_old"])
+    assert not erased(stored["resp_recent"])

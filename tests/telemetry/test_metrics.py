@@ -252,3 +252,10 @@ def test_a_request_and_its_run_are_counted_without_the_librarys_locks() -> None:
         (("route", "/v1/responses"), ("status", "200")): 2
     }
     assert samples["stateway_input_tokens_total"] == {(("model", "m"), ("tenant", "acme")): 20}
+
+
+def test_responses_erased_are_counted() -> None:
+    metrics = PrometheusMetrics()
+    metrics.responses_erased(3)
+    metrics.responses_erased(2)
+    assert b"stateway_responses_erased_total 5.0" in metrics.exposition()[0]

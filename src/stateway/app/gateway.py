@@ -27,7 +27,14 @@ from stateway.core.leases import LeaseKeeper
 from stateway.core.limits import RateLimits
 from stateway.core.loop import Loop
 from stateway.core.ownership import ProcessIdentity, fail_abandoned
-from stateway.core.ports import CacheSalts, OwnerLeases, ResponsePurger, ResponseStore, Sealer
+from stateway.core.ports import (
+    CacheSalts,
+    OwnerLeases,
+    ResponseEraser,
+    ResponsePurger,
+    ResponseStore,
+    Sealer,
+)
 from stateway.core.retention import RetentionSweeper
 from stateway.core.run_registry import RunRegistry
 from stateway.core.runs import CancelReason
@@ -41,7 +48,11 @@ from stateway.storage.sql import SqlConversationStore, SqlResponseStore, open_st
 from stateway.storage.sql.accounting import SqlUsageLedger
 from stateway.storage.sql.api_keys import SqlKeyStore
 from stateway.storage.sql.leases import SqlOwnerLeases
-from stateway.storage.sql.retention import SqlConversationPurger, SqlResponsePurger
+from stateway.storage.sql.retention import (
+    SqlConversationPurger,
+    SqlResponseEraser,
+    SqlResponsePurger,
+)
 from stateway.storage.sql.secrets import SqlSecrets
 from stateway.surfaces.websocket.endpoint import WebSocketResponses
 from stateway.telemetry.metrics import PrometheusMetrics
@@ -82,7 +93,7 @@ class GatewayParts:
     loop shares it; closed at shutdown)."""
     retention: RetentionSweeper | None = None
     """Deletes stored responses older than ``[storage] retention``, when it is set, and
-    erases deleted conversations (on a database: always)."""
+    erases deleted conversations and deleted responses' content (on a database: always)."""
     recovered: bool = False
     """Whether :meth:`recover` is done."""
     hop: Hop | None = None
@@ -152,6 +163,7 @@ async def open_gateway(compiled: Compiled, flags: Overrides) -> GatewayParts:
         usage=SqlUsageLedger(store.reader),
         purger=SqlResponsePurger(store),
         conversation_purger=SqlConversationPurger(store),
+        response_eraser=SqlResponseEraser(store),
     )
     parts.keys = SqlKeyStore(store.engine)
     return parts
@@ -179,12 +191,14 @@ def build_gateway(
     usage: UsageLedger | None = None,
     purger: ResponsePurger | None = None,
     conversation_purger: ConversationPurger | None = None,
+    response_eraser: ResponseEraser | None = None,
 ) -> GatewayParts:
     """``compiled`` as generation 1, reloaded from ``flags``; over the configured
     database, or over ``store`` (and ``conversations``: none, and no conversation exists;
     ``leases``: none, and no run is judged by its lease; ``usage``: none, and
     ``/v1/usage`` is a 404; ``purger``: none, and no retention applies;
-    ``conversation_purger``: none, and deleted conversations are only hidden) when given.
+    ``conversation_purger``: none, and deleted conversations are only hidden;
+    ``response_eraser``: none, and deleted responses are only hidden) when given.
     ``sealer`` None: sealing is off; ``salts`` None: no call carries a ``cache_salt``
     (``open_gateway`` always gives both)."""
     config = compiled.config
@@ -195,6 +209,7 @@ def build_gateway(
         usage = SqlUsageLedger(sql_store.reader)
         purger = SqlResponsePurger(sql_store)
         conversation_purger = SqlConversationPurger(sql_store)
+        response_eraser = SqlResponseEraser(sql_store)
     runs = RunRegistry()
     owner = ProcessIdentity.current()
     telemetry = Observability(PrometheusMetrics(), open_tracing(config.tracing, __version__))
@@ -259,13 +274,16 @@ def build_gateway(
     gateway.reloads = reloader
     retention = config.storage.retention
     sweeper = None
-    if (purger is not None and retention is not None) or conversation_purger is not None:
+    erasing = conversation_purger is not None or response_eraser is not None
+    if (purger is not None and retention is not None) or erasing:
         sweeper = RetentionSweeper(
             purger,
             retention,
             conversations=conversation_purger,
+            eraser=response_eraser,
             deleted=telemetry.metrics.responses_deleted,
             purged=telemetry.metrics.conversations_purged,
+            erased=telemetry.metrics.responses_erased,
         )
     return GatewayParts(
         store,

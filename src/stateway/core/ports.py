@@ -229,6 +229,20 @@ class ResponsePurger(Protocol):
         ...
 
 
+class ResponseEraser(Protocol):
+    """Erases the content of deleted responses (:mod:`stateway.core.retention`)."""
+
+    async def purge(self, before: float, limit: int) -> int:
+        """In one transaction, erase the items, event logs and body text of at most
+        ``limit`` finished responses deleted before ``before`` (a Unix time) that no
+        response continues from, then of the deleted ones they continued from that
+        none now does, up their chains; how many were (more than ``limit`` with those).
+        What ``/v1/usage`` counts of each stays. Calls with the same ``before`` make one
+        sweep, each going on where the last stopped, until one erases fewer than
+        ``limit``; the next call starts another."""
+        ...
+
+
 @dataclass(slots=True, frozen=True)
 class Heartbeat:
     """An owner's beat count, and the seconds it promised to beat within."""

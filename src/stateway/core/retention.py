@@ -1,5 +1,5 @@
 """Retention: stored responses deleted once older than ``[storage] retention``, and
-deleted conversations erased.
+deleted conversations and deleted responses' content erased.
 
 Hosted OpenAI keeps a stored response for 30 days; a gateway keeps them until deleted
 unless its operator sets a retention. Then every process sweeps: at start-up, and every
@@ -28,9 +28,26 @@ erasing it changes no answer. Without a retention the sweeps come an hour apart,
 deleted conversation is gone within the hour. The responses of its turns are kept (they
 hold their own items), as hosted keeps them.
 
+A deleted response is only hidden when a client deletes it: its items still serve the
+responses that continue from it (a chain is read by walking ``previous_response_id``).
+Every sweep, retention or not, erases the content of the responses deleted more than
+:data:`ERASE_AFTER` before it began that no response continues from (its items, its
+event log, its body but for what ``/v1/usage`` counts: the tokens were spent), then of
+the deleted ones before them that this leaves unneeded, up their chains,
+:data:`DELETED_RESPONSES` per transaction; one still running waits for its end. One a
+live response continues from is kept as it is: deleting the whole chain, or its last
+response, is what erases it. Nothing serves an erased response (a deleted one is a 404,
+continuing from it a 400 already), so erasing it changes no answer, but for a race the
+grace closes: a run that read the response before its deletion, while it was live, and
+has not stored its own row yet. Streamed, background and conversation runs store theirs
+as they start; a non-stream one only at its end (ADR 0005), however long it runs. An
+hour outlasts any client's wait by default (the ``openai`` SDK's is ten minutes, an
+upstream's ``read_timeout`` as long); a run longer still stores its row after the
+erasure, its context starting after the erased response, which reading it logs.
+
 What each sweep deleted is logged and counted (``stateway_responses_deleted_total``,
-``stateway_conversations_purged_total``). A sweep that fails (the database out of reach)
-is logged, and the next one tries again.
+``stateway_conversations_purged_total``, ``stateway_responses_erased_total``). A sweep
+that fails (the database out of reach) is logged, and the next one tries again.
 """
 
 from __future__ import annotations
@@ -43,7 +60,7 @@ from collections.abc import Callable
 from typing import Final
 
 from stateway.core.conversations.ports import ConversationPurger
-from stateway.core.ports import ResponsePurger
+from stateway.core.ports import ResponseEraser, ResponsePurger
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +69,11 @@ BATCH: Final = 500
 CONVERSATIONS: Final = 50
 """Deleted conversations erased per transaction: fewer than responses, as each holds the
 items of all its turns (a response, those of one)."""
+DELETED_RESPONSES: Final = 100
+"""Deleted responses erased per transaction (each is rewritten, not only deleted)."""
+ERASE_AFTER: Final = 3600.0
+"""Seconds a deleted response's content waits: a run that read it before it was deleted
+may not have stored the response continuing from it yet."""
 _LONGEST_PAUSE: Final = 3600.0
 _SHORTEST_PAUSE: Final = 1.0
 
@@ -63,17 +85,22 @@ class RetentionSweeper:
         retention: float | None,
         *,
         conversations: ConversationPurger | None = None,
+        eraser: ResponseEraser | None = None,
         clock: Callable[[], float] = time.time,
         deleted: Callable[[int], None] = lambda count: None,
         purged: Callable[[int], None] = lambda count: None,
+        erased: Callable[[int], None] = lambda count: None,
     ) -> None:
         """Responses are deleted with a ``purger`` and a ``retention``, deleted
-        conversations erased with ``conversations``; ``deleted`` and ``purged`` are told
-        how many each sweep did (metrics)."""
+        conversations erased with ``conversations``, deleted responses' content with
+        ``eraser``; ``deleted``, ``purged`` and ``erased`` are told how many each sweep
+        did (metrics)."""
         self._purger = purger
         self._conversations = conversations
+        self._eraser = eraser
         self._deleted = deleted
         self._purged = purged
+        self._erased = erased
         self.retention = retention
         self.pause = _LONGEST_PAUSE
         """Seconds between sweeps."""
@@ -106,6 +133,14 @@ class RetentionSweeper:
             return 0
         return await _batches(self._conversations, self._clock(), CONVERSATIONS)
 
+    async def erase_responses(self) -> int:
+        """Erase the content of every response deleted more than :data:`ERASE_AFTER` ago
+        that none continues from, and of the deleted ones this leaves unneeded; how
+        many were."""
+        if self._eraser is None:
+            return 0
+        return await _batches(self._eraser, self._clock() - ERASE_AFTER, DELETED_RESPONSES)
+
     async def _sweeping(self) -> None:
         while True:
             try:
@@ -124,10 +159,20 @@ class RetentionSweeper:
                 if erased:
                     log.info("erased %d deleted conversations", erased)
                     self._purged(erased)
+            try:
+                erased = await self.erase_responses()
+            except Exception:
+                log.exception("erasing deleted responses failed")
+            else:
+                if erased:
+                    log.info("erased %d deleted responses", erased)
+                    self._erased(erased)
             await asyncio.sleep(self.pause)
 
 
-async def _batches(purger: ResponsePurger | ConversationPurger, before: float, batch: int) -> int:
+async def _batches(
+    purger: ResponsePurger | ConversationPurger | ResponseEraser, before: float, batch: int
+) -> int:
     """Batch after batch of one sweep, until one comes back short; how many went."""
     gone = 0
     while True:

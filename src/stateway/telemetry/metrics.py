@@ -164,6 +164,11 @@ class PrometheusMetrics:
             "Deleted conversations erased for good, with their items, by sweeps.",
             registry=registry,
         )
+        self._responses_erased = Counter(
+            "stateway_responses_erased",
+            "Deleted responses whose content (items, event log, body text) sweeps erased.",
+            registry=registry,
+        )
         self._generation = Gauge(
             "stateway_config_generation",
             "The configuration generation in effect (+1 per successful reload).",
@@ -287,6 +292,10 @@ class PrometheusMetrics:
     def conversations_purged(self, count: int) -> None:
         """A sweep erased ``count`` deleted conversations."""
         self._conversations_purged.inc(count)
+
+    def responses_erased(self, count: int) -> None:
+        """A sweep erased the content of ``count`` deleted responses."""
+        self._responses_erased.inc(count)
 
     def exposition(self) -> tuple[bytes, str]:
         """The text format and its content type."""

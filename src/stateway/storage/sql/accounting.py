@@ -14,7 +14,8 @@ day, reading no body::
 
 PostgreSQL takes the day with ``floor`` (its cast to an integer rounds). Deleted responses
 count (their tokens were spent) until a retention sweep removes them
-(:mod:`stateway.core.retention`); unfinished ones count once they end.
+(:mod:`stateway.core.retention`), the erasure of their content leaving these columns as
+they were; unfinished ones count once they end.
 
 No index serves the query but the primary key, whose first column is ``tenant_id``:
 none on ``created_at``. Usage is an operator's question, asked now and then, while every

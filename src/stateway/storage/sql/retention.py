@@ -1,7 +1,8 @@
 """``SqlResponsePurger``: the :class:`~stateway.core.ports.ResponsePurger` port over the
 responses table; ``SqlConversationPurger``: the
 :class:`~stateway.core.conversations.ports.ConversationPurger` port over the conversations
-table (:mod:`stateway.core.retention` decides when).
+table; ``SqlResponseEraser``: the :class:`~stateway.core.ports.ResponseEraser` port over
+the responses table (:mod:`stateway.core.retention` decides when).
 
 One transaction per batch: a ``SELECT`` of up to ``limit`` finished responses created
 before the cutoff, then a ``DELETE`` of them by primary key (one per tenant among them,
@@ -29,15 +30,36 @@ time then key) and walked in its order: a sweep reads only what it erases. One a
 turn holds (its row ``queued`` or ``in_progress``) is left for a later sweep, in the
 search and again in the ``DELETE``: the turn's end still finds the row it lets go of
 (ADR 0006). No turn can take a deleted conversation, so once free it stays free.
+
+Deleted responses are not deleted but erased: ``/v1/usage`` still counts them (their
+tokens were spent), so the row stays with a body of :data:`KEPT` alone, and its items
+and event log rows go. Its ``status`` becomes ``erased`` (which takes it out of
+``ix_responses_to_erase``, the index of deleted responses not yet erased, walked like the
+conversations' in deletion order, so a sweep reads what it erases and what it keeps) and
+its ``previous_response_id`` is cleared. A deleted response is erased only when no
+response row names it as its previous one (``ix_responses_continued`` answers, a probe
+per response), checked in the search and again in the ``UPDATE`` that marks it (a
+statement of its own, which on PostgreSQL sees a child committed since the search); one
+still running is left until it ends. Clearing the link is what lets a chain go: once its
+last response is erased, the deleted one before it has no child left, and the same
+transaction, having erased a batch, searches the responses they continued from, and so
+on up the chain: a deleted chain goes in one sweep, its kept ancestors (a live
+response's, or a running one's) staying. No lock is taken beyond the rows erased: a
+response inserted while the sweep runs names its previous one without locking it, so
+the sweep's own conditions cannot close the window between a run reading the response
+it continues from and storing its own row; :data:`~stateway.core.retention.ERASE_AFTER`
+does (see there).
 """
 
 from __future__ import annotations
 
 from typing import Final
 
+import orjson
 from sqlalchemy import (
     Double,
     Integer,
+    Row,
     Select,
     String,
     bindparam,
@@ -47,11 +69,21 @@ from sqlalchemy import (
     select,
     text,
     tuple_,
+    update,
 )
-from sqlalchemy.sql import Delete
+from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.sql import Delete, Update
 
 from stateway.storage.sql.errors import storage_errors
-from stateway.storage.sql.schema import IN_PROGRESS_WHERE, conversations, responses
+from stateway.storage.sql.schema import (
+    ERASED,
+    IN_PROGRESS_WHERE,
+    TO_ERASE_WHERE,
+    conversations,
+    items,
+    response_events,
+    responses,
+)
 from stateway.storage.sql.store import SqlResponseStore
 
 _finished = text(f"NOT ({IN_PROGRESS_WHERE})")
@@ -175,3 +207,149 @@ class SqlConversationPurger:
             last = found[-1]
             self._walk = (before, (last[0], last[1], last[2]))
         return erased
+
+
+_child = responses.alias("child")
+_continued = exists(
+    select(literal_column("1", Integer)).where(
+        _child.c.tenant_id == responses.c.tenant_id,
+        _child.c.previous_response_id == responses.c.id,
+    )
+)
+"""Another response continues from this one, live or deleted (an erased one no longer
+names it)."""
+_unneeded = (
+    text(TO_ERASE_WHERE),  # the partial index's own condition
+    responses.c.deleted_at < bindparam("before", type_=Double),
+    _finished,
+    ~_continued,
+)
+_ERASABLE: Final[Select[float, str, str, str | None, str]] = select(
+    responses.c.deleted_at,
+    responses.c.tenant_id,
+    responses.c.id,
+    responses.c.previous_response_id,
+    responses.c.body,
+).where(*_unneeded)
+_TO_ERASE: Final = (
+    _ERASABLE.order_by(responses.c.deleted_at, responses.c.tenant_id, responses.c.id)
+    .limit(bindparam("limit"))
+    .with_for_update(skip_locked=True)
+)
+_TO_ERASE_AFTER: Final = _TO_ERASE.where(
+    tuple_(responses.c.deleted_at, responses.c.tenant_id, responses.c.id)
+    > tuple_(
+        bindparam("after_deleted", type_=Double),
+        bindparam("after_tenant", type_=String),
+        bindparam("after_id", type_=String),
+    )
+)
+_PARENTS: Final = _ERASABLE.where(
+    responses.c.tenant_id == bindparam("tenant", type_=String),
+    responses.c.id.in_(bindparam("ids", expanding=True)),
+).with_for_update(skip_locked=True)
+"""The responses the ones just erased continued from, among them those now erasable."""
+_MARK: Final[Update] = (
+    update(responses)
+    .where(
+        responses.c.tenant_id == bindparam("tenant", type_=String),
+        responses.c.id.in_(bindparam("ids", expanding=True)),
+        *_unneeded,
+    )
+    .values(status=ERASED, previous_response_id=None, served_by=None)
+    .returning(responses.c.id)
+)
+"""Checked again as it erases: a response continuing from one stored since the search
+keeps it."""
+_KEEP_BODY: Final[Update] = (
+    update(responses)
+    .where(
+        responses.c.tenant_id == bindparam("tenant", type_=String),
+        responses.c.id == bindparam("response", type_=String),
+    )
+    .values(body=bindparam("kept_body"))
+)
+_ERASE_ITEMS: Final[Delete] = delete(items).where(
+    items.c.tenant_id == bindparam("tenant", type_=String),
+    items.c.response_id.in_(bindparam("ids", expanding=True)),
+)
+_ERASE_EVENTS: Final[Delete] = delete(response_events).where(
+    response_events.c.tenant_id == bindparam("tenant", type_=String),
+    response_events.c.response_id.in_(bindparam("ids", expanding=True)),
+)
+
+_Found = Row[float, str, str, str | None, str]
+"""A response the search found: deleted, tenant, id, previous id, body."""
+
+KEPT: Final = ("id", "created_at", "model", "status", "usage", "completed_at")
+"""What an erased response's body keeps: ``/v1/usage`` counts it (its tokens were spent:
+:mod:`~stateway.storage.sql.accounting`), by model and day."""
+
+
+class SqlResponseEraser:
+    def __init__(self, store: SqlResponseStore) -> None:
+        """On ``store``'s engine; a lasting refusal met fails its ping
+        (:mod:`~stateway.storage.sql.refusals`)."""
+        self._engine = store.engine
+        self._refusals = store.refusals
+        self._walk: tuple[float, tuple[float, str, str]] | None = None
+        """The cutoff of the sweep under way and the last key its batches found; None
+        between sweeps."""
+
+    async def purge(self, before: float, limit: int) -> int:
+        values: dict[str, object] = {"before": before, "limit": limit}
+        search = _TO_ERASE
+        if self._walk is not None and self._walk[0] == before:  # the sweep goes on
+            search = _TO_ERASE_AFTER
+            values["after_deleted"], values["after_tenant"], values["after_id"] = self._walk[1]
+        with storage_errors("erasing deleted responses", self._refusals):
+            async with self._engine.begin() as connection:
+                found = (await connection.execute(search, values)).all()
+                erased = 0
+                rows: list[_Found] = list(found)
+                while rows:  # erased, then the responses they continued from, up the chains
+                    count, rows = await _erase(connection, rows, before)
+                    erased += count
+        if len(found) < limit:  # the walk's end: the next search starts a sweep
+            self._walk = None
+        else:
+            last = found[-1]
+            self._walk = (before, (last[0], last[1], last[2]))
+        return erased
+
+
+async def _erase(
+    connection: AsyncConnection,
+    rows: list[_Found],
+    before: float,
+) -> tuple[int, list[_Found]]:
+    """Erase the content of the responses found (those still erasable); how many were,
+    and the responses they continued from that are erasable now."""
+    by_tenant: dict[str, dict[str, tuple[str | None, str]]] = {}
+    for _, tenant, id_, previous, body in rows:
+        by_tenant.setdefault(tenant, {})[id_] = (previous, body)
+    erased = 0
+    parents: list[_Found] = []
+    for tenant, found in by_tenant.items():
+        values = {"tenant": tenant, "ids": list(found), "before": before}
+        marked = list((await connection.execute(_MARK, values)).scalars())
+        if not marked:
+            continue
+        values = {"tenant": tenant, "ids": marked}
+        await connection.execute(_ERASE_ITEMS, values)
+        await connection.execute(_ERASE_EVENTS, values)
+        kept = [
+            {"tenant": tenant, "response": id_, "kept_body": _kept(found[id_][1])} for id_ in marked
+        ]
+        await connection.execute(_KEEP_BODY, kept)
+        erased += len(marked)
+        continued = sorted({p for id_ in marked if (p := found[id_][0]) is not None})
+        if continued:
+            values = {"tenant": tenant, "ids": continued, "before": before}
+            parents += (await connection.execute(_PARENTS, values)).all()
+    return erased, parents
+
+
+def _kept(body: str) -> str:
+    stored = orjson.loads(body)
+    return orjson.dumps({name: stored[name] for name in KEPT if name in stored}).decode()

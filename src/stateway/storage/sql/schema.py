@@ -9,7 +9,11 @@ is a matter of the primary key, and nothing is ever looked up across tenants.
     writes identically on SQLite and PostgreSQL. ``status``, ``created_at`` and
     ``previous_response_id`` are copied out of it as columns for queries. ``deleted_at``
     marks a soft delete: the row stops being retrievable, but its items keep serving as
-    context for the responses that continue from it. ``owner`` names the process running
+    context for the responses that continue from it. Once none does (nor can: see
+    :mod:`stateway.core.retention`), a sweep erases its content: its items and event log
+    go, its ``body`` keeps only what ``/v1/usage`` counts, its ``status`` becomes
+    :data:`ERASED` and its ``previous_response_id`` is cleared, so the response it
+    continued from is needed by one fewer. ``owner`` names the process running
     a response while it is ``in_progress`` (see :mod:`stateway.core.ownership`); a partial
     index over in-progress rows keeps the start-up search for abandoned runs cheap.
     ``served_by`` is the candidate (``backend/model``) whose attempt last succeeded, written
@@ -72,8 +76,8 @@ is a matter of the primary key, and nothing is ever looked up across tenants.
     set by its migration), so a publication of every table takes their ``DELETE``.
 
 ``previous_response_id`` deliberately has no foreign key: a chain is read by following
-the links, and a missing ancestor (say, one day, a retention purge) ends the walk instead
-of blocking the purge or failing the read. Items reference their response and go with it.
+the links, and a missing ancestor (a retention purge's) ends the walk instead of blocking
+the purge or failing the read. Items reference their response and go with it.
 
 This module describes the current schema for queries; the schema in a database is made
 by the migrations in ``migrations/versions``, and a test checks that the two agree.
@@ -155,12 +159,43 @@ responses: Final = Table(
 IN_PROGRESS_WHERE: Final = "status IN ('queued', 'in_progress')"
 """Unfinished responses: a background run is ``queued`` before it starts."""
 
+ERASED: Final = "erased"
+"""The ``status`` of a deleted response whose content a sweep erased: its items and event
+log are gone, its body holds only what ``/v1/usage`` reads
+(:class:`~stateway.storage.sql.retention.SqlResponseEraser`)."""
+TO_ERASE_WHERE: Final = f"deleted_at IS NOT NULL AND status <> '{ERASED}'"
+"""Deleted responses whose content is still stored."""
+CONTINUED_WHERE: Final = "previous_response_id IS NOT NULL"
+
 Index(
     "ix_responses_in_progress",
     responses.c.owner,
     sqlite_where=text(IN_PROGRESS_WHERE),
     postgresql_where=text(IN_PROGRESS_WHERE),
 )
+
+Index(
+    "ix_responses_to_erase",
+    responses.c.deleted_at,
+    responses.c.tenant_id,
+    responses.c.id,
+    sqlite_where=text(TO_ERASE_WHERE),
+    postgresql_where=text(TO_ERASE_WHERE),
+)
+"""Finds the deleted responses a sweep erases, in the order it walks them
+(:class:`~stateway.storage.sql.retention.SqlResponseEraser`); only deleted ones not yet
+erased are in it, so a save pays for no entry, only a delete (and its erasure takes it
+out)."""
+
+Index(
+    "ix_responses_continued",
+    responses.c.tenant_id,
+    responses.c.previous_response_id,
+    sqlite_where=text(CONTINUED_WHERE),
+    postgresql_where=text(CONTINUED_WHERE),
+)
+"""Finds the responses continuing from one: a deleted response is erased only once none
+does. A first response (no ``previous_response_id``) pays for no entry."""
 
 items: Final = Table(
     "items",

@@ -29,6 +29,7 @@ the same id may appear twice. When no input item has the id, the page is empty
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any, Final, Literal
 
@@ -46,8 +47,10 @@ from stateway.storage.sql.errors import storage_errors
 from stateway.storage.sql.group_commit import GroupCommitter, Rows
 from stateway.storage.sql.ping import Ping
 from stateway.storage.sql.refusals import WriteRefusals
-from stateway.storage.sql.schema import INPUT, OUTPUT, indexable_id
+from stateway.storage.sql.schema import ERASED, INPUT, OUTPUT, indexable_id
 from stateway.storage.sql.writer import Watcher, writer_for
+
+log = logging.getLogger(__name__)
 
 WRITE_ORDER: Final = (
     cq.CLAIM,
@@ -259,6 +262,13 @@ class SqlResponseStore:
         # Rows come oldest response first: the last one is the requested response's.
         items = [orjson.loads(body) for body, _, _ in rows if body is not None]
         _, status, served_by = rows[-1]
+        if rows[0][1] == ERASED:  # an erasure clears the link: the walk's first, if any
+            log.warning(
+                "response %s continues from a deleted response whose content was erased "
+                "before it was stored (a run longer than the erasure's grace): its context "
+                "starts after it",
+                response_id,
+            )
         return StoredChain(items, status, served_by)
 
     async def find_items(self, tenant_id: str, item_ids: list[str]) -> dict[str, Item]:
