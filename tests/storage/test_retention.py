@@ -604,3 +604,21 @@ async def test_a_sweep_erases_the_responses_deleted_an_hour_before_it(
     stored = await content_of(own_store, tenant)
     assert erased(stored["resp_old"])
     assert not erased(stored["resp_recent"])
+
+
+async def test_an_erasing_batch_stops_up_a_chain_at_its_limit_and_the_next_goes_on(
+    own_store: SqlResponseStore, eraser: SqlResponseEraser, record: RecordFactory, tenant: str
+) -> None:
+    """A transaction erases a bounded number (SQLite's one writer waits behind it), and
+    the sweep still erases the whole deleted chain, though its walk has gone past it."""
+    previous = None
+    for n in range(5):
+        await own_store.save(secret(record, f"resp_{n}", previous))
+        await response_deleted_at(own_store, tenant, f"resp_{n}", 0.5)
+        previous = f"resp_{n}"
+    for n, name in enumerate(("resp_x", "resp_y")):
+        await own_store.save(secret(record, name))
+        await response_deleted_at(own_store, tenant, name, 0.6 + n / 10)
+    # resp_4 and resp_x; resp_3 and resp_y; resp_2 and resp_1; resp_0: the sweep's end
+    assert [await eraser.purge(CUTOFF, 2) for _ in range(4)] == [2, 2, 2, 1]
+    assert all(erased(row) for row in (await content_of(own_store, tenant)).values())

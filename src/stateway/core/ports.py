@@ -236,10 +236,11 @@ class ResponseEraser(Protocol):
         """In one transaction, erase the items, event logs and body text of at most
         ``limit`` finished responses deleted before ``before`` (a Unix time) that no
         response continues from, then of the deleted ones they continued from that
-        none now does, up their chains; how many were (more than ``limit`` with those).
-        What ``/v1/usage`` counts of each stays. Calls with the same ``before`` make one
-        sweep, each going on where the last stopped, until one erases fewer than
-        ``limit``; the next call starts another."""
+        none now does, up their chains while fewer than ``limit`` were; how many were
+        (fewer than twice ``limit``). What ``/v1/usage`` counts of each stays. Calls
+        with the same ``before`` make one sweep, each going on where the last stopped
+        (up a chain first), until one erases fewer than ``limit``; the next call starts
+        another."""
         ...
 
 

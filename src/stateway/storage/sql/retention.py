@@ -43,8 +43,10 @@ statement of its own, which on PostgreSQL sees a child committed since the searc
 still running is left until it ends. Clearing the link is what lets a chain go: once its
 last response is erased, the deleted one before it has no child left, and the same
 transaction, having erased a batch, searches the responses they continued from, and so
-on up the chain: a deleted chain goes in one sweep, its kept ancestors (a live
-response's, or a running one's) staying. No lock is taken beyond the rows erased: a
+on up the chain, while it has erased fewer than its limit (so fewer than twice that in
+all: SQLite's one writer waits behind it); where it stops, the sweep's next batch goes
+on, before searching further. A deleted chain goes in one sweep, its kept ancestors (a
+live response's, or a running one's) staying. No lock is taken beyond the rows erased: a
 response inserted while the sweep runs names its previous one without locking it, so
 the sweep's own conditions cannot close the window between a run reading the response
 it continues from and storing its own row; :data:`~stateway.core.retention.ERASE_AFTER`
@@ -53,6 +55,7 @@ does (see there).
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Final
 
 import orjson
@@ -286,50 +289,82 @@ KEPT: Final = ("id", "created_at", "model", "status", "usage", "completed_at")
 :mod:`~stateway.storage.sql.accounting`), by model and day."""
 
 
+@dataclass(frozen=True, slots=True)
+class _Sweep:
+    """Where a sweep erasing deleted responses is, between its batches."""
+
+    before: float
+    after: tuple[float, str, str] | None = None
+    """The last key its searches found (None: none yet)."""
+    searched: bool = False
+    """Whether a search found fewer than it looked for: the walk's end."""
+    above: dict[str, list[str]] = field(default_factory=dict)
+    """By tenant, the responses the last batch's erasures continued from, which it left
+    for the next (it had erased its limit)."""
+
+
 class SqlResponseEraser:
     def __init__(self, store: SqlResponseStore) -> None:
         """On ``store``'s engine; a lasting refusal met fails its ping
         (:mod:`~stateway.storage.sql.refusals`)."""
         self._engine = store.engine
         self._refusals = store.refusals
-        self._walk: tuple[float, tuple[float, str, str]] | None = None
-        """The cutoff of the sweep under way and the last key its batches found; None
-        between sweeps."""
+        self._sweep: _Sweep | None = None
+        """The sweep under way; None between sweeps."""
 
     async def purge(self, before: float, limit: int) -> int:
-        values: dict[str, object] = {"before": before, "limit": limit}
-        search = _TO_ERASE
-        if self._walk is not None and self._walk[0] == before:  # the sweep goes on
-            search = _TO_ERASE_AFTER
-            values["after_deleted"], values["after_tenant"], values["after_id"] = self._walk[1]
+        sweep = self._sweep
+        if sweep is None or sweep.before != before:
+            sweep = _Sweep(before)
+        after, searched, above = sweep.after, sweep.searched, {}
         with storage_errors("erasing deleted responses", self._refusals):
             async with self._engine.begin() as connection:
-                found = (await connection.execute(search, values)).all()
+                rows = await _continued_from(connection, sweep.above, before)
+                room = limit - len(rows)
+                if room > 0 and not searched:
+                    values: dict[str, object] = {"before": before, "limit": room}
+                    search = _TO_ERASE
+                    if after is not None:
+                        search = _TO_ERASE_AFTER
+                        values["after_deleted"], values["after_tenant"], values["after_id"] = after
+                    found = (await connection.execute(search, values)).all()
+                    searched = len(found) < room
+                    if found:
+                        after = (found[-1][0], found[-1][1], found[-1][2])
+                    rows += found
                 erased = 0
-                rows: list[_Found] = list(found)
                 while rows:  # erased, then the responses they continued from, up the chains
-                    count, rows = await _erase(connection, rows, before)
+                    count, continued = await _erase(connection, rows, before)
                     erased += count
-        if len(found) < limit:  # the walk's end: the next search starts a sweep
-            self._walk = None
-        else:
-            last = found[-1]
-            self._walk = (before, (last[0], last[1], last[2]))
+                    if erased >= limit:  # the next batch goes on up
+                        above = continued
+                        break
+                    rows = await _continued_from(connection, continued, before)
+        self._sweep = None if searched and not above else _Sweep(before, after, searched, above)
         return erased
 
 
+async def _continued_from(
+    connection: AsyncConnection, ids: dict[str, list[str]], before: float
+) -> list[_Found]:
+    """Of the responses named (by tenant), those erasable now, locked."""
+    found: list[_Found] = []
+    for tenant, named in ids.items():
+        values = {"tenant": tenant, "ids": named, "before": before}
+        found += (await connection.execute(_PARENTS, values)).all()
+    return found
+
+
 async def _erase(
-    connection: AsyncConnection,
-    rows: list[_Found],
-    before: float,
-) -> tuple[int, list[_Found]]:
+    connection: AsyncConnection, rows: list[_Found], before: float
+) -> tuple[int, dict[str, list[str]]]:
     """Erase the content of the responses found (those still erasable); how many were,
-    and the responses they continued from that are erasable now."""
+    and, by tenant, the responses they continued from."""
     by_tenant: dict[str, dict[str, tuple[str | None, str]]] = {}
     for _, tenant, id_, previous, body in rows:
         by_tenant.setdefault(tenant, {})[id_] = (previous, body)
     erased = 0
-    parents: list[_Found] = []
+    continued: dict[str, list[str]] = {}
     for tenant, found in by_tenant.items():
         values = {"tenant": tenant, "ids": list(found), "before": before}
         marked = list((await connection.execute(_MARK, values)).scalars())
@@ -343,11 +378,10 @@ async def _erase(
         ]
         await connection.execute(_KEEP_BODY, kept)
         erased += len(marked)
-        continued = sorted({p for id_ in marked if (p := found[id_][0]) is not None})
-        if continued:
-            values = {"tenant": tenant, "ids": continued, "before": before}
-            parents += (await connection.execute(_PARENTS, values)).all()
-    return erased, parents
+        parents = sorted({p for id_ in marked if (p := found[id_][0]) is not None})
+        if parents:
+            continued[tenant] = parents
+    return erased, continued
 
 
 def _kept(body: str) -> str:
