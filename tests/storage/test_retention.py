@@ -591,6 +591,20 @@ async def test_a_response_stored_after_the_one_it_continues_from_was_erased_says
     assert "erased" in warning.getMessage()
 
 
+async def test_an_event_log_kept_after_its_response_was_erased_is_not_stored(
+    own_store: SqlResponseStore, eraser: SqlResponseEraser, record: RecordFactory, tenant: str
+) -> None:
+    """A WebSocket run's deferred log kept after its end (the connection closing with
+    frames unsent) is written late: its response deleted and erased meanwhile, the log's
+    content would stay for ever, the erased row out of every later sweep's reach."""
+    await own_store.save(secret(record, "resp_gone"))
+    await response_deleted_at(own_store, tenant, "resp_gone", 0.5)
+    assert await eraser.purge(CUTOFF, 100) == 1
+    late = EventBatch(0, [b'{"type":"response.output_text.delta","delta":"secret"}'])
+    await own_store.append_events(tenant, "resp_gone", late)
+    assert erased((await content_of(own_store, tenant))["resp_gone"])
+
+
 async def test_a_sweep_erases_the_responses_deleted_an_hour_before_it(
     own_store: SqlResponseStore, eraser: SqlResponseEraser, record: RecordFactory, tenant: str
 ) -> None:

@@ -57,6 +57,7 @@ from sqlalchemy import (
     and_,
     bindparam,
     delete,
+    exists,
     func,
     insert,
     literal_column,
@@ -68,6 +69,7 @@ from sqlalchemy import (
 from sqlalchemy.sql import Delete, Insert, Select, Update
 
 from stateway.storage.sql.schema import (
+    ERASED,
     IN_PROGRESS_WHERE,
     INPUT,
     OUTPUT,
@@ -150,7 +152,23 @@ SELECT_OUTPUT_ITEMS: Final[Select[str]] = (
     .order_by(items.c.position)
 )
 
-INSERT_EVENTS: Final[Insert] = insert(response_events)
+_event = {column.name: bindparam(column.name, type_=column.type) for column in response_events.c}
+INSERT_EVENTS: Final[Insert] = insert(response_events).from_select(
+    list(_event),
+    select(*_event.values()).where(
+        ~exists(
+            select(literal_column("1", Integer)).where(
+                responses.c.tenant_id == _event["tenant_id"],
+                responses.c.id == _event["response_id"],
+                responses.c.status == literal_column(f"'{ERASED}'"),
+            )
+        )
+    ),
+)
+"""A batch of a response's event log, unless a sweep erased the response: a log kept
+after the run's end (a WebSocket run's, its connection closing with frames unsent) is
+written late, and would otherwise outlive the erasure, out of every later sweep's
+reach. One of no response at all still fails on the foreign key."""
 
 _events_of_response = and_(
     response_events.c.tenant_id == _tenant, response_events.c.response_id == _response

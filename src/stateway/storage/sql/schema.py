@@ -50,7 +50,8 @@ is a matter of the primary key, and nothing is ever looked up across tenants.
     The persisted event log of a background run, written in batches: one row per batch of
     consecutive events, keyed by its first event's ``sequence_number``, their wire JSON
     as ``body``, one event per line; replayed to watchers that resume after the run ended
-    or from another process (ADR 0008).
+    or from another process (ADR 0008). A batch for an :data:`ERASED` response is not
+    written (a log kept late, after its run's end, would outlive the erasure).
 
 ``gateway_secrets``
     Server-wide keys (not tenant data), such as the one sealing ``encrypted_content``;
