@@ -8,6 +8,7 @@ import asyncio
 import pytest
 
 from stateway.core.errors import InvalidRequest
+from stateway.core.retention import ERASE_AFTER
 from stateway.surfaces.websocket.lanes import Checkpoints, LaneKey, Lanes, counted
 from stateway.websocket_config import WebSocketConfig
 
@@ -237,6 +238,27 @@ def test_checkpoints_by_lane_and_id_within_their_bytes() -> None:
     checkpoints.evict("resp_3", "b")
     assert checkpoints.find("resp_3") is None
     assert checkpoints.size == size
+
+
+def test_a_stored_checkpoint_older_than_the_erasure_s_grace_is_not_used() -> None:
+    """Its response may have been deleted and its content erased by a sweep since: a
+    continuation from memory would store a response naming it, whose stored chain had
+    lost the context it ran on. The store is read instead, as over HTTP; an unstored
+    response's checkpoint holds its whole context and stays."""
+    now = [0.0]
+    checkpoints = Checkpoints(limit=4096, clock=lambda: now[0])
+    item = {"type": "message", "role": "user", "content": "x"}
+    checkpoints.keep("a", "resp_stored", [item])
+    checkpoints.keep("b", "resp_unstored", [item], stored=False)
+    now[0] = ERASE_AFTER - 1
+    assert checkpoints.find("resp_stored") is not None
+    now[0] = ERASE_AFTER
+    assert checkpoints.find("resp_stored") is None
+    assert checkpoints.find("resp_unstored") is not None
+    assert len(checkpoints) == 1
+    assert checkpoints.size == counted(
+        "b", "resp_unstored", len(b'[{"type":"message","role":"user","content":"x"}]')
+    )
 
 
 def test_evicting_a_response_no_longer_kept_leaves_the_default_lane_s() -> None:

@@ -12,12 +12,19 @@ A *checkpoint* is the last response of a lane, kept whether or not it is stored:
 whole context (the items before its output, then its output), so that a frame naming it
 as ``previous_response_id`` continues it without reading the store. Checkpoints are
 bounded by bytes (``max_checkpoint_bytes``), each counted with what keeping it costs
-besides its JSON (:data:`ENTRY_BYTES`); the oldest are let go first.
+besides its JSON (:data:`ENTRY_BYTES`); the oldest are let go first. A stored response's
+checkpoint serves for :data:`~stateway.core.retention.ERASE_AFTER` after it was kept, no
+longer: the response may have been deleted since, and a sweep erase its content once that
+grace is past, so a continuation from memory would store a response whose stored chain
+lost the context it ran on. Past it the store is read, as for a request over HTTP (a
+deleted response is a 400 then). An unstored response's checkpoint holds its whole
+context (its continuation stores it all) and serves as long as it is kept.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -28,6 +35,7 @@ import orjson
 
 from stateway.core.errors import InvalidRequest
 from stateway.core.items import Item
+from stateway.core.retention import ERASE_AFTER
 from stateway.websocket_config import WebSocketConfig
 
 W = TypeVar("W")
@@ -172,6 +180,8 @@ class Checkpoint:
     """The JSON of the response's context: the items before its output, then its output."""
     stored: bool = True
     """The response is in the store (``store: true``)."""
+    kept_at: float = 0.0
+    """When it was kept (the :class:`Checkpoints`' clock)."""
 
     def counted(self, lane: LaneKey) -> int:
         """The bytes it counts against ``max_checkpoint_bytes``, kept on ``lane``."""
@@ -194,19 +204,27 @@ class Checkpoints:
     size (~17 MB for 20,000 short messages counted as 3.4 MB), so a connection at its
     ``max_checkpoint_bytes`` (32 MiB) could hold ~160 MB."""
 
-    __slots__ = ("_by_id", "_by_lane", "_limit", "size")
+    __slots__ = ("_by_id", "_by_lane", "_clock", "_limit", "size")
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, *, clock: Callable[[], float] = time.monotonic) -> None:
         self._limit = limit
+        self._clock = clock
         self._by_lane: OrderedDict[LaneKey, Checkpoint] = OrderedDict()
         """Oldest first."""
         self._by_id: dict[str, LaneKey] = {}
         self.size = 0
 
     def find(self, response_id: str) -> Checkpoint | None:
+        """The checkpoint of ``response_id``; None when none is kept, or a stored
+        response's was kept :data:`ERASE_AFTER` ago or more (then let go)."""
         if response_id not in self._by_id:
             return None
-        return self._by_lane[self._by_id[response_id]]
+        lane = self._by_id[response_id]
+        checkpoint = self._by_lane[lane]
+        if checkpoint.stored and self._clock() - checkpoint.kept_at >= ERASE_AFTER:
+            self._drop(lane)
+            return None
+        return checkpoint
 
     def keep(
         self, lane: LaneKey, response_id: str, items: list[Item], *, stored: bool = True
@@ -221,7 +239,9 @@ class Checkpoints:
         while self.size + size > self._limit and self._by_lane:
             self._drop(next(iter(self._by_lane)))
         # A copy of its own size: orjson's bytes keep the buffer they were written into.
-        self._by_lane[lane] = Checkpoint(response_id, bytes(memoryview(payload)), stored)
+        self._by_lane[lane] = Checkpoint(
+            response_id, bytes(memoryview(payload)), stored, self._clock()
+        )
         self._by_id[response_id] = lane
         self.size += size
 
