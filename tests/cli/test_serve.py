@@ -126,10 +126,13 @@ def test_the_start_up_description_masks_an_upstream_urls_password() -> None:
     )
 
 
-def test_serve_warns_without_an_upstream_urls_password(tmp_path: Path) -> None:
+def start_up_log(tmp_path: Path, scheme: str) -> tuple[str, str]:
+    """What ``serve`` logged at start-up over the fake upstream's URL without ``/v1``,
+    its ``http://`` written as ``scheme`` (credentials, say), once its check of the
+    upstream failed; and that URL."""
     log_path = tmp_path / "stderr.log"
     with start_fake_upstream() as fake, log_path.open("w") as stderr:
-        root = fake.removesuffix("/v1").replace("http://", "http://ops:s3cret-pass@")
+        root = fake.removesuffix("/v1").replace("http://", scheme)
         command = [
             sys.executable, "-m", "stateway", "serve", "--port", "0",
             "--database", f"sqlite:///{tmp_path}/x.db", "--upstream", root,
@@ -139,7 +142,11 @@ def test_serve_warns_without_an_upstream_urls_password(tmp_path: Path) -> None:
                 if "GET /models failed" in log_path.read_text():
                     break
                 time.sleep(0.05)
-    logged = log_path.read_text()
+    return log_path.read_text(), root
+
+
+def test_serve_warns_without_an_upstream_urls_password(tmp_path: Path) -> None:
+    logged, _ = start_up_log(tmp_path, "http://ops:s3cret-pass@")
     assert "GET /models failed at start-up" in logged
     assert "http://ops:***@127.0.0.1:" in logged
     assert "s3cret-pass" not in logged
@@ -150,19 +157,7 @@ def test_serve_warns_at_start_up_about_an_upstream_url_without_its_base_path(
 ) -> None:
     """vLLM's URL given without ``/v1``: every request would be a 404 ``model_not_found``,
     which says nothing about the URL; the start-up check says it."""
-    log_path = tmp_path / "stderr.log"
-    with start_fake_upstream() as fake, log_path.open("w") as stderr:
-        root = fake.removesuffix("/v1")
-        command = [
-            sys.executable, "-m", "stateway", "serve", "--port", "0",
-            "--database", f"sqlite:///{tmp_path}/x.db", "--upstream", root,
-        ]  # fmt: skip
-        with launch(command, "listening on ", stderr=stderr):
-            for _ in range(200):
-                if "GET /models failed" in log_path.read_text():
-                    break
-                time.sleep(0.05)
-    logged = log_path.read_text()
+    logged, root = start_up_log(tmp_path, "http://")
     assert f"upstream default at {root}: GET /models failed at start-up" in logged
     assert "with its version path?" in logged
     assert "http://HOST:PORT/v1" in logged
