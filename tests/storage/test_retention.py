@@ -18,12 +18,18 @@ from typing import Any
 
 import orjson
 import pytest
-from sqlalchemy import event, text
+from sqlalchemy import TextClause, event, text
 from sqlalchemy.util import await_only
 
 from stateway.core.commands import GetUsage
-from stateway.core.conversations.ports import Conversation
-from stateway.core.ports import ConversationTurn, EventBatch, ResponseRecord
+from stateway.core.conversations.ports import Conversation, ConversationPurger
+from stateway.core.ports import (
+    ConversationTurn,
+    EventBatch,
+    ResponseEraser,
+    ResponsePurger,
+    ResponseRecord,
+)
 from stateway.core.retention import ERASE_AFTER, RetentionSweeper
 from stateway.storage.sql import SqlConversationStore, SqlResponseStore, migrate, open_store
 from stateway.storage.sql.accounting import SqlUsageLedger
@@ -162,15 +168,26 @@ async def test_responses_another_sweep_holds_are_skipped_not_waited_for(
     rows no other sweep's transaction holds (rather than waiting for those, then finding
     them gone)."""
     await store.save(at(record("resp_old"), 0.5))
-    other = open_store(database_url)
+    await skipped_while_held(database_url, _HOLD_OLD, tenant, purger)
+
+
+async def skipped_while_held(
+    url: str,
+    hold: TextClause,
+    tenant: str,
+    sweep: ResponsePurger | ConversationPurger | ResponseEraser,
+) -> None:
+    """While another transaction on ``url`` holds a row (``hold``: another sweep's batch,
+    not ended), ``sweep`` finds nothing, without waiting for it; then it takes the row."""
+    other = open_store(url)
     try:
         async with other.engine.connect() as connection:
-            await connection.execute(_HOLD_OLD, {"tenant": tenant})  # its batch, not ended
-            assert await asyncio.wait_for(purger.purge(CUTOFF, 100), 5) == 0
+            await connection.execute(hold, {"tenant": tenant})
+            assert await asyncio.wait_for(sweep.purge(CUTOFF, 100), 5) == 0
             await connection.rollback()
     finally:
         await other.aclose()
-    assert await purger.purge(CUTOFF, 100) == 1
+    assert await sweep.purge(CUTOFF, 100) == 1
 
 
 _DELETE_OLD = text("DELETE FROM responses WHERE tenant_id = :tenant AND id = 'resp_old'")
@@ -331,15 +348,7 @@ async def test_conversations_another_sweep_holds_are_skipped_not_waited_for(
     conversations = SqlConversationStore(own_store)
     await conversations.create(Conversation(tenant, "conv_old", 0.25, {}), [ITEM])
     await deleted_at(own_store, tenant, "conv_old", 0.5)
-    other = open_store(own_url)
-    try:
-        async with other.engine.connect() as connection:
-            await connection.execute(_HOLD_CONVERSATION, {"tenant": tenant})
-            assert await asyncio.wait_for(erasure.purge(CUTOFF, 100), 5) == 0
-            await connection.rollback()
-    finally:
-        await other.aclose()
-    assert await erasure.purge(CUTOFF, 100) == 1
+    await skipped_while_held(own_url, _HOLD_CONVERSATION, tenant, erasure)
 
 
 _HOLD_CONVERSATION = text(
@@ -557,15 +566,7 @@ async def test_deleted_responses_another_sweep_holds_are_skipped_not_waited_for(
 ) -> None:
     await own_store.save(secret(record, "resp_old"))
     await response_deleted_at(own_store, tenant, "resp_old", 0.5)
-    other = open_store(own_url)
-    try:
-        async with other.engine.connect() as connection:
-            await connection.execute(_HOLD_OLD, {"tenant": tenant})
-            assert await asyncio.wait_for(eraser.purge(CUTOFF, 100), 5) == 0
-            await connection.rollback()
-    finally:
-        await other.aclose()
-    assert await eraser.purge(CUTOFF, 100) == 1
+    await skipped_while_held(own_url, _HOLD_OLD, tenant, eraser)
 
 
 async def test_a_response_stored_after_the_one_it_continues_from_was_erased_says_so(
