@@ -56,7 +56,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Final
 
 from stateway.core.conversations.ports import ConversationPurger
@@ -143,31 +143,43 @@ class RetentionSweeper:
 
     async def _sweeping(self) -> None:
         while True:
-            try:
-                deleted = await self.sweep()
-            except Exception:  # logged, and the next sweep tries again
-                log.exception("deleting responses older than the retention failed")
-            else:
-                if deleted:
-                    log.info("deleted %d responses older than the retention", deleted)
-                    self._deleted(deleted)
-            try:
-                erased = await self.erase()
-            except Exception:
-                log.exception("erasing deleted conversations failed")
-            else:
-                if erased:
-                    log.info("erased %d deleted conversations", erased)
-                    self._purged(erased)
-            try:
-                erased = await self.erase_responses()
-            except Exception:
-                log.exception("erasing deleted responses failed")
-            else:
-                if erased:
-                    log.info("erased %d deleted responses", erased)
-                    self._erased(erased)
+            await _step(
+                self.sweep,
+                "deleting responses older than the retention",
+                "deleted %d responses older than the retention",
+                self._deleted,
+            )
+            await _step(
+                self.erase,
+                "erasing deleted conversations",
+                "erased %d deleted conversations",
+                self._purged,
+            )
+            await _step(
+                self.erase_responses,
+                "erasing deleted responses",
+                "erased %d deleted responses",
+                self._erased,
+            )
             await asyncio.sleep(self.pause)
+
+
+async def _step(
+    work: Callable[[], Awaitable[int]],
+    doing: str,
+    done: str,
+    counted: Callable[[int], None],
+) -> None:
+    """One step of a sweep: how many it did logged (``done``) and counted; its failure
+    logged (``doing`` failed), and the next sweep tries again."""
+    try:
+        count = await work()
+    except Exception:
+        log.exception("%s failed", doing)
+        return
+    if count:
+        log.info(done, count)
+        counted(count)
 
 
 async def _batches(
