@@ -10,7 +10,8 @@ import uuid
 from dataclasses import replace
 from typing import Any
 
-from sqlalchemy import select
+import orjson
+from sqlalchemy import select, text, update
 
 from stateway.core.accounting import UsageBucket
 from stateway.core.commands import GetUsage
@@ -18,11 +19,13 @@ from stateway.core.conversations.ports import Conversation
 from stateway.core.generation_settings import GenerationSettings
 from stateway.core.ports import ConversationTurn, ResponseRecord
 from stateway.core.response import ResponseState, final_record, started_record
+from stateway.core.retention import BATCH
 from stateway.core.settling import store_failed
 from stateway.core.usage import Usage
 from stateway.storage.sql import SqlConversationStore, SqlResponseStore
 from stateway.storage.sql.accounting import SqlUsageLedger
 from stateway.storage.sql.schema import responses
+from stateway.storage.sql.usage_backfill import SqlUsageBackfill
 
 DAY_START = 1_699_920_000.0
 """2023-11-14T00:00:00Z."""
@@ -200,7 +203,7 @@ async def test_a_model_holding_nul_and_counts_no_column_holds_are_kept_as_they_c
     assert await columns(store, tenant) == {
         nul.id: ("m\ufffdx", 3, 4),
         huge.id: ("m", None, 5),
-        odd.id: (None, 1, None),
+        odd.id: ("", 1, None),
     }
 
 
@@ -232,3 +235,71 @@ async def test_the_ends_runs_write_keep_their_model_and_usage_as_columns(
         cancelled.id: ("m", 9, 0),
         failed.id: ("m", None, None),
     }
+
+
+async def _plant_unfilled(store: SqlResponseStore, record: ResponseRecord) -> None:
+    """``record``'s row as an earlier release wrote it: no usage columns."""
+    plant = text(
+        "INSERT INTO responses (tenant_id, id, status, created_at, body)"
+        " VALUES (:tenant, :id, :status, :created_at, :body)"
+    )
+    values = {"tenant": record.tenant_id, "id": record.id, "status": record.status}
+    values |= {"created_at": record.created_at, "body": orjson.dumps(record.body).decode()}
+    async with store.engine.begin() as connection:
+        await connection.execute(plant, values)
+
+
+async def test_responses_stored_without_the_columns_count_from_their_bodies_until_filled_in(
+    store: SqlResponseStore, tenant: str
+) -> None:
+    """Rows an earlier release stored (before the columns, or during a rolling upgrade)
+    count in the same buckets as the rows stored with them, read out of their bodies;
+    the backfill fills in the finished ones (a running one is left to its end, which
+    writes them) and nothing counts twice or differently. A row's columns are what counts
+    once it has them: its body is not read again."""
+    saved = [response(tenant, "m", DAY_START, (10, 2)), response(tenant, "", DAY_START, None)]
+    saved[1].body["model"] = None
+    older = [
+        response(tenant, "m", DAY_START + 1, (5, 1)),
+        response(tenant, "m\x00", LAST_MOMENT, (1, 1)),
+        response(tenant, "n", DAY_START + 86_400, None, status="failed"),
+        response(tenant, "m", DAY_START + 3, None),
+    ]
+    older[3].body.pop("model")
+    running = response(tenant, "m", DAY_START + 4, None, status="in_progress")
+    for record in saved:
+        await store.save(record)
+    for record in [*older, running]:
+        await _plant_unfilled(store, record)
+    expected = [
+        UsageBucket(tenant, "", NOV_14, responses=2, input_tokens=0, output_tokens=0),
+        UsageBucket(tenant, "m", NOV_14, responses=2, input_tokens=15, output_tokens=3),
+        UsageBucket(tenant, "m\ufffd", NOV_14, responses=1, input_tokens=1, output_tokens=1),
+        UsageBucket(tenant, "n", NOV_15, responses=1, input_tokens=0, output_tokens=0),
+    ]
+    ledger = SqlUsageLedger(store.reader)
+    assert await ledger.usage(GetUsage(tenant)) == expected
+    window = GetUsage(tenant, DAY_START + 1, DAY_START + 2)
+    [bucket] = await ledger.usage(window)
+    assert (bucket.model, bucket.responses, bucket.input_tokens) == ("m", 1, 5)
+
+    backfill = SqlUsageBackfill(store)
+    while await backfill.fill(BATCH) == BATCH:  # other tests' rows too
+        pass
+    assert await columns(store, tenant) == {
+        saved[0].id: ("m", 10, 2),
+        saved[1].id: ("", None, None),
+        older[0].id: ("m", 5, 1),
+        older[1].id: ("m\ufffd", 1, 1),
+        older[2].id: ("n", None, None),
+        older[3].id: ("", None, None),
+        running.id: (None, None, None),
+    }
+    assert await ledger.usage(GetUsage(tenant)) == expected
+
+    rewrite = update(responses).where(
+        responses.c.tenant_id == tenant, responses.c.id == older[0].id
+    )
+    async with store.engine.begin() as connection:
+        await connection.execute(rewrite.values(body='{"model": "other"}', input_tokens=6))
+    assert (await ledger.usage(GetUsage(tenant)))[1].input_tokens == 16

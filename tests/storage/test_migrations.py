@@ -29,8 +29,9 @@ from stateway.storage.sql.engine import create_engine
 from stateway.storage.sql.migrator import HEAD_REVISION, MIGRATIONS_DIR, alembic_config
 from stateway.storage.sql.retention import SqlResponsePurger
 from stateway.storage.sql.schema import metadata
+from stateway.storage.sql.usage_backfill import SqlUsageBackfill
 
-HEAD = "0017"
+HEAD = "0018"
 _HEAD_TABLES = {
     "responses",
     "items",
@@ -671,11 +672,12 @@ _BODIES = {
 backslash before ``u0000`` (no NUL), no model, counts no BIGINT column holds."""
 
 
-async def test_0016_copies_each_responses_model_and_usage_out_of_its_body(
+async def test_0016_adds_usage_columns_the_sweeps_fill_in_counting_the_same_meanwhile(
     empty_url: str,
 ) -> None:
-    """The usage query reads columns now: the upgrade fills them in for the responses
-    earlier releases stored, and the usage they add up to is what it was."""
+    """The usage query reads columns now: the upgrade adds them NULL, the usage of the
+    responses earlier releases stored is read out of their bodies until a sweep fills
+    them in, and it adds up to what it was, before and after."""
     await asyncio.to_thread(command.upgrade, alembic_config(empty_url), "0015")
     engine = create_engine(empty_url)
     plant = text(
@@ -695,25 +697,35 @@ async def test_0016_copies_each_responses_model_and_usage_out_of_its_body(
     store = open_store(empty_url)
     try:
         read = text("SELECT id, model, input_tokens, output_tokens FROM responses")
-        async with store.reader.connect() as connection:
-            rows = {row[0]: tuple(row[1:]) for row in (await connection.execute(read)).all()}
-        assert rows == {
-            "resp_plain": ("m", 10, 2),
-            "resp_failed": ("m", None, None),
-            "resp_running": ("m", None, None),
-            "resp_nul_model": ("m\ufffdx", 1, 1),
-            "resp_escaped": ("\\u0000\ufffd", 2, 2),
-            "resp_nul_elsewhere": ("m", 10, 2),
-            "resp_no_model": (None, None, None),
-            "resp_odd": (None, None, None),
-        }
+        ledger = SqlUsageLedger(store.reader)
         day = datetime.date(2023, 11, 14)
-        usage = await SqlUsageLedger(store.reader).usage(GetUsage("t"))
-        assert sorted(usage, key=lambda bucket: bucket.model) == [
+        expected = [
             UsageBucket("t", "", day, responses=2, input_tokens=0, output_tokens=0),
             UsageBucket("t", "\\u0000\ufffd", day, responses=1, input_tokens=2, output_tokens=2),
             UsageBucket("t", "m", day, responses=3, input_tokens=20, output_tokens=4),
             UsageBucket("t", "m\ufffdx", day, responses=1, input_tokens=1, output_tokens=1),
         ]
+        async with store.reader.connect() as connection:
+            rows = {row[0]: tuple(row[1:]) for row in (await connection.execute(read)).all()}
+        assert set(rows.values()) == {(None, None, None)}
+        assert sorted(await ledger.usage(GetUsage("t")), key=lambda b: b.model) == expected
+
+        backfill = SqlUsageBackfill(store)
+        assert await backfill.fill(3) == 3
+        assert await backfill.fill(100) == 4  # the one running is left to its end
+        assert await backfill.fill(100) == 0
+        async with store.reader.connect() as connection:
+            rows = {row[0]: tuple(row[1:]) for row in (await connection.execute(read)).all()}
+        assert rows == {
+            "resp_plain": ("m", 10, 2),
+            "resp_failed": ("m", None, None),
+            "resp_running": (None, None, None),
+            "resp_nul_model": ("m\ufffdx", 1, 1),
+            "resp_escaped": ("\\u0000\ufffd", 2, 2),
+            "resp_nul_elsewhere": ("m", 10, 2),
+            "resp_no_model": ("", None, None),
+            "resp_odd": ("", None, None),
+        }
+        assert sorted(await ledger.usage(GetUsage("t")), key=lambda b: b.model) == expected
     finally:
         await store.aclose()

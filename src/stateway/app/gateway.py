@@ -16,7 +16,7 @@ from stateway.config import (
     Overrides,
 )
 from stateway.coordination.factory import build_coordination, build_fanout, build_limits
-from stateway.core.accounting import UsageLedger
+from stateway.core.accounting import UsageBackfill, UsageLedger
 from stateway.core.conversations.ports import ConversationPurger, ConversationStore
 from stateway.core.coordination import CancelSignals, CommandResults, EventFanout
 from stateway.core.errors import StorageNotWritable
@@ -54,6 +54,7 @@ from stateway.storage.sql.retention import (
     SqlResponsePurger,
 )
 from stateway.storage.sql.secrets import SqlSecrets
+from stateway.storage.sql.usage_backfill import SqlUsageBackfill
 from stateway.surfaces.websocket.endpoint import WebSocketResponses
 from stateway.telemetry.metrics import PrometheusMetrics
 from stateway.telemetry.observability import Observability
@@ -164,6 +165,7 @@ async def open_gateway(compiled: Compiled, flags: Overrides) -> GatewayParts:
         purger=SqlResponsePurger(store),
         conversation_purger=SqlConversationPurger(store),
         response_eraser=SqlResponseEraser(store),
+        usage_backfill=SqlUsageBackfill(store),
     )
     parts.keys = SqlKeyStore(store.engine)
     return parts
@@ -192,13 +194,16 @@ def build_gateway(
     purger: ResponsePurger | None = None,
     conversation_purger: ConversationPurger | None = None,
     response_eraser: ResponseEraser | None = None,
+    usage_backfill: UsageBackfill | None = None,
 ) -> GatewayParts:
     """``compiled`` as generation 1, reloaded from ``flags``; over the configured
     database, or over ``store`` (and ``conversations``: none, and no conversation exists;
     ``leases``: none, and no run is judged by its lease; ``usage``: none, and
     ``/v1/usage`` is a 404; ``purger``: none, and no retention applies;
     ``conversation_purger``: none, and deleted conversations are only hidden;
-    ``response_eraser``: none, and deleted responses are only hidden) when given.
+    ``response_eraser``: none, and deleted responses are only hidden;
+    ``usage_backfill``: none, and rows stored without usage columns keep being read out of
+    their bodies) when given.
     ``sealer`` None: sealing is off; ``salts`` None: no call carries a ``cache_salt``
     (``open_gateway`` always gives both)."""
     config = compiled.config
@@ -210,6 +215,7 @@ def build_gateway(
         purger = SqlResponsePurger(sql_store)
         conversation_purger = SqlConversationPurger(sql_store)
         response_eraser = SqlResponseEraser(sql_store)
+        usage_backfill = SqlUsageBackfill(sql_store)
     runs = RunRegistry()
     owner = ProcessIdentity.current()
     telemetry = Observability(PrometheusMetrics(), open_tracing(config.tracing, __version__))
@@ -274,13 +280,14 @@ def build_gateway(
     gateway.reloads = reloader
     retention = config.storage.retention
     sweeper = None
-    erasing = conversation_purger is not None or response_eraser is not None
-    if (purger is not None and retention is not None) or erasing:
+    tidying = (conversation_purger, response_eraser, usage_backfill) != (None, None, None)
+    if (purger is not None and retention is not None) or tidying:
         sweeper = RetentionSweeper(
             purger,
             retention,
             conversations=conversation_purger,
             eraser=response_eraser,
+            backfill=usage_backfill,
             deleted=telemetry.metrics.responses_deleted,
             purged=telemetry.metrics.conversations_purged,
             erased=telemetry.metrics.responses_erased,

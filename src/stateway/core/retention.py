@@ -45,6 +45,11 @@ hour outlasts any client's wait by default (the ``openai`` SDK's is ten minutes,
 upstream's ``read_timeout`` as long); a run longer still stores its row after the
 erasure, its context starting after the erased response, which reading it logs.
 
+Each sweep first fills in the usage columns of the responses an earlier release stored
+without them (:class:`~stateway.core.accounting.UsageBackfill`), :data:`BATCH` per
+transaction, until none is left: ``/v1/usage`` reads their bodies meanwhile, and reads
+columns once they are filled.
+
 What each sweep deleted is logged and counted (``stateway_responses_deleted_total``,
 ``stateway_conversations_purged_total``, ``stateway_responses_erased_total``). A sweep
 that fails (the database out of reach) is logged, and the next one tries again.
@@ -57,8 +62,10 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Final
 
+from stateway.core.accounting import UsageBackfill
 from stateway.core.conversations.ports import ConversationPurger
 from stateway.core.ports import ResponseEraser, ResponsePurger
 
@@ -86,6 +93,7 @@ class RetentionSweeper:
         *,
         conversations: ConversationPurger | None = None,
         eraser: ResponseEraser | None = None,
+        backfill: UsageBackfill | None = None,
         clock: Callable[[], float] = time.time,
         deleted: Callable[[int], None] = lambda count: None,
         purged: Callable[[int], None] = lambda count: None,
@@ -93,11 +101,12 @@ class RetentionSweeper:
     ) -> None:
         """Responses are deleted with a ``purger`` and a ``retention``, deleted
         conversations erased with ``conversations``, deleted responses' content with
-        ``eraser``; ``deleted``, ``purged`` and ``erased`` are told how many each sweep
-        did (metrics)."""
+        ``eraser``; the usage columns are filled in with ``backfill``; ``deleted``,
+        ``purged`` and ``erased`` are told how many each sweep did (metrics)."""
         self._purger = purger
         self._conversations = conversations
         self._eraser = eraser
+        self._backfill = backfill
         self._deleted = deleted
         self._purged = purged
         self._erased = erased
@@ -119,19 +128,26 @@ class RetentionSweeper:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
+    async def fill_usage(self) -> int:
+        """Fill in the usage columns of every finished response stored without them; how
+        many were."""
+        if self._backfill is None:
+            return 0
+        return await _batches(self._backfill.fill, BATCH)
+
     async def sweep(self) -> int:
         """Delete every finished response created more than the retention ago; how many
         were (none without a retention)."""
         if self._purger is None or self.retention is None:
             return 0
-        return await _batches(self._purger, self._clock() - self.retention, BATCH)
+        return await _batches(partial(self._purger.purge, self._clock() - self.retention), BATCH)
 
     async def erase(self) -> int:
         """Erase every conversation deleted before now that no running turn holds; how
         many were."""
         if self._conversations is None:
             return 0
-        return await _batches(self._conversations, self._clock(), CONVERSATIONS)
+        return await _batches(partial(self._conversations.purge, self._clock()), CONVERSATIONS)
 
     async def erase_responses(self) -> int:
         """Erase the content of every response deleted more than :data:`ERASE_AFTER` ago
@@ -139,10 +155,17 @@ class RetentionSweeper:
         many were."""
         if self._eraser is None:
             return 0
-        return await _batches(self._eraser, self._clock() - ERASE_AFTER, DELETED_RESPONSES)
+        before = self._clock() - ERASE_AFTER
+        return await _batches(partial(self._eraser.purge, before), DELETED_RESPONSES)
 
     async def _sweeping(self) -> None:
         while True:
+            await _step(
+                self.fill_usage,
+                "filling in the usage columns",
+                "filled in the usage columns of %d responses",
+                lambda count: None,
+            )
             await _step(
                 self.sweep,
                 "deleting responses older than the retention",
@@ -182,13 +205,12 @@ async def _step(
         counted(count)
 
 
-async def _batches(
-    purger: ResponsePurger | ConversationPurger | ResponseEraser, before: float, batch: int
-) -> int:
-    """Batch after batch of one sweep, until one comes back short; how many went."""
+async def _batches(work: Callable[[int], Awaitable[int]], batch: int) -> int:
+    """Batch after batch of one sweep (``work`` does one, of at most the limit it is
+    given), until one comes back short; how many went."""
     gone = 0
     while True:
-        count = await purger.purge(before, batch)
+        count = await work(batch)
         gone += count
         if count < batch:
             return gone

@@ -22,9 +22,11 @@ is a matter of the primary key, and nothing is ever looked up across tenants.
     process's affinity table does not know the chain (see
     :mod:`stateway.core.routing.affinity`).
     ``model``, ``input_tokens`` and ``output_tokens`` are the body's ``model`` and
-    ``usage`` counts, copied out by every write of the row (NULL when the body has none:
-    no usage yet, or none reported) for ``GET /v1/usage``, which sums them without reading
-    a body (see :mod:`stateway.storage.sql.accounting`).
+    ``usage`` counts, copied out by every write of the row (NULL counts when the body has
+    none: no usage yet, or none reported; ``''`` when it has no model) for ``GET
+    /v1/usage``, which sums them without reading a body (see
+    :mod:`stateway.storage.sql.accounting`). A NULL ``model`` marks a row stored without
+    them (by an earlier release), until a sweep fills them in.
 
 ``items``
     Every item exactly once, under the response that introduced it: the response's own
@@ -167,6 +169,8 @@ log are gone, its body holds only what ``/v1/usage`` reads
 TO_ERASE_WHERE: Final = f"deleted_at IS NOT NULL AND status <> '{ERASED}'"
 """Deleted responses whose content is still stored."""
 CONTINUED_WHERE: Final = "previous_response_id IS NOT NULL"
+UNFILLED_WHERE: Final = "model IS NULL"
+"""Responses whose usage columns are not filled in yet (stored by an earlier release)."""
 
 Index(
     "ix_responses_in_progress",
@@ -197,6 +201,17 @@ Index(
 )
 """Finds the responses continuing from one: a deleted response is erased only once none
 does. A first response (no ``previous_response_id``) pays for no entry."""
+
+Index(
+    "ix_responses_unfilled",
+    responses.c.tenant_id,
+    responses.c.id,
+    sqlite_where=text(UNFILLED_WHERE),
+    postgresql_where=text(UNFILLED_WHERE),
+)
+"""Finds the responses whose usage columns a sweep fills in
+(:class:`~stateway.storage.sql.usage_backfill.SqlUsageBackfill`): every write of a row
+fills them, so a save pays for no entry."""
 
 items: Final = Table(
     "items",
