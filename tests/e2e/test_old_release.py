@@ -18,6 +18,7 @@ import json
 import sqlite3
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -255,9 +256,18 @@ def test_the_keys_and_tenants_are_kept(gateway: str, sdk: OpenAI, database: str)
     assert {bucket["tenant"] for bucket in usage["data"]} == {"default"}
 
 
-def test_the_usage_the_old_release_stored_is_counted_by_model(sdk: OpenAI) -> None:
-    """The usage query reads columns the upgrade filled in from each stored body (the
-    old release kept the counts in the body alone)."""
+def test_the_usage_the_old_release_stored_is_counted_by_model(sdk: OpenAI, database: str) -> None:
+    """The usage query reads columns the gateway's first sweep fills in from each stored
+    body (the old release kept the counts in the body alone; until it has, the query
+    reads the bodies): the finished responses the old release stored have them."""
+    read = "SELECT count(*) FROM responses WHERE model IS NULL AND status <> 'in_progress'"
+    for _ in range(200):
+        with sqlite3.connect(database.removeprefix("sqlite:///")) as db:
+            [(unfilled,)] = db.execute(read).fetchall()
+        if not unfilled:
+            break
+        time.sleep(0.05)
+    assert unfilled == 0
     end = int(sdk.responses.retrieve(SECOND["in_flight"]).created_at) + 1  # its last response
     usage = sdk.get(
         "/usage", cast_to=object, options={"params": {"start_time": 0, "end_time": end}}
