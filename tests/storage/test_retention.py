@@ -16,7 +16,6 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
-import orjson
 import pytest
 from sqlalchemy import TextClause, event, text
 from sqlalchemy.util import await_only
@@ -38,6 +37,7 @@ from stateway.storage.sql.retention import (
     SqlResponseEraser,
     SqlResponsePurger,
 )
+from stateway.storage.sql.usage_backfill import SqlUsageBackfill
 from tests.storage.conftest import RecordFactory
 
 CUTOFF = 0.75
@@ -433,18 +433,32 @@ async def test_a_deleted_response_no_other_continues_from_loses_its_content(
     assert erased(stored["resp_deleted"])
     assert not erased(stored["resp_later"])
     assert not erased(stored["resp_live"])
-    assert orjson.loads(stored["resp_deleted"][1]) == {
-        "id": "resp_deleted",
-        "created_at": 0.25,
-        "model": "m",
-        "status": "completed",
-        "usage": SECRET_BODY["usage"],
-        "completed_at": 0.3,
-    }
+    assert stored["resp_deleted"][1] == "{}"
     assert await ledger.usage(GetUsage(tenant)) == usage
     assert await eraser.purge(CUTOFF, 100) == 0, "an erased response is not erased again"
     assert await eraser.purge(0.95, 100) == 1
     assert erased((await content_of(own_store, tenant))["resp_later"])
+    assert await ledger.usage(GetUsage(tenant)) == usage
+
+
+async def test_a_deleted_response_stored_without_usage_columns_waits_for_them(
+    own_store: SqlResponseStore, eraser: SqlResponseEraser, record: RecordFactory, tenant: str
+) -> None:
+    """A row an earlier release stored counts by its body until the backfill fills its
+    columns in: erasing the body first would lose its usage."""
+    ledger = SqlUsageLedger(own_store.reader)
+    await own_store.save(secret(record, "resp_old"))
+    await response_deleted_at(own_store, tenant, "resp_old", 0.5)
+    unfill = "UPDATE responses SET model = NULL, input_tokens = NULL, output_tokens = NULL"
+    async with own_store.engine.begin() as connection:
+        await connection.execute(text(unfill))
+    usage = await ledger.usage(GetUsage(tenant))
+    assert (usage[0].model, usage[0].input_tokens) == ("m", 7)
+    assert await eraser.purge(CUTOFF, 100) == 0
+    assert not erased((await content_of(own_store, tenant))["resp_old"])
+    assert await SqlUsageBackfill(own_store).fill(100) == 1
+    assert await eraser.purge(CUTOFF, 100) == 1
+    assert erased((await content_of(own_store, tenant))["resp_old"])
     assert await ledger.usage(GetUsage(tenant)) == usage
 
 

@@ -32,7 +32,7 @@ A deleted response is only hidden when a client deletes it: its items still serv
 responses that continue from it (a chain is read by walking ``previous_response_id``).
 Every sweep, retention or not, erases the content of the responses deleted more than
 :data:`ERASE_AFTER` before it began that no response continues from (its items, its
-event log, its body but for what ``/v1/usage`` counts: the tokens were spent), then of
+event log, its body; what ``/v1/usage`` counts stays: the tokens were spent), then of
 the deleted ones before them that this leaves unneeded, up their chains,
 :data:`DELETED_RESPONSES` per transaction; one still running waits for its end. One a
 live response continues from is kept as it is: deleting the whole chain, or its last

@@ -32,25 +32,27 @@ search and again in the ``DELETE``: the turn's end still finds the row it lets g
 (ADR 0006). No turn can take a deleted conversation, so once free it stays free.
 
 Deleted responses are not deleted but erased: ``/v1/usage`` still counts them (their
-tokens were spent), so the row stays with a body of :data:`KEPT` alone, and its items
-and event log rows go. Its ``status`` becomes ``erased`` (which takes it out of
-``ix_responses_to_erase``, the index of deleted responses not yet erased, walked like the
-conversations' in deletion order, so a sweep reads what it erases and what it keeps) and
-its ``previous_response_id`` is cleared. A deleted response is erased only when no
-response row names it as its previous one (``ix_responses_continued`` answers, a probe
-per response), checked in the search and again in the ``UPDATE`` that marks it (a
-statement of its own, which on PostgreSQL sees a child committed since the search); one
-still running is left until it ends. Clearing the link is what lets a chain go: once its
-last response is erased, the deleted one before it has no child left, and the same
-transaction, having erased a batch, searches the responses they continued from, and so
-on up the chain, while it has erased fewer than its limit (so fewer than twice that in
-all: SQLite's one writer waits behind it); where it stops, the sweep's next batch goes
-on, before searching further. A deleted chain goes in one sweep, its kept ancestors (a
-live response's, or a running one's) staying. No lock is taken beyond the rows erased: a
-response inserted while the sweep runs names its previous one without locking it, so
-the sweep's own conditions cannot close the window between a run reading the response
-it continues from and storing its own row; :data:`~stateway.core.retention.ERASE_AFTER`
-does (see there).
+tokens were spent), so the row stays with its usage columns and an empty body (``{}``),
+written without reading the old one, and its items and event log rows go. Only a row
+whose usage columns are filled in is erased (its body is what they would be read out of:
+:mod:`~stateway.storage.sql.usage_backfill`; a sweep fills them in before it erases). Its
+``status`` becomes ``erased`` (which takes it out of ``ix_responses_to_erase``, the index
+of deleted responses not yet erased, walked like the conversations' in deletion order, so
+a sweep reads what it erases and what it keeps) and its ``previous_response_id`` is
+cleared. A deleted response is erased only when no response row names it as its previous
+one (``ix_responses_continued`` answers, a probe per response), checked in the search and
+again in the ``UPDATE`` that marks it (a statement of its own, which on PostgreSQL sees a
+child committed since the search); one still running is left until it ends. Clearing the
+link is what lets a chain go: once its last response is erased, the deleted one before it
+has no child left, and the same transaction, having erased a batch, searches the
+responses they continued from, and so on up the chain, while it has erased fewer than its
+limit (so fewer than twice that in all: SQLite's one writer waits behind it); where it
+stops, the sweep's next batch goes on, before searching further. A deleted chain goes in
+one sweep, its kept ancestors (a live response's, or a running one's) staying. No lock is
+taken beyond the rows erased: a response inserted while the sweep runs names its previous
+one without locking it, so the sweep's own conditions cannot close the window between a
+run reading the response it continues from and storing its own row;
+:data:`~stateway.core.retention.ERASE_AFTER` does (see there).
 """
 
 from __future__ import annotations
@@ -58,7 +60,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Final
 
-import orjson
 from sqlalchemy import (
     Double,
     Integer,
@@ -80,6 +81,7 @@ from sqlalchemy.sql import Delete, Update
 from stateway.storage.sql.errors import storage_errors
 from stateway.storage.sql.schema import (
     ERASED,
+    ERASED_BODY,
     IN_PROGRESS_WHERE,
     TO_ERASE_WHERE,
     conversations,
@@ -225,14 +227,14 @@ _unneeded = (
     text(TO_ERASE_WHERE),  # the partial index's own condition
     responses.c.deleted_at < bindparam("before", type_=Double),
     _finished,
+    responses.c.model.is_not(None),  # its usage columns filled in
     ~_continued,
 )
-_ERASABLE: Final[Select[float, str, str, str | None, str]] = select(
+_ERASABLE: Final[Select[float, str, str, str | None]] = select(
     responses.c.deleted_at,
     responses.c.tenant_id,
     responses.c.id,
     responses.c.previous_response_id,
-    responses.c.body,
 ).where(*_unneeded)
 _TO_ERASE: Final = (
     _ERASABLE.order_by(responses.c.deleted_at, responses.c.tenant_id, responses.c.id)
@@ -259,19 +261,11 @@ _MARK: Final[Update] = (
         responses.c.id.in_(bindparam("ids", expanding=True)),
         *_unneeded,
     )
-    .values(status=ERASED, previous_response_id=None, served_by=None)
+    .values(status=ERASED, previous_response_id=None, served_by=None, body=ERASED_BODY)
     .returning(responses.c.id)
 )
 """Checked again as it erases: a response continuing from one stored since the search
 keeps it."""
-_KEEP_BODY: Final[Update] = (
-    update(responses)
-    .where(
-        responses.c.tenant_id == bindparam("tenant", type_=String),
-        responses.c.id == bindparam("response", type_=String),
-    )
-    .values(body=bindparam("kept_body"))
-)
 _ERASE_ITEMS: Final[Delete] = delete(items).where(
     items.c.tenant_id == bindparam("tenant", type_=String),
     items.c.response_id.in_(bindparam("ids", expanding=True)),
@@ -281,12 +275,8 @@ _ERASE_EVENTS: Final[Delete] = delete(response_events).where(
     response_events.c.response_id.in_(bindparam("ids", expanding=True)),
 )
 
-_Found = Row[float, str, str, str | None, str]
-"""A response the search found: deleted, tenant, id, previous id, body."""
-
-KEPT: Final = ("id", "created_at", "model", "status", "usage", "completed_at")
-"""What an erased response's body keeps: ``/v1/usage`` counts it (its tokens were spent:
-:mod:`~stateway.storage.sql.accounting`), by model and day."""
+_Found = Row[float, str, str, str | None]
+"""A response the search found: deleted, tenant, id, previous id."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -360,9 +350,9 @@ async def _erase(
 ) -> tuple[int, dict[str, list[str]]]:
     """Erase the content of the responses found (those still erasable); how many were,
     and, by tenant, the responses they continued from."""
-    by_tenant: dict[str, dict[str, tuple[str | None, str]]] = {}
-    for _, tenant, id_, previous, body in rows:
-        by_tenant.setdefault(tenant, {})[id_] = (previous, body)
+    by_tenant: dict[str, dict[str, str | None]] = {}
+    for _, tenant, id_, previous in rows:
+        by_tenant.setdefault(tenant, {})[id_] = previous
     erased = 0
     continued: dict[str, list[str]] = {}
     for tenant, found in by_tenant.items():
@@ -373,17 +363,8 @@ async def _erase(
         values = {"tenant": tenant, "ids": marked}
         await connection.execute(_ERASE_ITEMS, values)
         await connection.execute(_ERASE_EVENTS, values)
-        kept = [
-            {"tenant": tenant, "response": id_, "kept_body": _kept(found[id_][1])} for id_ in marked
-        ]
-        await connection.execute(_KEEP_BODY, kept)
         erased += len(marked)
-        parents = sorted({p for id_ in marked if (p := found[id_][0]) is not None})
+        parents = sorted({p for id_ in marked if (p := found[id_]) is not None})
         if parents:
             continued[tenant] = parents
     return erased, continued
-
-
-def _kept(body: str) -> str:
-    stored = orjson.loads(body)
-    return orjson.dumps({name: stored[name] for name in KEPT if name in stored}).decode()

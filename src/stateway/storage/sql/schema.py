@@ -11,7 +11,7 @@ is a matter of the primary key, and nothing is ever looked up across tenants.
     marks a soft delete: the row stops being retrievable, but its items keep serving as
     context for the responses that continue from it. Once none does (nor can: see
     :mod:`stateway.core.retention`), a sweep erases its content: its items and event log
-    go, its ``body`` keeps only what ``/v1/usage`` counts, its ``status`` becomes
+    go, its ``body`` is emptied (``/v1/usage`` counts its columns), its ``status`` becomes
     :data:`ERASED` and its ``previous_response_id`` is cleared, so the response it
     continued from is needed by one fewer. ``owner`` names the process running
     a response while it is ``in_progress`` (see :mod:`stateway.core.ownership`); a partial
@@ -164,8 +164,9 @@ IN_PROGRESS_WHERE: Final = "status IN ('queued', 'in_progress')"
 
 ERASED: Final = "erased"
 """The ``status`` of a deleted response whose content a sweep erased: its items and event
-log are gone, its body holds only what ``/v1/usage`` reads
+log are gone, its body is :data:`ERASED_BODY`; ``/v1/usage`` reads its columns
 (:class:`~stateway.storage.sql.retention.SqlResponseEraser`)."""
+ERASED_BODY: Final = "{}"
 TO_ERASE_WHERE: Final = f"deleted_at IS NOT NULL AND status <> '{ERASED}'"
 """Deleted responses whose content is still stored."""
 CONTINUED_WHERE: Final = "previous_response_id IS NOT NULL"
