@@ -4,7 +4,9 @@ parentheses (``core/routing/plan.py`` (``Plan.order``, ...)) are that module's. 
 layering it draws holds where it is easiest to break: the core imports nothing outside
 itself, the backends and the MCP client import the core (and what they share), not each
 other, the protocols only the core, and the surfaces never the store, the backends or
-each other (what surfaces share has a package of its own).
+each other (what surfaces share has a package of its own); nor do the layers reach
+around that through a library: the core imports no web framework or wire models, the
+surfaces no database, upstream or Redis client.
 The names a row places in a module (``Run.before_end`` in ``core/runs.py``) are that
 module's too."""
 
@@ -13,6 +15,7 @@ from __future__ import annotations
 import ast
 import io
 import re
+import sys
 import tokenize
 from pathlib import Path
 
@@ -177,6 +180,40 @@ def test_a_package_imports_only_what_its_layer_may(layer: str, path: Path) -> No
     for name in _stateway_imports(path):
         ok = any(name == prefix or name.startswith(prefix + ".") for prefix in allowed)
         assert ok, f"{path.relative_to(PACKAGE)} imports {name}, outside what {layer}/ may"
+
+
+_MAY_USE = {
+    "core": ("orjson", "regex"),
+    "backends": ("aiohttp", "orjson"),
+    "protocols": ("orjson", "pydantic", "pydantic_core"),
+    "surfaces": ("anyio", "mcp", "mcp_types", "orjson", "pydantic", "starlette"),
+}
+"""What beyond the standard library and ``stateway`` each layer's modules may import: the
+core no web framework, wire models, HTTP client, database or Redis; the backends their
+HTTP client and nothing of storage or clients; the protocols their wire models; the
+surfaces their frameworks, never the store's, the upstreams' or Redis's clients."""
+
+
+def _foreign_imports(path: Path) -> set[str]:
+    """The top-level modules ``path`` imports from neither the standard library nor
+    ``stateway``."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.add(node.module.split(".")[0])
+        elif isinstance(node, ast.Import):
+            found.update(alias.name.split(".")[0] for alias in node.names)
+    return found - set(sys.stdlib_module_names) - {"stateway"}
+
+
+@pytest.mark.parametrize(
+    ("layer", "path"),
+    [(layer, path) for layer in _MAY_USE for path in sorted((PACKAGE / layer).rglob("*.py"))],
+    ids=lambda value: str(value.relative_to(PACKAGE)) if isinstance(value, Path) else value,
+)
+def test_a_layer_imports_only_the_libraries_it_may(layer: str, path: Path) -> None:
+    outside = _foreign_imports(path) - set(_MAY_USE[layer])
+    assert not outside, f"{path.relative_to(PACKAGE)} imports {sorted(outside)}, outside {layer}/'s"
 
 
 _SHARED_BY_SURFACES = ("auth", "asgi")
