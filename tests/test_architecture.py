@@ -6,7 +6,8 @@ itself, the backends and the MCP client import the core (and what they share), n
 other, the protocols only the core, and the surfaces never the store, the backends or
 each other (what surfaces share has a package of its own); nor do the layers reach
 around that through a library: the core imports no web framework or wire models, the
-surfaces no database, upstream or Redis client.
+surfaces no database, upstream or Redis client; and a surface calls nothing of the
+gateway but its one door, ``Gateway.execute`` (with ``Gateway.once`` around it).
 The names a row places in a module (``Run.before_end`` in ``core/runs.py``) are that
 module's too."""
 
@@ -237,3 +238,37 @@ def test_a_surface_imports_no_other_surface(path: Path) -> None:
         package = name.split(".")[2] if name.startswith("stateway.surfaces.") else None
         ok = package is None or package == own or package in _SHARED_BY_SURFACES
         assert ok, f"{path.relative_to(PACKAGE)} imports {name}, another surface's"
+
+
+DOORS = frozenset({"execute", "once"})
+"""What a surface may call on the core's :class:`~stateway.core.gateway.Gateway`: the one
+command handler, and the claim of a command id around it (``Gateway.once``). Its other
+attributes (the run registry, the generations and, through them, the routes' backends)
+are the composition root's and the core's own."""
+
+
+def _gateway_uses(path: Path) -> set[str]:
+    """The attributes ``path`` reads of anything named ``gateway`` (``gateway``,
+    ``self._gateway``, ``self._endpoint.gateway``)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not isinstance(node, ast.Attribute):
+            continue
+        owner = node.value
+        name = owner.id if isinstance(owner, ast.Name) else getattr(owner, "attr", None)
+        if isinstance(name, str) and name.lstrip("_") == "gateway":
+            found.add(node.attr)
+    return found
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted((PACKAGE / "surfaces").rglob("*.py")),
+    ids=lambda path: str(path.relative_to(PACKAGE)),
+)
+def test_a_surface_reaches_the_core_through_its_one_door(path: Path) -> None:
+    """Every surface builds a command and calls ``Gateway.execute``: none reaches past it
+    into the gateway's runs or generations (and their backends), which the import rules
+    above cannot see."""
+    other = _gateway_uses(path) - DOORS
+    assert not other, f"{path.relative_to(PACKAGE)} uses Gateway.{sorted(other)}"
