@@ -247,10 +247,10 @@ class ResponsesRoutes:
 
 
 async def refuse_websocket(websocket: WebSocket) -> None:
-    """Until WebSockets land, an upgrade on ``/v1/responses`` is denied with 426 so clients
-    that try WebSockets first (Codex) fall back to HTTP at once."""
+    """In an app composed without WebSocket mode, an upgrade on ``/v1/responses`` is denied
+    with 426 so clients that try WebSockets first (Codex) fall back to HTTP at once."""
     error = InvalidRequest(
-        "WebSocket mode is not supported yet; send POST /v1/responses over HTTP.",
+        "WebSocket mode is not served here; send POST /v1/responses over HTTP.",
         code="websocket_not_supported",
         status=426,
     )
