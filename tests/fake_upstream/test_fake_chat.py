@@ -7,11 +7,12 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 import openai
+import orjson
 import pytest
 from openai import OpenAI
 from openai.types.chat import ChatCompletionChunk
 
-from stateway.fake_upstream.chat import SYSTEM_NOT_FIRST, parse_chat_request
+from stateway.fake_upstream.chat import CONTENT_REQUIRED, SYSTEM_NOT_FIRST, parse_chat_request
 from stateway.fake_upstream.chat_tools import ToolServer
 from stateway.fake_upstream.errors import UpstreamError
 from stateway.fake_upstream.launch import start_fake_upstream
@@ -529,3 +530,26 @@ def test_cached_reports_part_of_the_prompt_read_from_the_cache(client: OpenAI) -
     assert last.usage is not None
     assert last.usage.prompt_tokens_details is not None
     assert (last.usage.prompt_tokens, last.usage.prompt_tokens_details.cached_tokens) == (3, 3)
+
+
+CALLED = {
+    "role": "assistant",
+    "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}],
+}
+TOOL_RESULT = {"role": "tool", "tool_call_id": "c1", "content": "5"}
+
+
+@pytest.mark.parametrize("content", [None, "missing"])
+def test_a_server_requiring_content_refuses_null_in_lm_studio_s_words(content: Any) -> None:
+    """``content_required``: a message whose content is null or missing is a 400 whose
+    body is LM Studio's words alone (lmstudio-ai/lmstudio-bug-tracker#261)."""
+    called = CALLED if content == "missing" else {**CALLED, "content": content}
+    messages = [{"role": "user", "content": "hi"}, called, TOOL_RESULT]
+    body = {"model": "m", "messages": messages}
+    parse_chat_request(body)  # taken by default, as the spec has it
+    with pytest.raises(UpstreamError) as refused:
+        parse_chat_request(body, content_required=True)
+    assert refused.value.status == 400
+    assert orjson.loads(refused.value.body()) == {"error": CONTENT_REQUIRED}
+    texted = [messages[0], {**CALLED, "content": ""}, TOOL_RESULT]
+    parse_chat_request({**body, "messages": texted}, content_required=True)

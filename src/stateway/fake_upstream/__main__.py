@@ -48,6 +48,13 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m stateway.fake
         "that takes no images ('MODEL is not a multimodal model')",
     )
     parser.add_argument(
+        "--content-required",
+        action="store_true",
+        help="refuse a Chat request holding a message whose content is null or missing "
+        "(400), in LM Studio's words: an assistant message of tool calls alone, as the spec "
+        "sends it",
+    )
+    parser.add_argument(
         "--reasoning-effort",
         action="append",
         dest="reasoning_efforts",
@@ -114,6 +121,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m stateway.fake
         keep_alive=args.keep_alive,
         system_first=args.system_first,
         text_only=args.text_only,
+        content_required=args.content_required,
         reasoning_efforts=tuple(args.reasoning_efforts) if args.reasoning_efforts else None,
         reasoning_field=args.reasoning_field,
         tokenizer=args.tokenizer,

@@ -28,7 +28,8 @@ request with ``anthropic-version``, and each logged request keeps the headers th
 the key, the Anthropic version and betas, a test proxy's token and the trace context
 (``headers``). With ``system_first`` the Chat wire refuses a system message anywhere but
 first, as strict chat templates do; with ``text_only``, an image, as vLLM refuses one for
-a model that takes none; with ``reasoning_efforts``, a ``reasoning_effort`` outside them, as
+a model that takes none; with ``content_required``, a message whose content is null, as LM
+Studio refuses one; with ``reasoning_efforts``, a ``reasoning_effort`` outside them, as
 vLLM's older request model does. ``reasoning_field`` names the Chat wire's reasoning
 field, as each server names it (:mod:`~stateway.fake_upstream.chat`). With
 ``min_output_tokens`` the Responses wire refuses a smaller ``max_output_tokens``, as
@@ -123,6 +124,7 @@ class FakeUpstreamApp:
         *,
         system_first: bool = False,
         text_only: bool = False,
+        content_required: bool = False,
         reasoning_efforts: tuple[str, ...] | None = None,
         reasoning_field: ReasoningField = "reasoning_content",
         tokenizer: Dialect = "vllm",
@@ -136,6 +138,7 @@ class FakeUpstreamApp:
             parse_chat_request,
             system_first=system_first,
             text_only=text_only,
+            content_required=content_required,
             reasoning_efforts=reasoning_efforts,
             reasoning_field=reasoning_field,
             tool_server=windows.server,
@@ -292,6 +295,7 @@ def build_app(
     *,
     system_first: bool = False,
     text_only: bool = False,
+    content_required: bool = False,
     reasoning_efforts: tuple[str, ...] | None = None,
     reasoning_field: ReasoningField = "reasoning_content",
     tokenizer: Dialect = "vllm",
@@ -304,6 +308,7 @@ def build_app(
         model_names,
         system_first=system_first,
         text_only=text_only,
+        content_required=content_required,
         reasoning_efforts=reasoning_efforts,
         reasoning_field=reasoning_field,
         tokenizer=tokenizer,

@@ -9,14 +9,17 @@ refuses, as many open models' chat templates make vLLM do (400), a ``system`` or
 ``reasoning_effort`` outside them, as vLLM's request model refuses one (400: releases
 before the OpenAI SDK's wider set take ``low``, ``medium`` and ``high`` only); with
 ``text_only``, a message holding an image, as vLLM refuses one for a model that takes none
-(400, ``MODEL is not a multimodal model``). ``reasoning_field`` names the field the
-reasoning goes in, both ways: ``reasoning_content`` (the default) as llama.cpp, SGLang and
-older vLLM write it, read back from an assistant message's ``reasoning_content`` or
-``reasoning``; or ``reasoning``, as vLLM writes it since it dropped ``reasoning_content``
-(vllm-project/vllm#33402), reading back only ``reasoning`` (an assistant message's
-``reasoning_content`` is left out of the model's view, as vLLM leaves it). Its tools and
-``tool_choice`` are taken as ``tool_server`` takes them (:mod:`.chat_tools`); its calls
-are written as :mod:`.chat_calls` writes them (``[[custom]]``, ``[[interleave]]``).
+(400, ``MODEL is not a multimodal model``); with ``content_required``, a message whose
+``content`` is null or missing (an assistant message of tool calls alone, as the spec
+sends it), as LM Studio refuses one (400, :data:`CONTENT_REQUIRED`). ``reasoning_field``
+names the field the reasoning goes in, both ways: ``reasoning_content`` (the default) as
+llama.cpp, SGLang and older vLLM write it, read back from an assistant message's
+``reasoning_content`` or ``reasoning``; or ``reasoning``, as vLLM writes it since it
+dropped ``reasoning_content`` (vllm-project/vllm#33402), reading back only ``reasoning``
+(an assistant message's ``reasoning_content`` is left out of the model's view, as vLLM
+leaves it). Its tools and ``tool_choice`` are taken as ``tool_server`` takes them
+(:mod:`.chat_tools`); its calls are written as :mod:`.chat_calls` writes them
+(``[[custom]]``, ``[[interleave]]``).
 """
 
 from __future__ import annotations
@@ -84,11 +87,18 @@ SYSTEM_NOT_FIRST = "System message must be at the beginning."
 with a 400."""
 
 
+CONTENT_REQUIRED = "Invalid 'content': 'content' field must be a string or an array of objects.."
+"""LM Studio's refusal of a message whose content is null or missing: its words alone, the
+body of its 400 (``{"error": WORDS}``) as reported in 2026, two full stops included
+(lmstudio-ai/lmstudio-bug-tracker#261, nugget/thane-ai-agent#1229)."""
+
+
 def parse_chat_request(
     body: dict[str, Any],
     *,
     system_first: bool = False,
     text_only: bool = False,
+    content_required: bool = False,
     reasoning_efforts: tuple[str, ...] | None = None,
     reasoning_field: ReasoningField = "reasoning_content",
     tool_server: ToolServer = "openai",
@@ -103,6 +113,8 @@ def parse_chat_request(
             raise invalid_request(f"Invalid message at index {index}.", f"messages[{index}]")
         if system_first and index > 0 and message["role"] in ("system", "developer"):
             raise invalid_request(SYSTEM_NOT_FIRST, f"messages[{index}]")
+        if content_required and message.get("content") is None:  # LM Studio's words alone
+            raise UpstreamError(400, CONTENT_REQUIRED, fields=CONTENT_REQUIRED)
         if text_only and _has_image(message):  # vLLM's words and shape
             raise UpstreamError(
                 400, f"{model} is not a multimodal model", type_="BadRequestError", code=400

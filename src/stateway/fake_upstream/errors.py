@@ -37,7 +37,7 @@ class UpstreamError(Exception):
         code: str | int | None = None,
         param: str | None = None,
         headers: list[tuple[bytes, bytes]] | None = None,
-        fields: dict[str, Any] | None = None,
+        fields: dict[str, Any] | str | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
@@ -49,7 +49,8 @@ class UpstreamError(Exception):
         self.sent_status = status
         """The status line's (``[[reported]]``: 200, the body still this error's)."""
         self.fields = fields
-        """The error object's whole fields, when a server's are not OpenAI's."""
+        """The error object's whole fields, when a server's are not OpenAI's (LM Studio's
+        error is its words alone)."""
 
     def body(self) -> bytes:
         if self.fields is not None:

@@ -27,6 +27,8 @@ class FakeOptions(TypedDict, total=False):
     model_names: list[str] | None
     keep_alive: int | None
     system_first: bool
+    content_required: bool
+    """Refuse a message whose content is null, as LM Studio does."""
     reasoning_efforts: tuple[str, ...] | None
     reasoning_field: str | None
     tokenizer: str | None
@@ -68,6 +70,8 @@ def fake_upstream_command(api_key: str | None = None, **options: Unpack[FakeOpti
         command += ["--keep-alive", str(keep_alive)]
     if options.get("system_first"):
         command.append("--system-first")
+    if options.get("content_required"):
+        command.append("--content-required")
     for effort in options.get("reasoning_efforts") or ():
         command += ["--reasoning-effort", effort]
     if (field := options.get("reasoning_field")) is not None:

@@ -25,6 +25,7 @@ def serve(
     keep_alive: int | None = None,
     system_first: bool = False,
     text_only: bool = False,
+    content_required: bool = False,
     reasoning_efforts: tuple[str, ...] | None = None,
     reasoning_field: ReasoningField = "reasoning_content",
     tokenizer: Dialect = "vllm",
@@ -34,6 +35,7 @@ def serve(
     """Run the fake upstream until interrupted (SIGINT/SIGTERM). ``keep_alive``: seconds an
     idle connection stays open (uvicorn's default, 5 s, when None); ``system_first``: the
     Chat wire refuses a system message anywhere but first; ``text_only``: an image;
+    ``content_required``: a message whose content is null (LM Studio's refusal);
     ``reasoning_efforts``: the
     only ``reasoning_effort`` values it takes (None: any); ``reasoning_field``: the Chat
     wire's reasoning field; ``windows``: the context window its listing tells of;
@@ -44,6 +46,7 @@ def serve(
         model_names,
         system_first=system_first,
         text_only=text_only,
+        content_required=content_required,
         reasoning_efforts=reasoning_efforts,
         reasoning_field=reasoning_field,
         tokenizer=tokenizer,
