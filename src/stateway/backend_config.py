@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 from pydantic import Field, ValidationInfo, field_validator
 
 from stateway.backends.anthropic_request import Sampling
-from stateway.backends.chat_request import REASONING_FIELDS, ReasoningField
+from stateway.backends.chat_request import REASONING_FIELDS, ReasoningField, ToolCallContent
 from stateway.backends.reasoning_efforts import NONE, Effort
 from stateway.config_section import Section, VariableName
 from stateway.core.headers import is_header_name, is_header_value
@@ -52,6 +52,16 @@ class BackendConfig(Section):
     back in. Default both: llama.cpp and SGLang read ``reasoning_content``, current vLLM
     only ``reasoning``, each ignoring the other. A server that refuses one (Cerebras
     refuses ``reasoning_content``) gets the other; ``[]`` leaves earlier reasoning out."""
+    tool_call_content: ToolCallContent | None = None
+    """Chat upstreams: the ``content`` an earlier assistant message holding only tool calls
+    is sent with: ``"null"``, the spec's (which strict proxies and shims before Anthropic or
+    Gemini need: they refuse ``""``), or ``""``, for a server that refuses null (LM Studio:
+    "'content' field must be a string or an array of objects"; mlx-lm's server before its
+    fix) or whose chat template mishandles it. Text beside the calls is sent as it is.
+    Default: null, and ``""`` from the first call the server refuses in LM Studio's words
+    on (that call sent again once, before any output:
+    :meth:`~stateway.backends.openai_chat.ChatBackend._null_refused`). Not on the Chat
+    Completions fast path, where the client's own messages go."""
     think_tags: Literal[False, True, "opened"] = False
     """Chat upstreams: ``true`` takes reasoning a reply's content opens with between
     ``<think>`` and ``</think>`` (an open reasoning model's, on a server without a reasoning
@@ -240,6 +250,20 @@ class BackendConfig(Section):
                 "anthropic upstream sends its reasoning apart",
             )
         return tagged
+
+    @field_validator("tool_call_content")
+    @classmethod
+    def _tool_call_content(
+        cls, content: ToolCallContent | None, info: ValidationInfo
+    ) -> ToolCallContent | None:
+        if content is not None:
+            _only_for(
+                "chat",
+                info,
+                "only a chat upstream is sent assistant messages of tool calls: a responses "
+                "or anthropic upstream is sent the calls as items or blocks",
+            )
+        return content
 
     @field_validator("thinking_switch")
     @classmethod

@@ -670,6 +670,18 @@ def test_llama_server_s_refusal_of_streamed_logprobs_with_tools_is_told_by_its_w
     assert classify_reply(400, orjson.dumps(other), "up", str).code == "upstream_rejected"
 
 
+def test_lm_studio_s_refusal_of_null_content_is_told_by_its_words() -> None:
+    """LM Studio refuses a message whose content is null (an assistant message of tool
+    calls alone, as the spec sends it) with its words alone, in a 400: its only tell, on
+    which the Chat backend sends the call again with ``""``."""
+    words = "Invalid 'content': 'content' field must be a string or an array of objects.."
+    refused = classify_reply(400, orjson.dumps({"error": words}), "up", str)
+    assert (refused.status, refused.code) == (400, "null_content_unsupported")
+    assert refused.message == f"Model server 'up' answered 400: {words}"
+    other = {"error": "Invalid 'messages' in payload."}
+    assert classify_reply(400, orjson.dumps(other), "up", str).code == "upstream_rejected"
+
+
 def test_lm_studio_s_answer_to_a_route_it_does_not_serve_is_a_404() -> None:
     """LM Studio answers a route it does not serve (a URL without ``/v1``) with a 200
     whose body is only its words (lmstudio-ai/lmstudio-bug-tracker#618): a 404, as other

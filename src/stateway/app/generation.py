@@ -48,6 +48,7 @@ BACKEND_APIS: dict[str, Callable[[UpstreamClient, BackendConfig], Backend]] = {
         alternate_roles=config.alternate_roles,
         reasoning_efforts=tuple(config.reasoning_efforts or ()),
         reasoning_fields=tuple(config.reasoning_fields),
+        tool_call_content=config.tool_call_content,
         cache_salted=config.cache_salt is not None,
         think_tags=config.think_tags,
         thinking_switch=config.thinking_switch,

@@ -7,7 +7,8 @@ Reasoning items ride on the next assistant message, by default as both
 ``reasoning_fields`` chooses; several before one assistant message share it, a blank line
 between them); consecutive function calls join one assistant message's ``tool_calls``
 (a call without arguments with ``{}``: Ollama refuses an empty string, which vLLM reads as
-``{}`` itself); a function call's output is a
+``{}`` itself), one of calls alone with ``content`` null, as the spec has it, or as a
+backend's ``tool_call_content`` says (:data:`ToolCallContent`); a function call's output is a
 ``role: "tool"`` message (text only: images the output holds follow the round's tool
 messages in one user message, each group labelled with its call id). A text file (a
 Messages client's plain-text document, a Responses client's text file) is its text, as
@@ -43,6 +44,12 @@ REASONING_FIELDS: Final[tuple[ReasoningField, ...]] = ("reasoning_content", "rea
 ``reasoning_content``, vLLM only ``reasoning`` (since vllm-project/vllm#33402 dropped
 ``reasoning_content``), and each ignores the other; a server that refuses one of them
 (Cerebras refuses ``reasoning_content``) is configured to get the other, or neither."""
+ToolCallContent = Literal["null", ""]
+"""The ``content`` an assistant message holding only tool calls is sent with: ``null``,
+the spec's (strict proxies and shims before Anthropic or Gemini refuse ``""``: "text
+content blocks must be non-empty"), or ``""``, for a server that refuses null (LM Studio:
+"'content' field must be a string or an array of objects"). Text beside the calls is sent
+as it is."""
 _ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
 
 
@@ -53,12 +60,15 @@ def to_upstream(
     alternate_roles: bool = False,
     efforts: Mapping[str, str] | None = None,
     reasoning_fields: Sequence[str] = REASONING_FIELDS,
+    tool_call_content: ToolCallContent = "null",
 ) -> dict[str, Any]:
     """The Chat Completions body of ``request``; ``efforts``: the level each effort the
     server does not take is sent at (:func:`effort_levels`); ``reasoning_fields``: the
-    assistant message fields earlier reasoning goes back in (none: it is left out)."""
+    assistant message fields earlier reasoning goes back in (none: it is left out);
+    ``tool_call_content``: the content of an assistant message of tool calls alone."""
     settings = request.settings
-    messages = _messages(request, reasoning_fields)
+    calls_content = None if tool_call_content == "null" else tool_call_content
+    messages = _messages(request, reasoning_fields, calls_content)
     if alternate_roles:
         messages = merge_user_turns(messages)
     body: dict[str, Any] = {"model": request.model, "messages": messages}
@@ -111,7 +121,9 @@ def _prefilled(message: dict[str, Any]) -> bool:
     return message["role"] == "assistant" and "tool_calls" not in message
 
 
-def _messages(request: InferenceRequest, fields: Sequence[str]) -> list[dict[str, Any]]:
+def _messages(
+    request: InferenceRequest, fields: Sequence[str], calls_content: str | None
+) -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = []
     if request.instructions:
         messages.append({"role": "system", "content": request.instructions})
@@ -132,7 +144,7 @@ def _messages(request: InferenceRequest, fields: Sequence[str]) -> list[dict[str
         elif kind == "function_call":
             last = messages[-1] if messages else None
             if last is None or last["role"] != "assistant":
-                last = {"role": "assistant", "content": None}
+                last = {"role": "assistant", "content": calls_content}
                 messages.append(last)
             if reasoning:
                 _add_reasoning(last, reasoning, fields)
@@ -155,6 +167,20 @@ def _messages(request: InferenceRequest, fields: Sequence[str]) -> list[dict[str
     if images:
         messages.append({"role": "user", "content": images})
     return place_system_messages(messages)
+
+
+def with_call_content(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``messages`` with ``""`` for the null content of each assistant message of tool
+    calls alone (what ``tool_call_content = ""`` would have sent)."""
+    return [
+        {**m, "content": ""} if m["role"] == "assistant" and m.get("content") is None else m
+        for m in messages
+    ]
+
+
+def null_call_content(messages: list[dict[str, Any]]) -> bool:
+    """Whether an assistant message of ``messages`` is sent with ``content`` null."""
+    return any(m["role"] == "assistant" and m.get("content") is None for m in messages)
 
 
 def _add_reasoning(message: dict[str, Any], reasoning: list[str], fields: Sequence[str]) -> None:

@@ -12,7 +12,10 @@ A streamed call's name reaches the core whole, however the upstream splits or re
 "custom"``) as the call of the function the tool was offered as
 (:mod:`stateway.backends.chat_custom_calls`). A streamed round asking for the text's tokens
 with tools, which llama-server refuses streamed, is asked whole once it has refused one
-(:meth:`ChatBackend._tokens_with_tools`).
+(:meth:`ChatBackend._tokens_with_tools`). An assistant message of tool calls alone goes
+with ``content`` null, the spec's, or as ``tool_call_content`` says; left to its default,
+a backend whose server refuses null in LM Studio's words sends the call again with ``""``,
+and every call after it so (:meth:`ChatBackend._null_refused`).
 Item and tool types the gateway does not model cannot be carried
 (``carries_unknown_types`` is False). With
 ``guided_decoding``, a round forcing a custom tool with a grammar is constrained by it
@@ -47,7 +50,14 @@ import orjson
 from stateway.backends.chat_call_names import CallNames
 from stateway.backends.chat_custom_calls import CustomInputs
 from stateway.backends.chat_reply import from_upstream_chunk, from_upstream_completion
-from stateway.backends.chat_request import REASONING_FIELDS, TEXT_PARTS, to_upstream
+from stateway.backends.chat_request import (
+    REASONING_FIELDS,
+    TEXT_PARTS,
+    ToolCallContent,
+    null_call_content,
+    to_upstream,
+    with_call_content,
+)
 from stateway.backends.guided_decoding import GuidedDecoding, as_tool_input, guide
 from stateway.backends.listed_trait import ListedTrait
 from stateway.backends.model_windows import listed_windows, takes_custom_tools
@@ -59,6 +69,7 @@ from stateway.backends.tokenizer import UpstreamTokenizer
 from stateway.backends.upstream_http import UpstreamClient
 from stateway.backends.upstream_reply import cut_short, no_answer
 from stateway.backends.upstream_status import (
+    NULL_CONTENT_UNSUPPORTED,
     STREAMED_LOGPROBS_UNSUPPORTED,
     classify_event,
     classify_reported,
@@ -109,6 +120,7 @@ class ChatBackend:
         alternate_roles: bool = False,
         reasoning_efforts: tuple[str, ...] | None = None,
         reasoning_fields: tuple[str, ...] = REASONING_FIELDS,
+        tool_call_content: ToolCallContent | None = None,
         cache_salted: bool = False,
         think_tags: bool | Literal["opened"] = False,
         thinking_switch: str | None = None,
@@ -126,6 +138,12 @@ class ChatBackend:
         """The level each effort the server does not take is sent at (empty: all as asked)."""
         self._reasoning_fields = reasoning_fields
         """The assistant message fields earlier reasoning is sent back in."""
+        self._calls_content: ToolCallContent = (
+            "null" if tool_call_content is None else tool_call_content
+        )
+        """The content of an assistant message of tool calls alone."""
+        self._learns_content = tool_call_content is None
+        """Left to its default: ``""`` from the server's refusal of null on."""
         self._guided = guided_decoding
         self._think_tags = bool(think_tags)
         """Reasoning in the content between ``<think>`` tags is taken out of the text."""
@@ -156,6 +174,7 @@ class ChatBackend:
             alternate_roles=self._alternate,
             efforts=self._efforts,
             reasoning_fields=self._reasoning_fields,
+            tool_call_content=self._calls_content,
         )
         if self.cache_salted and request.cache_salt is not None:
             body["cache_salt"] = request.cache_salt
@@ -167,7 +186,7 @@ class ChatBackend:
         if body.get("logprobs") and body.get("tools") and _streamed(body):
             deltas = self._tokens_with_tools(request, body)
         else:
-            deltas = self._deltas(request, body)
+            deltas = self._called(request, body)
         return deltas if forced is None else _guided(deltas, forced)
 
     async def _tokens_with_tools(
@@ -181,7 +200,7 @@ class ChatBackend:
         if not self._tokens_whole:
             started = False
             try:
-                async with aclosing(self._deltas(request, body)) as deltas:
+                async with aclosing(self._called(request, body)) as deltas:
                     async for delta in deltas:
                         started = True
                         yield delta
@@ -191,7 +210,39 @@ class ChatBackend:
                     raise
                 self._tokens_whole = True
         whole = {k: v for k, v in body.items() if k not in ("stream", "stream_options")}
-        async with aclosing(self._deltas(request, whole)) as deltas:
+        async with aclosing(self._called(request, whole)) as deltas:
+            async for delta in deltas:
+                yield delta
+
+    def _called(
+        self, request: InferenceRequest, body: dict[str, Any]
+    ) -> AsyncGenerator[Delta, None]:
+        """The call's deltas (:meth:`_deltas`); a body sending ``content`` null from a
+        backend left to its default goes through :meth:`_null_refused`."""
+        if self._learns_content and null_call_content(body["messages"]):
+            return self._null_refused(request, body)
+        return self._deltas(request, body)
+
+    async def _null_refused(
+        self, request: InferenceRequest, body: dict[str, Any]
+    ) -> AsyncGenerator[Delta, None]:
+        """A call sending an assistant message of tool calls alone with ``content`` null,
+        which LM Studio refuses (a 400 before any output:
+        :data:`~stateway.backends.upstream_status.NULL_CONTENT_UNSUPPORTED`): sent again
+        once with ``""``, as every call is from then on. The same deltas either way."""
+        started = False
+        try:
+            async with aclosing(self._deltas(request, body)) as deltas:
+                async for delta in deltas:
+                    started = True
+                    yield delta
+            return
+        except UpstreamRejected as refused:
+            if started or refused.code != NULL_CONTENT_UNSUPPORTED:
+                raise
+        self._calls_content = ""
+        texted = {**body, "messages": with_call_content(body["messages"])}
+        async with aclosing(self._deltas(request, texted)) as deltas:
             async for delta in deltas:
                 yield delta
 
@@ -310,7 +361,10 @@ class ChatBackend:
         """The upstream tokenizer's count (:mod:`stateway.backends.tokenizer`) of the
         body a call would send."""
         body = to_upstream(
-            request, alternate_roles=self._alternate, reasoning_fields=self._reasoning_fields
+            request,
+            alternate_roles=self._alternate,
+            reasoning_fields=self._reasoning_fields,
+            tool_call_content=self._calls_content,
         )
         if isinstance(choice := body.get("tool_choice"), dict):
             await self._choices.send(body, choice)

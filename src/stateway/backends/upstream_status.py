@@ -40,7 +40,11 @@ Messages client is told which block to leave out (Claude Code does, and goes on)
 llama-server refuses ``logprobs`` with tools in a streamed Chat Completions request, in
 words alone too (``logprobs is not supported with tools + stream``): that 400 is
 :data:`STREAMED_LOGPROBS_UNSUPPORTED`, on which the Chat backend asks such rounds whole
-(:mod:`stateway.backends.openai_chat`).
+(:mod:`stateway.backends.openai_chat`). LM Studio refuses a message whose ``content`` is
+null (the spec's shape of an assistant message of tool calls alone) in words alone too
+(``Invalid 'content': 'content' field must be a string or an array of objects``): that 400
+is :data:`NULL_CONTENT_UNSUPPORTED`, on which the Chat backend sends the call again with
+``""`` (lmstudio-ai/lmstudio-bug-tracker#261).
 
 Some OpenAI-compatible servers report a failure inside a 200 reply: a whole body, or a
 stream event, that is only ``{"error": {...}}`` (or Anthropic's ``{"type": "error",
@@ -93,6 +97,8 @@ REQUEST_TOO_LARGE = 413
 UPSTREAM_OVERLOADED = "upstream_overloaded"
 STREAMED_LOGPROBS_UNSUPPORTED = "streamed_logprobs_unsupported"
 """A server's refusal of ``logprobs`` with tools in a streamed request (llama-server's)."""
+NULL_CONTENT_UNSUPPORTED = "null_content_unsupported"
+"""A server's refusal of a message whose ``content`` is null (LM Studio's)."""
 _NO_IMAGE_WORDS = (
     "is not a multimodal model",  # vLLM's
     "image input is not supported",  # llama.cpp's, without a projector (mmproj)
@@ -103,6 +109,8 @@ _UNSERVED_WORDS = "Unexpected endpoint or method"
 """LM Studio's words for a route it does not serve, which it answers with a 200."""
 _STREAMED_LOGPROBS_WORDS = "logprobs is not supported with tools + stream"
 """llama-server's words (and its only tell) for its refusal of streamed logprobs with tools."""
+_NULL_CONTENT_WORDS = "Invalid 'content': 'content' field must be a string or an array of objects"
+"""LM Studio's words (its only tell) for its refusal of a message whose content is null."""
 _STATUS_OF_CODE = {
     CONTEXT_LENGTH_EXCEEDED: 400,
     "model_not_found": 404,
@@ -319,6 +327,8 @@ def _fields(body: dict[str, object]) -> tuple[str, str | None]:
             return message, STREAMED_LOGPROBS_UNSUPPORTED
         return message, _structured_code(error)
     if isinstance(error, str):  # LM Studio's errors are words alone
+        if error.startswith(_NULL_CONTENT_WORDS):
+            return error, NULL_CONTENT_UNSUPPORTED
         return error, CONTEXT_LENGTH_EXCEEDED if says_too_long(error) else None
     detail = body.get("detail")
     if detail is not None:

@@ -1,0 +1,147 @@
+"""A Chat backend's ``tool_call_content``: the ``content`` an assistant message holding
+only tool calls is sent with (``null``, the spec's, by default; ``""`` for a server that
+refuses null, as LM Studio does), and what a backend left to its default learns from LM
+Studio's refusal of null: the same call is sent again once with ``""``, as is every call
+after it, never after output, never more than once."""
+
+from __future__ import annotations
+
+from contextlib import aclosing
+from typing import Any
+
+import orjson
+import pytest
+from aiohttp import web
+from pydantic import ValidationError
+
+from stateway.app.generation import BACKEND_APIS
+from stateway.backend_config import BackendConfig
+from stateway.backends.upstream_http import UpstreamClient
+from stateway.backends.upstream_target import UpstreamTarget
+from stateway.core.backend import Backend
+from stateway.core.errors import UpstreamRejected
+from stateway.core.generation_settings import GenerationSettings
+from stateway.core.inference import Delta, InferenceRequest, TextDelta
+from tests.backends.conftest import Loopback
+
+ANSWER = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "5"}}]}
+LM_STUDIO_REFUSAL = {
+    "error": "Invalid 'content': 'content' field must be a string or an array of objects.."
+}
+"""LM Studio's answer (a 400) to a message whose content is null: its words alone."""
+USER = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "add"}]}
+CALL = {"type": "function_call", "call_id": "c1", "name": "add", "arguments": "{}"}
+OUTPUT = {"type": "function_call_output", "call_id": "c1", "output": "5"}
+SAID = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "ok"}]}
+
+
+class Server:
+    """A Chat server on loopback that keeps each body it is sent; with ``strict``, it
+    refuses a message whose content is null as LM Studio does (with ``refusal``); with
+    ``refusing``, every call so."""
+
+    def __init__(self, loopback: Loopback, *, strict: bool = False) -> None:
+        self.loopback = loopback
+        self.strict = strict
+        self.refusing = False
+        self.bodies: list[dict[str, Any]] = []
+        self.refusal: dict[str, Any] = LM_STUDIO_REFUSAL
+
+    async def answer(self, incoming: web.Request) -> web.Response:
+        body = orjson.loads(await incoming.read())
+        self.bodies.append(body)
+        null = any(m.get("content") is None for m in body["messages"])
+        if self.refusing or (self.strict and null):
+            return web.json_response(self.refusal, status=400)
+        return web.json_response(ANSWER)
+
+    async def backend(self, **config: Any) -> Backend:
+        url = await self.loopback.serve(self.answer)
+        settings = BackendConfig(name="up", url=url, **config)
+        client = self.loopback.adopt(UpstreamClient(UpstreamTarget("up", url)))
+        return BACKEND_APIS["chat"](client, settings)
+
+    def contents(self) -> list[Any]:
+        """The content of each assistant message of each body sent, in order."""
+        return [
+            m["content"] for b in self.bodies for m in b["messages"] if m["role"] == "assistant"
+        ]
+
+
+async def answered(backend: Backend, items: list[dict[str, Any]]) -> list[Delta]:
+    request = InferenceRequest(
+        model="m", instructions=None, items=items, settings=GenerationSettings(), stream=False
+    )
+    async with aclosing(backend.infer(request)) as deltas:
+        return [delta async for delta in deltas]
+
+
+@pytest.mark.parametrize(("config", "sent"), [({}, None), ({"tool_call_content": ""}, "")])
+async def test_an_assistant_message_of_tool_calls_alone_has_the_content_configured(
+    loopback: Loopback, config: dict[str, Any], sent: str | None
+) -> None:
+    server = Server(loopback)
+    await answered(await server.backend(**config), [USER, CALL, OUTPUT])
+    assert server.contents() == [sent]
+    [assistant] = [m for m in server.bodies[0]["messages"] if m["role"] == "assistant"]
+    assert assistant["tool_calls"][0]["id"] == "c1"
+
+
+async def test_text_beside_tool_calls_is_sent_as_it_is(loopback: Loopback) -> None:
+    server = Server(loopback)
+    await answered(await server.backend(tool_call_content=""), [USER, SAID, CALL, OUTPUT])
+    assert server.contents() == ["ok"]
+
+
+async def test_a_server_refusing_null_in_lm_studio_s_words_is_sent_the_call_again_with_text(
+    loopback: Loopback,
+) -> None:
+    """The refusal comes before any output: the call goes again with ``""`` and its answer
+    is the round's; every later call of the backend goes with ``""`` from the start."""
+    server = Server(loopback, strict=True)
+    backend = await server.backend()
+    assert [d for d in await answered(backend, [USER, CALL, OUTPUT]) if isinstance(d, TextDelta)]
+    assert server.contents() == [None, ""]
+    await answered(backend, [USER, CALL, OUTPUT])
+    assert server.contents() == [None, "", ""]
+
+
+async def test_a_backend_configured_to_send_null_sends_null_and_passes_the_refusal_on(
+    loopback: Loopback,
+) -> None:
+    server = Server(loopback, strict=True)
+    backend = await server.backend(tool_call_content="null")
+    with pytest.raises(UpstreamRejected) as refused:
+        await answered(backend, [USER, CALL, OUTPUT])
+    assert (refused.value.status, refused.value.code) == (400, "null_content_unsupported")
+    assert "'content' field must be a string" in refused.value.message
+    assert server.contents() == [None]
+
+
+async def test_another_refusal_is_passed_on_unsent_again(loopback: Loopback) -> None:
+    server = Server(loopback, strict=True)
+    server.refusal = {"error": {"message": "bad tools", "type": "invalid_request_error"}}
+    with pytest.raises(UpstreamRejected, match="bad tools"):
+        await answered(await server.backend(), [USER, CALL, OUTPUT])
+    assert server.contents() == [None]
+
+
+async def test_a_call_without_null_content_is_not_sent_again(loopback: Loopback) -> None:
+    """LM Studio's words about another message (none here is null): the call would go
+    again as it went, so it does not."""
+    server = Server(loopback)
+    server.refusing = True
+    with pytest.raises(UpstreamRejected):
+        await answered(await server.backend(), [USER, SAID])
+    assert server.contents() == ["ok"]
+
+
+@pytest.mark.parametrize("api", ["responses", "anthropic"])
+def test_only_a_chat_upstream_takes_the_setting(api: str) -> None:
+    with pytest.raises(ValidationError, match="tool_call_content"):
+        BackendConfig(name="up", url="http://x", api=api, tool_call_content="")
+
+
+def test_only_null_or_an_empty_string_is_taken() -> None:
+    with pytest.raises(ValidationError, match="tool_call_content"):
+        BackendConfig(name="up", url="http://x", tool_call_content=" ")

@@ -1,0 +1,163 @@
+"""A Chat server that refuses ``content: null`` (LM Studio's: the spec's shape of an
+assistant message of tool calls alone) end to end: the real gateway, in front of the real
+fake upstream refusing it in LM Studio's words, takes a two-round tool conversation
+through, over the Responses API (``previous_response_id``), Chat Completions (the
+translated path) and the Messages API, with the backend's ``tool_call_content = ""``, and
+by default too (the round refused sent again once with ``""``, every later one so from
+the start); one configured to send ``null`` passes the refusal on in each protocol's error
+shape."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import openai
+import pytest
+from anthropic import Anthropic
+from openai import OpenAI
+
+from stateway.fake_upstream.launch import start_fake_upstream
+from tests.e2e.configured import configured_gateway
+from tests.e2e.test_upstream_mapping import clear, upstream_requests
+
+MODEL = "fake-model"
+ADD: Any = {
+    "type": "function",
+    "name": "add",
+    "parameters": {"type": "object", "properties": {"a": {"type": "integer"}}},
+}
+CHAT_ADD: Any = {"type": "function", "function": {"name": "add", "parameters": ADD["parameters"]}}
+MESSAGES_ADD: Any = {"name": "add", "input_schema": ADD["parameters"]}
+WORDS = "'content' field must be a string or an array of objects"
+
+
+@pytest.fixture(scope="module")
+def lm_studio() -> Iterator[str]:
+    """A fake model server refusing a message whose content is null, as LM Studio does."""
+    with start_fake_upstream(content_required=True) as url:
+        yield url
+
+
+def sent_contents(upstream: str) -> list[Any]:
+    """The content of each assistant message of each Chat call the upstream was sent."""
+    return [
+        message["content"]
+        for sent in upstream_requests(upstream)
+        for message in sent["body"]["messages"]
+        if message["role"] == "assistant"
+    ]
+
+
+def responses_round_trip(sdk: OpenAI) -> str:
+    """A call made, its output sent back by ``previous_response_id``: the answer's text."""
+    first = sdk.responses.create(model=MODEL, input='[[tool:add:{"a": 1}]] add', tools=[ADD])
+    [call] = first.output
+    assert call.type == "function_call"
+    second = sdk.responses.create(
+        model=MODEL,
+        previous_response_id=first.id,
+        input=[{"type": "function_call_output", "call_id": call.call_id, "output": "2"}],
+        tools=[ADD],
+    )
+    assert second.status == "completed"
+    return second.output_text
+
+
+def chat_round_trip(sdk: OpenAI) -> str | None:
+    """A Chat Completions client's call and its output, the assistant's message as the
+    SDK gives it back (``content: null``); the answer's text."""
+    messages: list[Any] = [{"role": "user", "content": '[[tool:add:{"a": 1}]] add'}]
+    first = sdk.chat.completions.create(model=MODEL, messages=messages, tools=[CHAT_ADD])
+    called = first.choices[0].message
+    assert called.tool_calls
+    messages += [
+        called.model_dump(exclude_none=False, include={"role", "content", "tool_calls"}),
+        {"role": "tool", "tool_call_id": called.tool_calls[0].id, "content": "2"},
+    ]
+    second = sdk.chat.completions.create(model=MODEL, messages=messages, tools=[CHAT_ADD])
+    return second.choices[0].message.content
+
+
+def messages_round_trip(claude: Anthropic) -> str:
+    """A Messages client's ``tool_use`` and its ``tool_result``: the answer's text."""
+    messages: list[Any] = [{"role": "user", "content": '[[tool:add:{"a": 1}]] add'}]
+    first = claude.messages.create(
+        model=MODEL, max_tokens=200, messages=messages, tools=[MESSAGES_ADD]
+    )
+    [use] = [block for block in first.content if block.type == "tool_use"]
+    messages += [
+        {"role": "assistant", "content": [block.model_dump() for block in first.content]},
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": use.id, "content": "2"}],
+        },
+    ]
+    second = claude.messages.create(
+        model=MODEL, max_tokens=200, messages=messages, tools=[MESSAGES_ADD]
+    )
+    return "".join(block.text for block in second.content if block.type == "text")
+
+
+# A declared window keeps Chat Completions requests off the fast path (translated).
+TRANSLATED = {"context_window": 32768}
+
+
+def test_a_backend_sending_empty_text_takes_both_protocols_tool_rounds_through(
+    lm_studio: str, tmp_path: Path
+) -> None:
+    backend = {"url": lm_studio, "tool_call_content": "", **TRANSLATED}
+    with (
+        configured_gateway(tmp_path, backend) as gateway,
+        OpenAI(base_url=gateway.url + "/v1", api_key="k", max_retries=0) as sdk,
+        Anthropic(base_url=gateway.url, api_key="k", max_retries=0) as claude,
+    ):
+        clear(lm_studio)
+        assert responses_round_trip(sdk)
+        assert sent_contents(lm_studio) == [""]
+        clear(lm_studio)
+        assert chat_round_trip(sdk)
+        assert sent_contents(lm_studio) == [""]
+        clear(lm_studio)
+        assert messages_round_trip(claude)
+        assert sent_contents(lm_studio) == [""]
+
+
+def test_by_default_the_refused_round_goes_again_with_empty_text_and_later_ones_at_once(
+    lm_studio: str, tmp_path: Path
+) -> None:
+    with (
+        configured_gateway(tmp_path, {"url": lm_studio, **TRANSLATED}) as gateway,
+        OpenAI(base_url=gateway.url + "/v1", api_key="k", max_retries=0) as sdk,
+    ):
+        clear(lm_studio)
+        assert responses_round_trip(sdk)
+        assert sent_contents(lm_studio) == [None, ""]
+        clear(lm_studio)
+        assert chat_round_trip(sdk)
+        assert sent_contents(lm_studio) == [""]
+
+
+def test_a_backend_sending_null_passes_the_refusal_on_in_each_protocol_s_shape(
+    lm_studio: str, tmp_path: Path
+) -> None:
+    backend = {"url": lm_studio, "tool_call_content": "null", **TRANSLATED}
+    with (
+        configured_gateway(tmp_path, backend) as gateway,
+        OpenAI(base_url=gateway.url + "/v1", api_key="k", max_retries=0) as sdk,
+        Anthropic(base_url=gateway.url, api_key="k", max_retries=0) as claude,
+    ):
+        with pytest.raises(openai.BadRequestError) as refused:
+            responses_round_trip(sdk)
+        assert WORDS in refused.value.message
+        assert refused.value.code == "null_content_unsupported"
+        with pytest.raises(openai.BadRequestError) as refused:
+            chat_round_trip(sdk)
+        assert WORDS in refused.value.message
+        assert refused.value.code == "null_content_unsupported"
+        with pytest.raises(anthropic.BadRequestError) as rejected:
+            messages_round_trip(claude)
+        assert rejected.value.body["error"]["type"] == "invalid_request_error"  # type: ignore[index]
+        assert WORDS in rejected.value.message
