@@ -56,10 +56,10 @@ class BackendConfig(Section):
     """Chat upstreams: the ``content`` an earlier assistant message holding only tool calls
     is sent with: ``"null"``, the spec's (which strict proxies and shims before Anthropic or
     Gemini need: they refuse ``""``), or ``""``, for a server that refuses null (LM Studio:
-    "'content' field must be a string or an array of objects"; mlx-lm's server before its
-    fix) or whose chat template mishandles it. Text beside the calls is sent as it is.
-    Default: null, and ``""`` from the first call the server refuses in LM Studio's words
-    on (that call sent again once, before any output:
+    "'content' field must be a string or an array of objects"; mlx-lm's server fails on
+    it, ml-explore/mlx-lm#185) or whose chat template mishandles it. Text beside the calls
+    is sent as it is. Default: null, and ``""`` from the first call the server refuses in
+    LM Studio's words on (that call sent again once, before any output:
     :meth:`~stateway.backends.openai_chat.ChatBackend._null_refused`). Not on the Chat
     Completions fast path, where the client's own messages go."""
     think_tags: Literal[False, True, "opened"] = False

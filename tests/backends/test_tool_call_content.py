@@ -22,7 +22,10 @@ from stateway.core.backend import Backend
 from stateway.core.errors import UpstreamRejected
 from stateway.core.generation_settings import GenerationSettings
 from stateway.core.inference import Delta, InferenceRequest, TextDelta
+from stateway.core.logprobs import INCLUDE
 from tests.backends.conftest import Loopback
+from tests.backends.test_logprobs import LLAMA_REFUSAL
+from tests.backends.test_openai_chat import request
 
 ANSWER = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "5"}}]}
 LM_STUDIO_REFUSAL = {
@@ -38,12 +41,14 @@ SAID = {"type": "message", "role": "assistant", "content": [{"type": "output_tex
 class Server:
     """A Chat server on loopback that keeps each body it is sent; with ``strict``, it
     refuses a message whose content is null as LM Studio does (with ``refusal``); with
-    ``refusing``, every call so."""
+    ``refusing``, every call so; with ``tokens_whole``, a streamed call asking for tokens
+    with tools, as llama-server does."""
 
     def __init__(self, loopback: Loopback, *, strict: bool = False) -> None:
         self.loopback = loopback
         self.strict = strict
         self.refusing = False
+        self.tokens_whole = False
         self.bodies: list[dict[str, Any]] = []
         self.refusal: dict[str, Any] = LM_STUDIO_REFUSAL
 
@@ -53,6 +58,8 @@ class Server:
         null = any(m.get("content") is None for m in body["messages"])
         if self.refusing or (self.strict and null):
             return web.json_response(self.refusal, status=400)
+        if self.tokens_whole and body.get("stream") and body.get("logprobs") and "tools" in body:
+            return web.json_response(LLAMA_REFUSAL, status=400)
         return web.json_response(ANSWER)
 
     async def backend(self, **config: Any) -> Backend:
@@ -134,6 +141,27 @@ async def test_a_call_without_null_content_is_not_sent_again(loopback: Loopback)
     with pytest.raises(UpstreamRejected):
         await answered(await server.backend(), [USER, SAID])
     assert server.contents() == ["ok"]
+
+
+async def test_a_round_asked_whole_after_null_was_refused_goes_with_text_at_once(
+    loopback: Loopback,
+) -> None:
+    """A streamed round with tools asking for tokens, to a server refusing both null and
+    that (as llama-server refuses it): asked again with ``""``, then whole with ``""`` at
+    once, not with the null its body was built with."""
+    server = Server(loopback, strict=True)
+    server.tokens_whole = True
+    backend = await server.backend()
+    tool = {"type": "function", "name": "add", "parameters": {"type": "object"}}
+    asked = request([USER, CALL, OUTPUT], include=[INCLUDE], tools=[tool], stream=True)
+    async with aclosing(backend.infer(asked)) as deltas:
+        assert [d async for d in deltas if isinstance(d, TextDelta)]
+    streamed = [bool(body.get("stream")) for body in server.bodies]
+    assert list(zip(streamed, server.contents(), strict=True)) == [
+        (True, None),
+        (True, ""),
+        (False, ""),
+    ]
 
 
 @pytest.mark.parametrize("api", ["responses", "anthropic"])

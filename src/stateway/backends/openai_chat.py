@@ -218,8 +218,11 @@ class ChatBackend:
         self, request: InferenceRequest, body: dict[str, Any]
     ) -> AsyncGenerator[Delta, None]:
         """The call's deltas (:meth:`_deltas`); a body sending ``content`` null from a
-        backend left to its default goes through :meth:`_null_refused`."""
+        backend left to its default goes through :meth:`_null_refused`, or with ``""``
+        once the server has refused null (a body built before)."""
         if self._learns_content and null_call_content(body["messages"]):
+            if self._calls_content == "":
+                return self._deltas(request, _texted(body))
             return self._null_refused(request, body)
         return self._deltas(request, body)
 
@@ -241,8 +244,7 @@ class ChatBackend:
             if started or refused.code != NULL_CONTENT_UNSUPPORTED:
                 raise
         self._calls_content = ""
-        texted = {**body, "messages": with_call_content(body["messages"])}
-        async with aclosing(self._deltas(request, texted)) as deltas:
+        async with aclosing(self._deltas(request, _texted(body))) as deltas:
             async for delta in deltas:
                 yield delta
 
@@ -372,6 +374,11 @@ class ChatBackend:
 
     async def aclose(self) -> None:
         await self._client.aclose()
+
+
+def _texted(body: dict[str, Any]) -> dict[str, Any]:
+    """``body`` with ``""`` for each assistant message's null content."""
+    return {**body, "messages": with_call_content(body["messages"])}
 
 
 def _streamed(body: dict[str, Any]) -> bool:
