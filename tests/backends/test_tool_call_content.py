@@ -6,6 +6,7 @@ after it, never after output, never more than once."""
 
 from __future__ import annotations
 
+import logging
 from contextlib import aclosing
 from typing import Any
 
@@ -101,14 +102,20 @@ async def test_text_beside_tool_calls_is_sent_as_it_is(loopback: Loopback) -> No
 
 
 async def test_a_server_refusing_null_in_lm_studio_s_words_is_sent_the_call_again_with_text(
-    loopback: Loopback,
+    loopback: Loopback, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The refusal comes before any output: the call goes again with ``""`` and its answer
-    is the round's; every later call of the backend goes with ``""`` from the start."""
+    is the round's; every later call of the backend goes with ``""`` from the start. The
+    log says so, and names the setting that spares the refused call."""
     server = Server(loopback, strict=True)
     backend = await server.backend()
-    assert [d for d in await answered(backend, [USER, CALL, OUTPUT]) if isinstance(d, TextDelta)]
+    with caplog.at_level(logging.INFO, logger="stateway.backends.openai_chat"):
+        answer = await answered(backend, [USER, CALL, OUTPUT])
+    assert [d for d in answer if isinstance(d, TextDelta)]
     assert server.contents() == [None, ""]
+    [said] = [r.getMessage() for r in caplog.records if r.name.endswith("openai_chat")]
+    assert "model server up refused content null" in said
+    assert 'tool_call_content = ""' in said
     await answered(backend, [USER, CALL, OUTPUT])
     assert server.contents() == [None, "", ""]
 

@@ -41,6 +41,7 @@ core splices it into the client's body (:meth:`ForwardChat.salted_body_for
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import AsyncGenerator, Callable, Iterable, Mapping
 from contextlib import aclosing
 from typing import Any, Literal
@@ -86,6 +87,8 @@ from stateway.core.inference import (
     ToolCallDelta,
 )
 from stateway.core.tools.history import REWRITTEN_ITEM_TYPES
+
+log = logging.getLogger(__name__)
 
 CARRIED = (
     frozenset({"message", "function_call", "function_call_output", "reasoning"})
@@ -232,7 +235,8 @@ class ChatBackend:
         """A call sending an assistant message of tool calls alone with ``content`` null,
         which LM Studio refuses (a 400 before any output:
         :data:`~stateway.backends.upstream_status.NULL_CONTENT_UNSUPPORTED`): sent again
-        once with ``""``, as every call is from then on. The same deltas either way."""
+        once with ``""``, as every call is from then on (logged once, naming the setting
+        that spares the refused call). The same deltas either way."""
         started = False
         try:
             async with aclosing(self._deltas(request, body)) as deltas:
@@ -243,6 +247,12 @@ class ChatBackend:
         except UpstreamRejected as refused:
             if started or refused.code != NULL_CONTENT_UNSUPPORTED:
                 raise
+        if self._calls_content == "null":
+            log.info(
+                "model server %s refused content null beside tool calls; sending an empty "
+                'string from now on (tool_call_content = "" sends one from the start)',
+                self.name,
+            )
         self._calls_content = ""
         async with aclosing(self._deltas(request, _texted(body))) as deltas:
             async for delta in deltas:
