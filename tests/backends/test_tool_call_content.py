@@ -120,6 +120,21 @@ async def test_a_server_refusing_null_in_lm_studio_s_words_is_sent_the_call_agai
     assert server.contents() == [None, "", ""]
 
 
+async def test_a_server_that_took_null_is_not_watched_for_its_refusal_again(
+    loopback: Loopback,
+) -> None:
+    """A server that answered a call sending null takes it: no later call is sent again
+    on its refusal (nor wrapped for it, on every round after a tool call)."""
+    server = Server(loopback)
+    backend = await server.backend()
+    await answered(backend, [USER, CALL, OUTPUT])
+    server.strict = True
+    with pytest.raises(UpstreamRejected) as refused:
+        await answered(backend, [USER, CALL, OUTPUT])
+    assert refused.value.code == "null_content_unsupported"
+    assert server.contents() == [None, None]
+
+
 async def test_a_backend_configured_to_send_null_sends_null_and_passes_the_refusal_on(
     loopback: Loopback,
 ) -> None:

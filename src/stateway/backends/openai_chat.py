@@ -147,6 +147,9 @@ class ChatBackend:
         """The content of an assistant message of tool calls alone."""
         self._learns_content = tool_call_content is None
         """Left to its default: ``""`` from the server's refusal of null on."""
+        self._null_unsettled = self._learns_content
+        """Left to its default, and the server has neither answered a call sending null
+        (it takes null: no call is watched for its refusal again) nor refused one."""
         self._guided = guided_decoding
         self._think_tags = bool(think_tags)
         """Reasoning in the content between ``<think>`` tags is taken out of the text."""
@@ -221,12 +224,14 @@ class ChatBackend:
         self, request: InferenceRequest, body: dict[str, Any]
     ) -> AsyncGenerator[Delta, None]:
         """The call's deltas (:meth:`_deltas`); a body sending ``content`` null from a
-        backend left to its default goes through :meth:`_null_refused`, or with ``""``
-        once the server has refused null (a body built before)."""
-        if self._learns_content and null_call_content(body["messages"]):
-            if self._calls_content == "":
-                return self._deltas(request, _texted(body))
+        backend left to its default goes through :meth:`_null_refused` until the server
+        has answered or refused one, and with ``""`` once it has refused one (a body built
+        before)."""
+        if self._null_unsettled and null_call_content(body["messages"]):
             return self._null_refused(request, body)
+        learned = self._learns_content and self._calls_content == ""
+        if learned and null_call_content(body["messages"]):
+            return self._deltas(request, _texted(body))
         return self._deltas(request, body)
 
     async def _null_refused(
@@ -236,12 +241,15 @@ class ChatBackend:
         which LM Studio refuses (a 400 before any output:
         :data:`~stateway.backends.upstream_status.NULL_CONTENT_UNSUPPORTED`): sent again
         once with ``""``, as every call is from then on (logged once, naming the setting
-        that spares the refused call). The same deltas either way."""
+        that spares the refused call). The same deltas either way. A call answered shows
+        the server takes null: no call is watched again."""
         started = False
         try:
             async with aclosing(self._deltas(request, body)) as deltas:
                 async for delta in deltas:
-                    started = True
+                    if not started:
+                        started = True
+                        self._null_unsettled = False
                     yield delta
             return
         except UpstreamRejected as refused:
@@ -253,7 +261,7 @@ class ChatBackend:
                 'string from now on (tool_call_content = "" sends one from the start)',
                 self.name,
             )
-        self._calls_content = ""
+        self._calls_content, self._null_unsettled = "", False
         async with aclosing(self._deltas(request, _texted(body))) as deltas:
             async for delta in deltas:
                 yield delta
