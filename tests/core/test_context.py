@@ -4,7 +4,13 @@ from stateway.backends.chat_forwarder import OpenAIChatBackend
 from stateway.backends.upstream_http import UpstreamClient
 from stateway.backends.upstream_target import UpstreamTarget
 from stateway.core.commands import CreateResponse
-from stateway.core.context import Prior, build_context, checked_context
+from stateway.core.context import (
+    Prior,
+    build_context,
+    checked_context,
+    shown,
+    unshown_types,
+)
 from stateway.core.errors import InvalidRequest, ResponseInProgress, UncarriedPart
 from stateway.core.ports import ResponseRecord
 from tests.core.fakes import MemoryStore, ScriptedBackend
@@ -207,9 +213,8 @@ async def test_a_stored_item_the_upstream_cannot_carry_is_named_with_its_code() 
     audio = {"type": "input_audio", "input_audio": {"data": "", "format": "wav"}}
     named = {"type": "message", "role": "user", "content": [audio], "id": "msg_9"}
     await store.save(ResponseRecord("t", "resp_1", None, "completed", 0.0, {}, [named], []))
-    await store.save(
-        ResponseRecord("t", "resp_2", None, "completed", 0.0, {}, [{"type": "future_item"}], [])
-    )
+    offer = {"type": "additional_tools", "role": "developer", "tools": []}
+    await store.save(ResponseRecord("t", "resp_2", None, "completed", 0.0, {}, [offer], []))
     later = {"type": "message", "role": "user", "content": "go on"}
     command = CreateResponse(model="m", input=[later], previous_response_id="resp_1")
     with pytest.raises(InvalidRequest) as caught:
@@ -223,13 +228,30 @@ async def test_a_stored_item_the_upstream_cannot_carry_is_named_with_its_code() 
         "(item 'msg_9'), which the upstream API of backend 'chat' cannot carry."
     )
     command = CreateResponse(model="m", input=[later], previous_response_id="resp_2")
-    with pytest.raises(InvalidRequest) as caught:
-        await build_context(store, "t", command, CHAT)
+    with pytest.raises(InvalidRequest) as caught:  # a type the gateway models, not carried
+        await build_context(store, "t", command, ScriptedBackend([]))
     assert caught.value.code == "unsupported_item_type"
     assert caught.value.message == (
-        "The previous response holds input item type 'future_item', which the upstream API "
-        "of backend 'chat' cannot carry."
+        "The previous response holds input item type 'additional_tools', which the upstream "
+        "API of backend 'scripted' cannot carry."
     )
+
+
+async def test_a_stored_item_of_a_type_the_gateway_does_not_model_is_kept_but_not_shown() -> None:
+    """Over a Chat upstream, which has no place for it (an ``image_generation_call`` from a
+    turn hosted OpenAI ran): the context holds it as stored, the model is not shown it,
+    and its content is not checked (none of it is sent)."""
+    store = MemoryStore()
+    audio = {"type": "input_audio", "input_audio": {"data": "", "format": "wav"}}
+    odd = {"type": "future_item", "id": "fi_1", "role": "user", "content": [audio]}
+    await store.save(ResponseRecord("t", "resp_1", None, "completed", 0.0, {}, [odd], []))
+    later = {"type": "message", "role": "user", "content": "go on"}
+    command = CreateResponse(model="m", input=[later], previous_response_id="resp_1")
+    context = await build_context(store, "t", command, CHAT)
+    assert context == [odd, later]
+    assert shown(context, CHAT) == [later]
+    assert unshown_types(context, CHAT) == ["future_item"]
+    assert unshown_types([later], CHAT) == []
 
 
 @pytest.mark.parametrize(

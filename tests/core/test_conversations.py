@@ -4,12 +4,14 @@ conversation (context, appended items, the lock and when it is let go)."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from stateway.core import events as ev
+from stateway.core import planning
 from stateway.core.commands import (
     CountTokens,
     CreateResponse,
@@ -787,20 +789,31 @@ async def test_a_turn_on_an_unknown_or_deleted_conversation_is_not_found() -> No
     assert world.store.records == {}
 
 
-async def test_conversation_items_the_upstream_cannot_carry_are_refused() -> None:
+async def test_conversation_items_of_unknown_types_are_kept_but_not_shown_to_a_chat_model(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """An upstream that does not speak Responses has no place for them: the model is sent
+    the rest of the context, and the log says what it was not shown, once."""
+    caplog.set_level(logging.INFO, logger=planning.__name__)
     world = World()
-    conversation = await world.conversation()
-    added = await world.gateway.execute(
-        ME, AddConversationItems(conversation.id, [{"type": "some_future_item"}])
-    )
-    with pytest.raises(InvalidRequest) as caught:
-        await world.turn(conversation.id, "hi")
-    assert (caught.value.param, caught.value.code) == ("conversation", "unsupported_item_type")
-    assert caught.value.message.startswith("The conversation holds input item type")
-    # The item is named, so that the client can delete it and go on.
-    assert f"(item '{added.items[0]['id']}')" in caught.value.message
-    assert "Delete that item" in caught.value.message
-    assert world.store.records == {}, "refused before anything was written"
+    conversation = await world.conversation("before")
+    odd = {"type": "some_future_item", "payload": {"x": 1}}
+    await world.gateway.execute(ME, AddConversationItems(conversation.id, [odd]))
+    image = {"type": "image_generation"}
+    run = await world.turn(conversation.id, "hi", settings=GenerationSettings(tools=[image]))
+    await run.wait()
+    assert run.state.status == "completed"
+    [sent] = world.backend.requests
+    assert [i["type"] for i in sent.items] == ["message", "message"]
+    assert (sent.tools, sent.native_tools) == ([], [])
+    assert run.state.settings.tools == [image]  # echoed and stored as declared
+    held = await world.items(conversation.id)
+    assert [i["type"] for i in held] == ["message", "some_future_item", "message", "message"]
+    said = [r.getMessage() for r in caplog.records if r.name == planning.__name__]
+    assert said == [
+        "backend scripted: not shown to its model (its upstream API carries no such type): "
+        "tool type 'image_generation', input item type 'some_future_item'"
+    ]
 
 
 async def test_a_gateway_without_conversations_knows_none() -> None:

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 
 import pytest
 
 from stateway.core.commands import CreateResponse
+from stateway.core.context import Prior
 from stateway.core.errors import InvalidRequest, ModelNotFound
 from stateway.core.generation_settings import GenerationSettings
-from stateway.core.routing import BackendEntry, Router
+from stateway.core.routing import BackendEntry, Needs, Router
 from stateway.core.routing import router as router_module
+from stateway.core.tools.toolset import Toolset
 from tests.core.routing_fakes import Named, candidate, needs, route, router
 
 TEXT = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]}
@@ -182,13 +185,13 @@ def test_a_request_within_every_capability_plans_all_candidates() -> None:
     assert len(router(assistant).plan(assistant, needs(command)).capable) == 1
 
 
-def test_an_item_type_no_candidate_carries_keeps_its_own_error() -> None:
+def test_a_candidate_not_carrying_unknown_types_serves_a_request_holding_them() -> None:
+    """Its model is not shown them (:mod:`stateway.core.planning`): no refusal."""
     assistant = route(candidate(Named("a")))
-    command = ask({"type": "image_generation_call", "id": "ig_1", "result": "x"})
-    with pytest.raises(InvalidRequest) as refused:
-        router(assistant).plan(assistant, needs(command))
-    assert refused.value.code == "unsupported_item_type"
-    assert refused.value.param == "input[0].type"
+    plan = router(assistant).plan(assistant, needs(ask(ODD_ITEM, TEXT)))
+    assert [x.backend.name for x in plan.capable] == ["a"]
+    plan = router(assistant).plan(assistant, drawing(ask(TEXT)))
+    assert [x.backend.name for x in plan.capable] == ["a"]
 
 
 def test_the_catch_all_serves_each_name_with_its_own_route_made_once() -> None:
@@ -212,6 +215,15 @@ def test_the_least_budget_a_round_is_sent_is_what_every_capable_candidate_takes(
     routing = router(alone, mixed)
     assert routing.plan(alone, needs(ask(TEXT))).min_output_tokens == 1
     assert routing.plan(mixed, needs(ask(TEXT))).min_output_tokens == 16
+
+
+ODD_ITEM = {"type": "image_generation_call", "id": "ig_1", "result": "x"}
+IMAGE_TOOL = {"type": "image_generation"}
+
+
+def drawing(command: CreateResponse) -> Needs:
+    """``command``'s needs with a tool of a type the gateway does not model declared."""
+    return Needs.of(command, Prior([]), Toolset([IMAGE_TOOL], [], native=[IMAGE_TOOL]))
 
 
 def test_the_catch_all_remembers_a_bounded_number_of_names(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -246,3 +258,26 @@ def test_client_hosted_tools_keep_a_run_on_its_first_candidate_s_api_shape(
     assert (skip["backend"], skip["detail"]) == ("native", "tool_shapes")
     plain = router(assistant).plan(assistant, needs(ask(TEXT)))
     assert [x.backend.name for x in plain.capable] == ["chat", "native", "other"]
+
+
+@pytest.mark.parametrize("holding", [needs, drawing])
+def test_unknown_types_go_to_the_candidates_that_carry_them_when_one_can_serve(
+    holding: Callable[[CreateResponse], Needs],
+) -> None:
+    """A candidate whose model would not be shown a declared tool or an item of a type
+    the gateway does not model serves only when none that carries it can: then every
+    candidate of the plan is one of those, so a failover never changes what is shown."""
+    chat, native, other = Named("chat"), Native("native"), Named("other")
+    assistant = route(candidate(chat), candidate(native, priority=1), candidate(other))
+    plan = router(assistant).plan(assistant, holding(ask(ODD_ITEM, TEXT)))
+    assert [x.backend.name for x in plan.capable] == ["native"]
+    assert [(s["backend"], s["detail"]) for s in plan.records] == [
+        ("chat", "unmodelled_types"),
+        ("other", "unmodelled_types"),
+    ]
+    plan = router(assistant).plan(assistant, needs(ask(TEXT)))
+    assert [x.backend.name for x in plan.capable] == ["chat", "native", "other"]
+    blind = route(candidate(chat), candidate(native, images=False), candidate(other))
+    plan = router(blind).plan(blind, holding(ask(ODD_ITEM, IMAGE)))  # native has no eyes
+    assert [x.backend.name for x in plan.capable] == ["chat", "other"]
+    assert [(s["backend"], s["detail"]) for s in plan.records] == [("native", "images")]

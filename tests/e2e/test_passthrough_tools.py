@@ -18,6 +18,11 @@ from tests.e2e.configured import RunningGateway, configured_gateway
 
 MODEL = "fake-model"
 IMAGE_TOOL: dict[str, Any] = {"type": "image_generation", "quality": "low", "size": "1024x1024"}
+FUNCTION_TOOL: dict[str, Any] = {
+    "type": "function",
+    "name": "lookup",
+    "parameters": {"type": "object", "properties": {}},
+}
 IMAGE_CALL: dict[str, Any] = {
     "type": "image_generation_call",
     "status": "completed",
@@ -54,16 +59,23 @@ def last_upstream_body(fake_upstream: str) -> dict[str, Any]:
 def test_an_unknown_tool_type_is_carried_to_a_responses_upstream_only(
     client: OpenAI, api: str, fake_upstream: str
 ) -> None:
+    """A Chat upstream's model is not offered it (its API has no place for it), as Codex
+    declares hosted tools whatever serves it: the response still echoes and stores it."""
     directive = f"draw [[item:{json.dumps(IMAGE_CALL)}]]"
     if api == "chat":
-        with pytest.raises(openai.BadRequestError) as caught:
-            client.responses.create(model=MODEL, input=directive, tools=[IMAGE_TOOL])  # type: ignore[list-item]
-        error = caught.value.body
-        assert isinstance(error, dict)
-        assert error["code"] == "unsupported_tool_type"
-        assert error["param"] == "tools[0].type"
-        assert "'image_generation'" in error["message"]
-        assert "'default'" in error["message"]
+        tools: Any = [IMAGE_TOOL, FUNCTION_TOOL]
+        answer = client.responses.create(
+            model=MODEL, input="draw", tools=tools, tool_choice={"type": "image_generation"}
+        )
+        assert answer.status == "completed"
+        assert answer.output_text == "Hello! You said: draw"
+        sent = last_upstream_body(fake_upstream)
+        assert [t["function"]["name"] for t in sent["tools"]] == ["lookup"]
+        assert sent["tool_choice"] == "auto"
+        assert [t.type for t in answer.tools] == ["image_generation", "function"]
+        assert answer.tools[0].model_dump(exclude_none=True) == IMAGE_TOOL
+        stored = client.responses.retrieve(answer.id)
+        assert [t.type for t in stored.tools] == ["image_generation", "function"]
         return
     with client.responses.stream(
         model=MODEL,
@@ -131,19 +143,27 @@ def test_a_responses_upstreams_annotations_reach_the_client(client: OpenAI) -> N
 def test_an_unknown_input_item_type_is_carried_to_a_responses_upstream_only(
     client: OpenAI, api: str, fake_upstream: str
 ) -> None:
+    """A Chat upstream's model is not shown it; it is kept (listed, and in the chain a
+    later turn continues, as a session switched from hosted OpenAI resends one)."""
     odd = {"type": "future_item", "id": "fi_1", "payload": {"x": [1, 2]}}
     items: Any = [odd, {"role": "user", "content": "hi"}]
-    if api == "chat":
-        with pytest.raises(openai.BadRequestError) as caught:
-            client.responses.create(model=MODEL, input=items)
-        error = caught.value.body
-        assert isinstance(error, dict)
-        assert (error["code"], error["param"]) == ("unsupported_item_type", "input[0].type")
-        assert "'future_item'" in error["message"]
-        return
     response = client.responses.create(model=MODEL, input=items)
     assert response.status == "completed"
-    assert last_upstream_body(fake_upstream)["input"][0] == odd
+    sent = last_upstream_body(fake_upstream)
+    if api == "responses":
+        assert sent["input"][0] == odd
+        return
+    assert sent["messages"] == [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]
+    listed = client.responses.input_items.list(response.id, order="asc").data
+    assert listed[0].model_dump(exclude_none=True) == odd
+    drawn: Any = [{**IMAGE_CALL, "id": "ig_1"}, {"role": "user", "content": "and now?"}]
+    later = client.responses.create(model=MODEL, previous_response_id=response.id, input=drawn)
+    assert later.output_text == "Hello! You said: and now?"
+    told = last_upstream_body(fake_upstream)["messages"]
+    assert [m["role"] for m in told] == ["user", "assistant", "user"]
+    assert "ig_1" not in json.dumps(told)
+    listed = client.responses.input_items.list(later.id, order="asc").data
+    assert listed[0].model_dump()["type"] == "image_generation_call"
 
 
 def test_a_shell_call_round_trip(client: OpenAI, api: str, fake_upstream: str) -> None:
@@ -376,26 +396,25 @@ def test_an_apply_patch_call_over_an_anthropic_upstream(fake_upstream: str, tmp_
         assert (use["name"], use["input"]) == ("apply_patch", PATCH_OPERATION)
 
 
-def test_unknown_tool_and_item_types_are_refused_for_an_anthropic_upstream(
+def test_unknown_tool_and_item_types_are_kept_from_an_anthropic_upstream(
     fake_upstream: str, tmp_path: Any
 ) -> None:
-    """As for a Chat upstream: the Messages API has no place for them."""
+    """As from a Chat upstream: the Messages API has no place for them, so its model is
+    not shown them, and the response echoes the tool all the same."""
     backend = {"url": fake_upstream, "api": "anthropic"}
     odd = {"type": "future_item", "id": "fi_1", "payload": {"x": [1, 2]}}
     with (
         configured_gateway(tmp_path, backend) as gateway,
         OpenAI(base_url=gateway.url + "/v1", api_key="k", max_retries=0) as sdk,
     ):
-        with pytest.raises(openai.BadRequestError) as tool:
-            sdk.responses.create(model=MODEL, input="draw", tools=[IMAGE_TOOL])  # type: ignore[list-item]
-        items: Any = [odd, {"role": "user", "content": "hi"}]
-        with pytest.raises(openai.BadRequestError) as item:
-            sdk.responses.create(model=MODEL, input=items)
-    refused = [caught.value.body for caught in (tool, item)]
-    assert [(e["code"], e["param"]) for e in refused] == [  # type: ignore[index]
-        ("unsupported_tool_type", "tools[0].type"),
-        ("unsupported_item_type", "input[0].type"),
-    ]
+        items: Any = [odd, {"role": "user", "content": "draw"}]
+        tools: Any = [IMAGE_TOOL, FUNCTION_TOOL]
+        answer = sdk.responses.create(model=MODEL, input=items, tools=tools)
+        sent = last_upstream_body(fake_upstream)
+    assert answer.output_text == "Hello! You said: draw"
+    assert [t.type for t in answer.tools] == ["image_generation", "function"]
+    assert [t["name"] for t in sent["tools"]] == ["lookup"]
+    assert sent["messages"] == [{"role": "user", "content": [{"type": "text", "text": "draw"}]}]
 
 
 GRAMMAR_TOOL: Any = {

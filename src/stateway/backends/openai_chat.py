@@ -17,7 +17,7 @@ with ``content`` null, the spec's, or as ``tool_call_content`` says; left to its
 a backend whose server refuses null in LM Studio's words sends the call again with ``""``,
 and every call after it so (:meth:`ChatBackend._null_refused`).
 Item and tool types the gateway does not model cannot be carried
-(``carries_unknown_types`` is False). With
+(``carries_unknown_types`` is False): its model is not shown them. With
 ``guided_decoding``, a round forcing a custom tool with a grammar is constrained by it
 (:mod:`stateway.backends.guided_decoding`). A named ``tool_choice`` goes as its server
 forces it: as named, or, to llama.cpp, as ``required`` over that function alone

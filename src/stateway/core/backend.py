@@ -30,7 +30,9 @@ class Backend(Protocol):
     """The upstream server's host and port, as its URL names them (what traces show);
     None when it has none."""
     carried_item_types: frozenset[str]
-    """Input item types this upstream API can carry; others are rejected before sending."""
+    """Input item types this upstream API can carry; another of the types the gateway
+    models is rejected before sending, one of any other type is not shown to its model
+    (:func:`stateway.core.context.shown`)."""
     carried_part_types: Mapping[str, frozenset[str]]
     """Content part types it can carry, by message role, and under ``TOOL_OUTPUT`` for the
     parts of a ``function_call_output``; checked the same way."""
@@ -41,8 +43,8 @@ class Backend(Protocol):
     carries_unknown_types: bool
     """Whether its upstream speaks Responses natively: input item and tool types the
     gateway does not model travel to it untouched (and the ``shell`` and ``apply_patch``
-    tools and their items natively); for a backend without it they are a 400 naming the
-    type."""
+    tools and their items natively); a backend without it keeps them (echoed, stored) but
+    does not show them to its model."""
     min_output_tokens: int
     """The least ``max_output_tokens`` its upstream may be asked for (1: any; hosted
     OpenAI's Responses API refuses one under 16): a later round of the tool loop left

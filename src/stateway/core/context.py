@@ -4,14 +4,22 @@ A request's context is every item of its ``previous_response_id`` chain (or of i
 conversation) followed by its own input (a ``failed`` response contributes its input
 only: its output was cut off, and the model must not take it for a finished turn). A
 response still generating cannot be continued yet. Checks happen here, before anything is
-sent: every item must be of a type the chosen upstream API can carry (any type, for an
-upstream that speaks Responses natively; a text file, for one that gives it as its text:
-:mod:`stateway.core.text_files`), and every tool output (``function_call_output``,
-``custom_tool_call_output``, the shell and apply_patch outputs) must answer a call of its
-kind that is still pending in the context.
+sent: every item and content part of a type the gateway models must be of a type the
+chosen upstream API can carry (a text file, for one that gives it as its text:
+:mod:`stateway.core.text_files`), and every tool
+output (``function_call_output``, ``custom_tool_call_output``, the shell and apply_patch
+outputs) must answer a call of its kind that is still pending in the context.
+
+An item of a type the gateway does not model (an ``image_generation_call`` from a turn
+hosted OpenAI ran, a type yet to come) reaches an upstream that speaks Responses natively
+as it is; any other upstream's model is not shown it (:func:`shown`), its content
+included, though it is kept in the context as sent (stored, listed, echoed): the upstream
+API has no place for it, and what it holds is for a model that knows its type.
 """
 
 from __future__ import annotations
+
+from typing import Final
 
 from stateway.core.backend import TOOL_OUTPUT, Backend
 from stateway.core.commands import CreateResponse
@@ -31,14 +39,17 @@ from stateway.core.items import (
     MCP_APPROVAL_REQUEST,
     MCP_APPROVAL_RESPONSE,
     MESSAGE,
+    REASONING,
     TOOL_SEARCH_CALL,
     TOOL_SEARCH_OUTPUT,
     Item,
 )
 from stateway.core.ports import ResponseStore
+from stateway.core.references import ITEM_REFERENCE
 from stateway.core.response import UNFINISHED
 from stateway.core.text_files import INPUT_FILE, file_text
 from stateway.core.tools import client_hosted
+from stateway.core.tools.history import REWRITTEN_ITEM_TYPES
 
 _ANSWERS = {
     FUNCTION_CALL: FUNCTION_CALL_OUTPUT,
@@ -57,6 +68,15 @@ _GATEWAY_ITEMS = frozenset({"compaction", "compaction_trigger", CONFIGURATION_UP
 """Items the gateway itself turns into context (:mod:`stateway.core.compaction`) or
 settings (:mod:`stateway.core.configuration_updates`): no upstream ever sees them, so every
 backend takes them."""
+MODELLED_ITEM_TYPES: Final = (
+    frozenset({MESSAGE, FUNCTION_CALL, FUNCTION_CALL_OUTPUT, REASONING, ITEM_REFERENCE})
+    | REWRITTEN_ITEM_TYPES
+    | _GATEWAY_ITEMS
+)
+"""The input item types the gateway models (the Responses decoder checks each one's
+shape): every backend carries all of them, but ``item_reference``, which is resolved before
+a request is planned (:mod:`stateway.core.references`). An item of another type is carried
+untouched to an upstream that speaks Responses, and not shown to any other's model."""
 
 
 _PRIOR = {
@@ -121,7 +141,8 @@ _TEXT_FILES = "; only a text file is (inline: a base64 data URL of a text media 
 
 
 def uncarried(prior: Prior, current: list[Item], backend: Backend) -> InvalidRequest | None:
-    """The error naming the first item (or content part) ``backend`` cannot carry."""
+    """The error naming the first item (or content part) ``backend`` cannot carry (of the
+    items its model is shown: :func:`shown`)."""
     for item in prior.items:
         problem = _uncarried(item, backend, "")
         if problem is not None:
@@ -156,11 +177,13 @@ def uncarried(prior: Prior, current: list[Item], backend: Backend) -> InvalidReq
 
 def _uncarried(item: Item, backend: Backend, path: str) -> tuple[str, str, str, str | None] | None:
     """``(param, what, code, part type)`` of the first part of ``item`` the backend cannot
-    carry (no part type: the item itself)."""
+    carry (no part type: the item itself, of a type the gateway models)."""
     kind = item.get("type")
     if kind in _GATEWAY_ITEMS:
         return None
     if kind not in backend.carried_item_types and not backend.carries_unknown_types:
+        if kind not in MODELLED_ITEM_TYPES:
+            return None  # not shown to its model: nothing of it is sent
         return f"{path}.type", f"input item type '{kind}'", "unsupported_item_type", None
     if kind == MESSAGE:
         parts, slot, where = item.get("content"), str(item.get("role")), "content"
@@ -181,6 +204,30 @@ def _uncarried(item: Item, backend: Backend, path: str) -> tuple[str, str, str, 
                 str(part_kind),
             )
     return None
+
+
+def shown(items: list[Item], backend: Backend) -> list[Item]:
+    """``items`` as ``backend``'s model is shown them: all of them for an upstream that
+    speaks Responses natively; for any other, without the items of types the gateway does
+    not model (:func:`unshown_types`)."""
+    if backend.carries_unknown_types:
+        return items
+    return [item for item in items if not _unshown(item, backend)]
+
+
+def unshown_types(items: list[Item], backend: Backend) -> list[str]:
+    """The types of the items of ``items`` that ``backend``'s model is not shown, once
+    each, in order: those the gateway does not model (:data:`MODELLED_ITEM_TYPES`), for a
+    backend that does not carry them."""
+    if backend.carries_unknown_types:
+        return []
+    kinds = (str(item.get("type")) for item in items if _unshown(item, backend))
+    return list(dict.fromkeys(kinds))
+
+
+def _unshown(item: Item, backend: Backend) -> bool:
+    kind = item.get("type")
+    return kind not in backend.carried_item_types and kind not in MODELLED_ITEM_TYPES
 
 
 def _inlined(part: Item, backend: Backend) -> bool:

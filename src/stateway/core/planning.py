@@ -10,13 +10,15 @@ run on that plan, or counts the tokens its first round would send.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from stateway.core.backend import Backend
 from stateway.core.commands import CreateResponse
 from stateway.core.configuration_updates import updated_settings
-from stateway.core.context import Prior, checked_context, load_prior
+from stateway.core.context import Prior, checked_context, load_prior, shown, unshown_types
 from stateway.core.conversations.item_ids import check_not_held
 from stateway.core.conversations.ports import ConversationItems
 from stateway.core.conversations.service import Conversations
@@ -32,6 +34,8 @@ from stateway.core.tools.choice import check_tool_choice, context_tools, names_t
 from stateway.core.tools.toolset import GatewayTools, Toolset
 from stateway.core.tools.withheld import unoffered
 
+log = logging.getLogger(__name__)
+
 
 @dataclass(slots=True)
 class Planned:
@@ -45,7 +49,8 @@ class Planned:
     checked: list[Item]
     """Its context, checked against the upstream: as it is stored."""
     context: list[Item]
-    """Its context as the model is sent it: no item offers what the stages withheld."""
+    """Its context as the model is sent it: no item offers what the stages withheld, and
+    none is of a type its upstream has no place for (:func:`.context.shown`)."""
     conversation: ConversationItems | None
 
 
@@ -94,10 +99,16 @@ class Planner:
         command.settings = updated_settings(command.settings, prior.items, command.input)
         needs = Needs.of(command, prior, toolset, counting=counting)
         plan = router.plan(route, needs, chain, stored)
-        toolset.route(plan.first.backend)
+        backend = plan.first.backend  # its candidates all carry unmodelled types, or none
+        unsent = toolset.route(backend)
         plan.hints = staged.hints
         context = checked = checked_context(prior, command.input)
         _check_continued_choice(command, choice, declared, context)
+        unread = unshown_types(context, backend)
+        if unread:  # the model's view: no item its upstream API has no place for
+            context = shown(context, backend)
+        if unsent or unread:
+            _log_unshown(backend, unsent, unread)
         if toolset.withheld:  # the model's view: no item offers what the stages withheld
             context = unoffered(context, toolset.withheld)
         return Planned(plan, toolset, prior, checked, context, conversation)
@@ -116,6 +127,19 @@ class Planner:
         else:  # a Messages turn names no items by id: one repeated is renamed when stored
             check_not_held(conversation.items, command.input, "input")
         return conversation
+
+
+def _log_unshown(backend: Backend, tools: list[Item], types: list[str]) -> None:
+    """Say once per request what ``backend``'s model is not shown, so that an operator can
+    tell why a tool went unused: the tools, and the input items, of types the gateway
+    does not model (:meth:`.Toolset.route`, :func:`.context.shown`)."""
+    named = [f"tool type '{kind}'" for kind in dict.fromkeys(str(t.get("type")) for t in tools)]
+    named += [f"input item type '{kind}'" for kind in types]
+    log.info(
+        "backend %s: not shown to its model (its upstream API carries no such type): %s",
+        backend.name,
+        ", ".join(named),
+    )
 
 
 def _threaded(command: CreateResponse, prior: Prior) -> Prior:

@@ -100,6 +100,16 @@ async def test_compact_returns_the_user_messages_and_one_sealed_summary() -> Non
     assert len(request.items) == 4
 
 
+async def test_compact_does_not_show_a_chat_model_an_item_of_an_unmodelled_type() -> None:
+    """As a response's rounds do not: its upstream API has no place for one."""
+    backend = ScriptedBackend(SUMMARY)
+    odd = {"type": "image_generation_call", "id": "ig_1", "result": "aGk="}
+    compacted = await build(backend).execute(Principal(), CompactResponse("m", [user("x"), odd]))
+    assert compacted.output[-1]["type"] == "compaction"
+    [request] = backend.requests
+    assert [item["type"] for item in request.items] == ["message", "message"]
+
+
 CACHED = GenerationSettings(
     temperature=0.5,
     tools=[{"type": "function", "name": "f"}],

@@ -8,8 +8,9 @@ import orjson
 import pytest
 
 from stateway.core.commands import CreateResponse
-from stateway.core.context import build_context
+from stateway.core.context import build_context, shown, unshown_types
 from stateway.core.errors import InvalidRequest
+from stateway.core.tools.session import known_catalog, round_choice
 from stateway.core.tools.toolset import GatewayTools
 from stateway.protocols.responses.decode import decode_create
 from tests.core.fakes import MemoryStore, ScriptedBackend
@@ -50,13 +51,25 @@ def test_a_shell_tool_claims_its_function_name() -> None:
     assert (caught.value.param, caught.value.code) == ("tools[1].type", "duplicate_tool_name")
 
 
-def test_a_chat_backend_refuses_an_unknown_tool_naming_the_type_and_backend() -> None:
+def test_a_chat_backend_offers_no_unknown_tool_and_echoes_it() -> None:
+    """Its upstream has no place for one: the model is not offered it (``route`` gives it
+    back, to be logged), and the response echoes and stores it as declared."""
+    declared = tools_of(FUNCTION, IMAGE)
+    toolset = GatewayTools().resolve(declared)
+    assert toolset.route(ScriptedBackend([])) == [IMAGE]
+    assert toolset.native == []
+    assert [t["type"] for t in toolset.client] == ["function"]
+    assert toolset.public == declared
+
+
+def test_a_choice_of_an_unknown_tool_a_chat_backend_is_not_offered_goes_auto() -> None:
     toolset = GatewayTools().resolve(tools_of(FUNCTION, IMAGE))
-    with pytest.raises(InvalidRequest) as caught:
-        toolset.route(ScriptedBackend([]))
-    assert (caught.value.param, caught.value.code) == ("tools[1].type", "unsupported_tool_type")
-    assert "'image_generation'" in caught.value.message
-    assert "'scripted'" in caught.value.message
+    toolset.route(ScriptedBackend([]))
+    assert round_choice(toolset, known_catalog(toolset), {"type": "image_generation"}) == "auto"
+    allowed = {"type": "allowed_tools", "mode": "required", "tools": [{"type": "image_generation"}]}
+    catalog = known_catalog(toolset)
+    assert round_choice(toolset, catalog, allowed) == "required"
+    assert catalog.model_tools(choice="required") == []  # allows nothing the model is offered
 
 
 def test_a_native_backend_gets_unknown_and_shell_tools_as_declared() -> None:
@@ -97,12 +110,16 @@ ODD = {"type": "future_item", "payload": [1]}
 
 
 async def test_unknown_input_items_reach_a_native_backend_only() -> None:
-    command = CreateResponse(model="m", input=[ODD])
+    """Another backend's model is not shown them; the context keeps them (stored as sent)."""
+    said = {"type": "message", "role": "user", "content": "hi"}
+    command = CreateResponse(model="m", input=[ODD, said])
     context = await build_context(MemoryStore(), "t", command, NativeBackend([]))
-    assert context == [ODD]
-    with pytest.raises(InvalidRequest, match="future_item") as caught:
-        await build_context(MemoryStore(), "t", command, ScriptedBackend([]))
-    assert (caught.value.param, caught.value.code) == ("input[0].type", "unsupported_item_type")
+    assert context == [ODD, said]
+    assert shown(context, NativeBackend([])) == [ODD, said]
+    assert await build_context(MemoryStore(), "t", command, ScriptedBackend([])) == [ODD, said]
+    assert shown(context, ScriptedBackend([])) == [said]
+    assert unshown_types(context, ScriptedBackend([])) == ["future_item"]
+    assert unshown_types(context, NativeBackend([])) == []
 
 
 SHELL_CALL = {"type": "shell_call", "call_id": "c1", "action": {"commands": ["ls"]}}

@@ -42,7 +42,7 @@ from stateway.core.compaction.prompt import SUMMARY_PROMPT
 from stateway.core.compaction.summarize import summarize, summary_settings
 from stateway.core.compaction.truncation import Fitted
 from stateway.core.compaction.view import SHOWN, kept_messages, model_view
-from stateway.core.context import build_context
+from stateway.core.context import build_context, shown
 from stateway.core.errors import InvalidRequest
 from stateway.core.generation_settings import GenerationSettings
 from stateway.core.ids import new_id
@@ -227,6 +227,7 @@ class Compaction:
         )
         context = await build_context(self._store, tenant_id, create, route.backend)
         view = model_view(context, tenant_id, self.sealer, len(context) - len(command.input))
+        view = shown(view, route.backend)  # none its upstream API has no place for
         if not view:
             raise InvalidRequest(
                 "There is nothing to compact: the input and the previous response hold no items.",

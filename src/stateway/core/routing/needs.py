@@ -3,8 +3,7 @@
 Checked per candidate before it is opened, so no upstream is sent a request it cannot
 serve: image and file inputs, reasoning, tool calls (and parallel ones: a request that
 allows them, as by default, is served by a candidate without them only when no other
-candidate of the route can serve it, one call per round), tools only an upstream speaking
-Responses carries, the input item and content part types its API
+candidate of the route can serve it, one call per round), the content part types its API
 carries (:func:`stateway.core.context.uncarried`), and the context window when the
 candidate's configuration declares one (the input estimated,
 :mod:`stateway.core.token_estimate`; not with ``truncation: "auto"``, whose context the
@@ -14,15 +13,21 @@ to the window, and what follows it is compacted). A window learned from the mode
 (:mod:`stateway.core.routing.windows`) is not checked so: the estimate, four bytes of
 JSON a token, can overshoot a code-heavy context by a third, and the server counts
 exactly, refusing what does not fit with an error that fails over as this check would.
+
+Tools and input items of types the gateway does not model are no need a route refuses:
+a candidate whose upstream speaks Responses natively is given them; any other's model is
+not shown them (:mod:`stateway.core.planning`), so such a candidate serves a request
+holding them only when none of the first kind can (``withholding``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from stateway.core.backend import Backend
 from stateway.core.commands import CreateResponse
 from stateway.core.compaction.sealed import COMPACTION, COMPACTION_TRIGGER
-from stateway.core.context import Prior, uncarried
+from stateway.core.context import Prior, uncarried, unshown_types
 from stateway.core.errors import ContextTooLong, GatewayError, InvalidRequest
 from stateway.core.items import MESSAGE, Item, is_screenshot
 from stateway.core.routing.route import Candidate
@@ -56,9 +61,9 @@ class Needs:
     reasoning: bool = False
     tool_calls: bool = False
     parallel_tool_calls: bool = False
-    native_tool: str | None = None
-    """The first declared tool only an upstream speaking Responses carries."""
-    native_param: str = "tools"
+    native_tools: bool = False
+    """A tool only an upstream speaking Responses carries is declared (a type the gateway
+    does not model)."""
     client_hosted: bool = False
     """Shell or apply_patch tools are declared: natively for such an upstream, as
     functions for others (:mod:`stateway.core.tools.client_hosted`)."""
@@ -84,11 +89,7 @@ class Needs:
         tools = bool(toolset.client or toolset.native or toolset.gateway_owned)
         needs.tool_calls = tools or toolset.tool_search is not None
         needs.parallel_tool_calls = needs.tool_calls and settings.parallel_tool_calls
-        if toolset.native:
-            first = toolset.native[0]
-            needs.native_tool = first.get("type")
-            index = next((i for i, t in enumerate(toolset.public) if t is first), 0)
-            needs.native_param = f"tools[{index}].type"
+        needs.native_tools = bool(toolset.native)
         hosted = client_hosted.TOOL_TYPES
         needs.client_hosted = any(t.get("type") in hosted for t in toolset.client)
         return needs
@@ -139,10 +140,23 @@ class Unmet:
     error: GatewayError
 
 
-def unmet(route: str, candidate: Candidate, needs: Needs, *, serial: bool = False) -> Unmet | None:
+_UNMODELLED = InvalidRequest("A candidate that carries every type is preferred.")
+"""Never raised: a candidate whose model would not be shown the request's tools or items
+of types the gateway does not model serves when no other can (``withholding``)."""
+
+
+def unmet(
+    route: str,
+    candidate: Candidate,
+    needs: Needs,
+    *,
+    serial: bool = False,
+    withholding: bool = False,
+) -> Unmet | None:
     """The first thing ``candidate`` cannot do that ``needs`` asks; None when it can serve.
     ``serial``: the request would be served one call per round (parallel calls are not
-    asked of it)."""
+    asked of it); ``withholding``: its model may be left unshown the tools and items of
+    types the gateway does not model (see the module docstring)."""
     has = candidate.capabilities
     if needs.images and not has.images:
         return _unmet("images", route, candidate, "image input", "input")
@@ -162,18 +176,22 @@ def unmet(route: str, candidate: Candidate, needs: Needs, *, serial: bool = Fals
         # context_length_exceeded: what clients act on (Codex compacts)
         return Unmet("context_window", ContextTooLong(message, tokens=needs.tokens, window=window))
     backend = candidate.backend
-    if needs.native_tool is not None and not backend.carries_unknown_types:
-        error = InvalidRequest(
-            f"Tool type '{needs.native_tool}' is not supported by the upstream API of "
-            f"backend '{backend.name}' (only an upstream that speaks Responses carries it).",
-            param=needs.native_param,
-            code="unsupported_tool_type",
-        )
-        return Unmet("tool_types", error)
     problem = uncarried(needs.prior, needs.command.input, backend)
     if problem is not None:
         return Unmet("input_types", problem)
+    if not withholding and _withheld(needs, backend):
+        return Unmet("unmodelled_types", _UNMODELLED)
     return None
+
+
+def _withheld(needs: Needs, backend: Backend) -> bool:
+    """Whether ``backend``'s model would not be shown a tool or an item of the request."""
+    if backend.carries_unknown_types:
+        return False
+    items = needs.command.input
+    return needs.native_tools or bool(
+        unshown_types(needs.prior.items, backend) or unshown_types(items, backend)
+    )
 
 
 def _unmet(capability: str, route: str, candidate: Candidate, what: str, param: str) -> Unmet:

@@ -149,11 +149,19 @@ class Router:
         ``stored``: the candidate that served it last, as stored (the hint the affinity
         table falls back to). Parallel calls are not a need a route refuses: a request
         that allows them goes to the candidates that make them, or, when none can serve
-        it, to those that serve it one call per round."""
-        candidates, skipped, first_unmet = self._capable(route, needs, serial=False)
-        if not candidates and needs.parallel_tool_calls:  # one call per round, if at all
-            candidates, skipped, first_unmet = self._capable(route, needs, serial=True)
-        if not candidates:
+        it, to those that serve it one call per round. Nor are tools and items of types
+        the gateway does not model: a request holding them goes to the candidates that
+        carry them (an upstream speaking Responses), or, when none can serve it, to those
+        whose model is not shown them (:mod:`.needs`); a plan never mixes the two."""
+        for serial, withholding in _PASSES:
+            if serial and not needs.parallel_tool_calls:
+                continue  # the same candidates as the pass before
+            candidates, skipped, first_unmet = self._capable(
+                route, needs, serial=serial, withholding=withholding
+            )
+            if candidates:
+                break
+        else:
             assert first_unmet is not None
             raise first_unmet.error
         for attempt in skipped:
@@ -161,16 +169,17 @@ class Router:
         return Plan(route, candidates, self.state, skipped=skipped, chain=chain, stored=stored)
 
     def _capable(
-        self, route: Route, needs: Needs, *, serial: bool
+        self, route: Route, needs: Needs, *, serial: bool, withholding: bool
     ) -> tuple[list[Candidate], list[Attempt], Unmet | None]:
-        """The candidates able to serve ``needs`` (one call per round if ``serial``), the
-        others' skipped attempts, and the first one's reason."""
+        """The candidates able to serve ``needs`` (one call per round if ``serial``; not
+        shown its unmodelled types if ``withholding``), the others' skipped attempts, and
+        the first one's reason."""
         capable: list[Candidate] = []
         skipped: list[Attempt] = []
         first_unmet: Unmet | None = None
         now = self.state.clock()
         for candidate in route.candidates:
-            problem = unmet(route.name, candidate, needs, serial=serial)
+            problem = unmet(route.name, candidate, needs, serial=serial, withholding=withholding)
             if (
                 problem is None
                 and needs.client_hosted
@@ -223,6 +232,10 @@ class Router:
 
 
 _MAX_SERVED = 1024
+
+_PASSES = ((False, False), (True, False), (False, True), (True, True))
+"""``(serial, withholding)`` of the candidates a plan looks for, the most wanted first:
+a request's tools and items all shown weigh more than its parallel calls."""
 
 
 def _shape(candidate: Candidate, first: Candidate) -> bool:

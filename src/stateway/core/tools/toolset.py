@@ -23,8 +23,10 @@ is a 400 that says what to configure:
   future type, ...) are kept as declared. Once the request is routed,
   :meth:`Toolset.route` sends them untouched to a backend whose upstream speaks Responses
   natively, and the ``shell`` and ``apply_patch`` tools too (any other backend offers
-  those as functions); any other backend refuses them with a 400 naming the type and the
-  backend.
+  those as functions); any other backend's model is not offered them (its upstream API
+  has no place for them), as the ``web_search`` hint is not, but the response echoes and
+  stores them as declared. A ``tool_choice`` naming one then goes ``auto``, and an
+  ``allowed_tools`` entry naming one allows nothing the model is offered.
 """
 
 from __future__ import annotations
@@ -134,24 +136,17 @@ class Toolset:
         named = any(tool.get("type") == choice.get("type") for tool in self.native)
         return dict(choice) if named else None
 
-    def route(self, backend: Backend) -> None:
-        """Decide the unmodelled, shell and apply_patch tools against the chosen backend (see the
-        module docstring); raises :class:`InvalidRequest` naming the first one refused."""
+    def route(self, backend: Backend) -> list[Item]:
+        """Decide the unmodelled, shell and apply_patch tools against the chosen backend
+        (see the module docstring); the tools its model is not offered."""
         if backend.carries_unknown_types:
             hosted = client_hosted.TOOL_TYPES
             moved = [t for t in self.client if t.get("type") in hosted]
             self.client = [t for t in self.client if t.get("type") not in hosted]
             self.native = [*self.native, *moved]
-            return
-        if self.native:
-            tool = self.native[0]
-            index = next((i for i, t in enumerate(self.public) if t is tool), 0)
-            raise InvalidRequest(
-                f"Tool type '{tool.get('type')}' is not supported by the upstream API of "
-                f"backend '{backend.name}' (only an upstream that speaks Responses carries it).",
-                param=f"tools[{index}].type",
-                code="unsupported_tool_type",
-            )
+            return []
+        unoffered, self.native = self.native, []
+        return unoffered
 
 
 class GatewayTools:
