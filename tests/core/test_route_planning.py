@@ -117,7 +117,6 @@ def test_a_text_file_needs_no_file_input_of_a_backend_giving_it_as_text() -> Non
     ("can", "command", "words"),
     [
         ({"images": False}, ask(IMAGE), "image input"),
-        ({"images": False}, ask(SCREENSHOT), "image input"),
         ({"reasoning": False}, ask(TEXT, reasoning_effort="high"), "reasoning"),
         (
             {"tool_calls": False},
@@ -281,3 +280,34 @@ def test_unknown_types_go_to_the_candidates_that_carry_them_when_one_can_serve(
     plan = router(blind).plan(blind, holding(ask(ODD_ITEM, IMAGE)))  # native has no eyes
     assert [x.backend.name for x in plan.capable] == ["chat", "other"]
     assert [(s["backend"], s["detail"]) for s in plan.records] == [("native", "images")]
+
+
+def test_what_a_model_is_not_shown_counts_toward_no_window_of_its_candidate() -> None:
+    """An item of a type the gateway does not model is not sent to a candidate not
+    carrying it (a hosted image generation's base64 ``result``, a history begun on hosted
+    OpenAI): its window is not filled by it, while one that is sent the item is."""
+    drawn = {**ODD_ITEM, "result": "A" * 40_000}
+    chat, native = Named("chat"), Native("native")
+    alone = route(candidate(chat, context_window=1_000))
+    plan = router(alone).plan(alone, drawing(ask(drawn, TEXT)))
+    assert [x.backend.name for x in plan.capable] == ["chat"]
+    both = route(candidate(native, context_window=1_000), candidate(chat, context_window=1_000))
+    plan = router(both).plan(both, drawing(ask(drawn, TEXT)))
+    assert [x.backend.name for x in plan.capable] == ["chat"]
+    assert [(s["backend"], s["detail"]) for s in plan.records] == [("native", "context_window")]
+    sent = route(candidate(native, context_window=1_000))
+    with pytest.raises(InvalidRequest) as refused:
+        router(sent).plan(sent, drawing(ask(drawn, TEXT)))
+    assert refused.value.code == "context_length_exceeded"
+
+
+def test_a_screenshot_a_model_is_not_shown_needs_no_image_input_of_its_candidate() -> None:
+    """A ``computer_call_output`` (a type the gateway does not model) reaches only an
+    upstream speaking Responses: another candidate without image input serves it."""
+    blind = route(candidate(Named("chat"), images=False))
+    plan = router(blind).plan(blind, needs(ask(SCREENSHOT, TEXT)))
+    assert [x.backend.name for x in plan.capable] == ["chat"]
+    native = route(candidate(Native("native"), images=False))
+    with pytest.raises(InvalidRequest) as refused:
+        router(native).plan(native, needs(ask(SCREENSHOT, TEXT)))
+    assert refused.value.code == "unsupported_capability"

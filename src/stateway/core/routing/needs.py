@@ -17,7 +17,9 @@ exactly, refusing what does not fit with an error that fails over as this check 
 Tools and input items of types the gateway does not model are no need a route refuses:
 a candidate whose upstream speaks Responses natively is given them; any other's model is
 not shown them (:mod:`stateway.core.planning`), so such a candidate serves a request
-holding them only when none of the first kind can (``withholding``).
+holding them only when none of the first kind can (``withholding``). What is not sent
+asks nothing of such a candidate: its window is checked against the estimate of what its
+model is shown, and a screenshot of a ``computer_call_output`` needs no image input of it.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from dataclasses import dataclass, field
 from stateway.core.backend import Backend
 from stateway.core.commands import CreateResponse
 from stateway.core.compaction.sealed import COMPACTION, COMPACTION_TRIGGER
-from stateway.core.context import Prior, uncarried, unshown_types
+from stateway.core.context import MODELLED_ITEM_TYPES, Prior, shown, uncarried, unshown_types
 from stateway.core.errors import ContextTooLong, GatewayError, InvalidRequest
 from stateway.core.items import MESSAGE, Item, is_screenshot
 from stateway.core.routing.route import Candidate
@@ -54,6 +56,9 @@ class Needs:
     command: CreateResponse
     prior: Prior
     images: bool = False
+    native_images: bool = False
+    """An image in an item of a type the gateway does not model (a
+    ``computer_call_output``'s screenshot): sent only to an upstream speaking Responses."""
     files: bool = False
     other_files: bool = False
     """A file that is no text file (:mod:`stateway.core.text_files`): a backend giving
@@ -71,6 +76,9 @@ class Needs:
     """Only the input is counted: no window refuses it (how many tokens it has is what
     tells a client whether it fits)."""
     _tokens: int | None = field(default=None, repr=False)
+    _shown_tokens: int | None = field(default=None, repr=False)
+    _native: frozenset[object] = field(default=frozenset(), repr=False)
+    """The types of the tools only an upstream speaking Responses is offered."""
 
     @classmethod
     def of(
@@ -90,6 +98,7 @@ class Needs:
         needs.tool_calls = tools or toolset.tool_search is not None
         needs.parallel_tool_calls = needs.tool_calls and settings.parallel_tool_calls
         needs.native_tools = bool(toolset.native)
+        needs._native = frozenset(tool.get("type") for tool in toolset.native)
         hosted = client_hosted.TOOL_TYPES
         needs.client_hosted = any(t.get("type") in hosted for t in toolset.client)
         return needs
@@ -100,6 +109,9 @@ class Needs:
             parts = item.get("content")
         elif kind in _PART_HOLDERS:
             parts = item.get("output")
+            if kind not in MODELLED_ITEM_TYPES:  # its output is a screenshot
+                self.native_images = self.native_images or is_screenshot(parts)
+                return
             self.images = self.images or is_screenshot(parts)
         else:
             return
@@ -131,6 +143,24 @@ class Needs:
             self._tokens = estimate_context(command.instructions, items, command.settings.tools)
         return self._tokens
 
+    def tokens_for(self, backend: Backend) -> int:
+        """The estimated tokens of the input ``backend``'s model is shown: without the
+        tools and items of types the gateway does not model, for a backend that does not
+        carry them (the same for each such backend: none carries a type the gateway does
+        not model); each estimate computed once."""
+        if backend.carries_unknown_types:
+            return self.tokens
+        if self._shown_tokens is None:
+            command = self.command
+            items = self.prior.joined(command.input)
+            seen = shown(items, backend)
+            if len(seen) == len(items) and not self._native:
+                self._shown_tokens = self.tokens
+            else:
+                tools = [t for t in command.settings.tools if t.get("type") not in self._native]
+                self._shown_tokens = estimate_context(command.instructions, seen, tools)
+        return self._shown_tokens
+
 
 @dataclass(slots=True, frozen=True)
 class Unmet:
@@ -157,8 +187,9 @@ def unmet(
     ``serial``: the request would be served one call per round (parallel calls are not
     asked of it); ``withholding``: its model may be left unshown the tools and items of
     types the gateway does not model (see the module docstring)."""
-    has = candidate.capabilities
-    if needs.images and not has.images:
+    has, backend = candidate.capabilities, candidate.backend
+    images = needs.images or (needs.native_images and backend.carries_unknown_types)
+    if images and not has.images:
         return _unmet("images", route, candidate, "image input", "input")
     if _reads_files(candidate, needs) and not has.files:
         return _unmet("files", route, candidate, "file input", "input")
@@ -170,12 +201,11 @@ def unmet(
         what = "parallel tool calls"
         return _unmet("parallel_tool_calls", route, candidate, what, "parallel_tool_calls")
     window = has.context_window  # as configured: a learned one is the server's to check
-    if window is not None and not _fitted(needs) and needs.tokens > window:
-        what = f"a context window of about {needs.tokens} tokens (it has {window})"
+    if window is not None and not _fitted(needs) and (tokens := needs.tokens_for(backend)) > window:
+        what = f"a context window of about {tokens} tokens (it has {window})"
         message = _missing(route, candidate, what, "input").message
         # context_length_exceeded: what clients act on (Codex compacts)
-        return Unmet("context_window", ContextTooLong(message, tokens=needs.tokens, window=window))
-    backend = candidate.backend
+        return Unmet("context_window", ContextTooLong(message, tokens=tokens, window=window))
     problem = uncarried(needs.prior, needs.command.input, backend)
     if problem is not None:
         return Unmet("input_types", problem)
