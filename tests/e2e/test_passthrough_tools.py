@@ -166,6 +166,32 @@ def test_an_unknown_input_item_type_is_carried_to_a_responses_upstream_only(
     assert listed[0].model_dump()["type"] == "image_generation_call"
 
 
+@CHAT_UPSTREAMS
+def test_input_a_chat_upstream_s_model_is_not_shown_at_all_is_nothing_to_respond_to(
+    client: OpenAI, fake_upstream: str
+) -> None:
+    """Its items all of types the gateway does not model, without instructions: the model
+    would be sent no message; the gateway says so, naming the types, and sends nothing."""
+    before = len(upstream_log(fake_upstream))
+    odd: Any = [{"type": "future_item", "id": "fi_1"}, IMAGE_CALL]
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.responses.create(model=MODEL, input=odd)
+    error = caught.value.body
+    assert isinstance(error, dict)
+    assert (error["code"], error["param"]) == ("missing_required_parameter", "input")
+    assert "'future_item'" in error["message"]
+    assert "'image_generation_call'" in error["message"]
+    assert len(upstream_log(fake_upstream)) == before
+    told = client.responses.create(model=MODEL, input=odd, instructions="Be brief.")
+    assert told.status == "completed"
+
+
+def upstream_log(fake_upstream: str) -> list[dict[str, Any]]:
+    with urllib.request.urlopen(fake_upstream.removesuffix("/v1") + "/_fake/requests") as reply:
+        logged: list[dict[str, Any]] = json.loads(reply.read())["data"]
+    return logged
+
+
 def test_a_shell_call_round_trip(client: OpenAI, api: str, fake_upstream: str) -> None:
     tool: Any = {"type": "shell", "environment": {"type": "local"}}
     action = {"commands": ["ls -la", "pwd"], "timeout_ms": 1000}

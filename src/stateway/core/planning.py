@@ -22,6 +22,7 @@ from stateway.core.context import Prior, checked_context, load_prior, shown, uns
 from stateway.core.conversations.item_ids import check_not_held
 from stateway.core.conversations.ports import ConversationItems
 from stateway.core.conversations.service import Conversations
+from stateway.core.errors import InvalidRequest
 from stateway.core.generations import Generation
 from stateway.core.items import Item
 from stateway.core.ports import ResponseStore
@@ -107,6 +108,8 @@ class Planner:
         unread = unshown_types(context, backend)
         if unread:  # the model's view: no item its upstream API has no place for
             context = shown(context, backend)
+            if not (context or command.instructions or counting or not command.generate):
+                raise _nothing_shown(backend, unread)
         if unsent or unread:
             _log_unshown(backend, unsent, unread)
         if toolset.withheld:  # the model's view: no item offers what the stages withheld
@@ -139,6 +142,21 @@ def _log_unshown(backend: Backend, tools: list[Item], types: list[str]) -> None:
         "backend %s: not shown to its model (its upstream API carries no such type): %s",
         backend.name,
         ", ".join(named),
+    )
+
+
+def _nothing_shown(backend: Backend, types: list[str]) -> InvalidRequest:
+    """The 400 of a request ``backend``'s model would be sent nothing of: its context
+    only items of types the gateway does not model, and no instructions (as the decoder
+    refuses a request with nothing to respond to, naming what it holds instead of sending
+    the upstream no message)."""
+    named = ", ".join(f"'{kind}'" for kind in types)
+    return InvalidRequest(
+        f"There is nothing to respond to: the model of backend '{backend.name}' is not "
+        f"shown items of types the gateway does not model ({named}; its upstream API "
+        "carries no such type), and the input holds no other.",
+        param="input",
+        code="missing_required_parameter",
     )
 
 
