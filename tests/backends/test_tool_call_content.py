@@ -6,6 +6,7 @@ after it, never after output, never more than once."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from contextlib import aclosing
 from typing import Any
@@ -118,6 +119,35 @@ async def test_a_server_refusing_null_in_lm_studio_s_words_is_sent_the_call_agai
     assert 'tool_call_content = ""' in said
     await answered(backend, [USER, CALL, OUTPUT])
     assert server.contents() == [None, "", ""]
+
+
+async def test_calls_refused_at_once_on_a_fresh_backend_are_each_sent_again_once(
+    loopback: Loopback, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Calls already sent with null when the first refusal comes are each refused and
+    sent again once with ``""`` (a 400 costs no tokens), never more; the log says it once,
+    and every later call goes with ``""`` from the start."""
+    server = Server(loopback, strict=True)
+    arrived = asyncio.Event()
+    answer = server.answer
+
+    async def held(incoming: web.Request) -> web.Response:  # each refusal once all came
+        reply = await answer(incoming)
+        if len(server.bodies) == 3:
+            arrived.set()
+        await arrived.wait()
+        return reply
+
+    server.answer = held  # type: ignore[method-assign]
+    backend = await server.backend()
+    with caplog.at_level(logging.INFO, logger="stateway.backends.openai_chat"):
+        answers = await asyncio.gather(*(answered(backend, [USER, CALL, OUTPUT]) for _ in "abc"))
+    assert all(any(isinstance(d, TextDelta) for d in answer) for answer in answers)
+    assert server.contents() == [None, None, None, "", "", ""]
+    said = [r for r in caplog.records if r.name.endswith("openai_chat")]
+    assert len(said) == 1
+    await answered(backend, [USER, CALL, OUTPUT])
+    assert server.contents()[6:] == [""]
 
 
 async def test_a_server_that_took_null_is_not_watched_for_its_refusal_again(
