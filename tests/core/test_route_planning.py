@@ -311,3 +311,15 @@ def test_a_screenshot_a_model_is_not_shown_needs_no_image_input_of_its_candidate
     with pytest.raises(InvalidRequest) as refused:
         router(native).plan(native, needs(ask(SCREENSHOT, TEXT)))
     assert refused.value.code == "unsupported_capability"
+
+
+def test_tools_a_model_is_not_offered_need_no_tool_calls_of_its_candidate() -> None:
+    """Declared tools all of types the gateway does not model are offered only to an
+    upstream speaking Responses: another candidate without tool calls serves them."""
+    plain = route(candidate(Named("chat"), tool_calls=False, parallel_tool_calls=False))
+    plan = router(plain).plan(plain, drawing(ask(TEXT)))
+    assert [x.backend.name for x in plan.capable] == ["chat"]
+    native = route(candidate(Native("native"), tool_calls=False, parallel_tool_calls=False))
+    with pytest.raises(InvalidRequest) as refused:
+        router(native).plan(native, drawing(ask(TEXT)))
+    assert "tool calls" in refused.value.message

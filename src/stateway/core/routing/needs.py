@@ -19,7 +19,8 @@ a candidate whose upstream speaks Responses natively is given them; any other's 
 not shown them (:mod:`stateway.core.planning`), so such a candidate serves a request
 holding them only when none of the first kind can (``withholding``). What is not sent
 asks nothing of such a candidate: its window is checked against the estimate of what its
-model is shown, and a screenshot of a ``computer_call_output`` needs no image input of it.
+model is shown, a screenshot of a ``computer_call_output`` needs no image input of it, and
+tools it is not offered need no tool calls of it.
 """
 
 from __future__ import annotations
@@ -66,6 +67,9 @@ class Needs:
     reasoning: bool = False
     tool_calls: bool = False
     parallel_tool_calls: bool = False
+    modelled_tools: bool = False
+    """A tool of a type the gateway models is declared (or a tool search): all a
+    candidate not carrying the others is offered (``tool_calls`` asks of the others)."""
     native_tools: bool = False
     """A tool only an upstream speaking Responses carries is declared (a type the gateway
     does not model)."""
@@ -94,8 +98,9 @@ class Needs:
         needs.reasoning = (effort is not None and effort != "none") or bool(
             settings.reasoning_budget
         )
-        tools = bool(toolset.client or toolset.native or toolset.gateway_owned)
-        needs.tool_calls = tools or toolset.tool_search is not None
+        modelled = bool(toolset.client or toolset.gateway_owned)
+        needs.modelled_tools = modelled or toolset.tool_search is not None
+        needs.tool_calls = needs.modelled_tools or bool(toolset.native)
         needs.parallel_tool_calls = needs.tool_calls and settings.parallel_tool_calls
         needs.native_tools = bool(toolset.native)
         needs._native = frozenset(tool.get("type") for tool in toolset.native)
@@ -195,9 +200,10 @@ def unmet(
         return _unmet("files", route, candidate, "file input", "input")
     if needs.reasoning and not has.reasoning:
         return _unmet("reasoning", route, candidate, "reasoning", "reasoning")
-    if needs.tool_calls and not has.tool_calls:
+    calls = needs.tool_calls if backend.carries_unknown_types else needs.modelled_tools
+    if calls and not has.tool_calls:
         return _unmet("tool_calls", route, candidate, "tool calls", "tools")
-    if needs.parallel_tool_calls and not serial and not has.parallel_tool_calls:
+    if calls and needs.parallel_tool_calls and not serial and not has.parallel_tool_calls:
         what = "parallel tool calls"
         return _unmet("parallel_tool_calls", route, candidate, what, "parallel_tool_calls")
     window = has.context_window  # as configured: a learned one is the server's to check
