@@ -105,7 +105,7 @@ class Planner:
         plan.hints = staged.hints
         context = checked = checked_context(prior, command.input)
         _check_continued_choice(command, choice, declared, context)
-        unread = unshown_types(context, backend)
+        unread = unshown_types(context, backend) if needs.unmodelled_items else []
         if unread:  # the model's view: no item its upstream API has no place for
             context = shown(context, backend)
             if not (context or command.instructions or counting or not command.generate):

@@ -73,6 +73,10 @@ class Needs:
     native_tools: bool = False
     """A tool only an upstream speaking Responses carries is declared (a type the gateway
     does not model)."""
+    unmodelled_items: bool = False
+    """An item of a type the gateway does not model is in the context: only then may a
+    backend's model be left unshown one (:func:`~stateway.core.context.unshown_types`),
+    which is looked for then only, the plain request paying no second walk."""
     client_hosted: bool = False
     """Shell or apply_patch tools are declared: natively for such an upstream, as
     functions for others (:mod:`stateway.core.tools.client_hosted`)."""
@@ -103,13 +107,16 @@ class Needs:
         needs.tool_calls = needs.modelled_tools or bool(toolset.native)
         needs.parallel_tool_calls = needs.tool_calls and settings.parallel_tool_calls
         needs.native_tools = bool(toolset.native)
-        needs._native = frozenset(tool.get("type") for tool in toolset.native)
+        if toolset.native:
+            needs._native = frozenset(tool.get("type") for tool in toolset.native)
         hosted = client_hosted.TOOL_TYPES
         needs.client_hosted = any(t.get("type") in hosted for t in toolset.client)
         return needs
 
     def _scan(self, item: Item) -> None:
         kind = item.get("type")
+        if kind not in MODELLED_ITEM_TYPES:
+            self.unmodelled_items = True
         if kind == MESSAGE:
             parts = item.get("content")
         elif kind in _PART_HOLDERS:
@@ -153,7 +160,7 @@ class Needs:
         tools and items of types the gateway does not model, for a backend that does not
         carry them (the same for each such backend: none carries a type the gateway does
         not model); each estimate computed once."""
-        if backend.carries_unknown_types:
+        if backend.carries_unknown_types or not (self.unmodelled_items or self._native):
             return self.tokens
         if self._shown_tokens is None:
             command = self.command
@@ -224,8 +231,10 @@ def _withheld(needs: Needs, backend: Backend) -> bool:
     """Whether ``backend``'s model would not be shown a tool or an item of the request."""
     if backend.carries_unknown_types:
         return False
+    if needs.native_tools:
+        return True
     items = needs.command.input
-    return needs.native_tools or bool(
+    return needs.unmodelled_items and bool(
         unshown_types(needs.prior.items, backend) or unshown_types(items, backend)
     )
 
