@@ -303,3 +303,41 @@ async def test_responses_stored_without_the_columns_count_from_their_bodies_unti
     async with store.engine.begin() as connection:
         await connection.execute(rewrite.values(body='{"model": "other"}', input_tokens=6))
     assert (await ledger.usage(GetUsage(tenant)))[1].input_tokens == 16
+
+
+async def test_an_unfilled_body_that_is_no_json_object_counts_as_no_model_without_tokens(
+    store: SqlResponseStore, tenant: str
+) -> None:
+    """A row without its columns whose body is not JSON (cut short, or written by hand) or
+    JSON that is no object counts as a response of no model with no tokens, as a body
+    without them does, and is filled in so: one such row neither fails every tenant's
+    usage, nor every sweep's backfill (which would find it again first each time)."""
+    bodies = ["", "not json", '{"model": "m", "usage": {"input_', "[]", '"x"', "null"]
+    kept = response(tenant, "m", DAY_START + 1, (5, 1))
+    await _plant_unfilled(store, kept)
+    plant = text(
+        "INSERT INTO responses (tenant_id, id, status, created_at, body)"
+        " VALUES (:tenant, :id, 'completed', :created_at, :body)"
+    )
+    odd = {f"resp_odd_{index}": body for index, body in enumerate(bodies)}
+    async with store.engine.begin() as connection:
+        for response_id, body in odd.items():
+            values = {"tenant": tenant, "id": response_id, "created_at": DAY_START + 2}
+            await connection.execute(plant, values | {"body": body})
+    expected = [
+        UsageBucket(tenant, "", NOV_14, responses=len(bodies), input_tokens=0, output_tokens=0),
+        UsageBucket(tenant, "m", NOV_14, responses=1, input_tokens=5, output_tokens=1),
+    ]
+    ledger = SqlUsageLedger(store.reader)
+    assert await ledger.usage(GetUsage(tenant)) == expected
+    everyone = await ledger.usage(GetUsage(None, DAY_START, DAY_START + 86_400))
+    assert [bucket for bucket in everyone if bucket.tenant_id == tenant] == expected
+
+    backfill = SqlUsageBackfill(store)
+    while await backfill.fill(BATCH) == BATCH:  # other tests' rows too
+        pass
+    assert await columns(store, tenant) == {
+        kept.id: ("m", 5, 1),
+        **{response_id: ("", None, None) for response_id in odd},
+    }
+    assert await ledger.usage(GetUsage(tenant)) == expected

@@ -31,7 +31,7 @@ from stateway.storage.sql.retention import SqlResponsePurger
 from stateway.storage.sql.schema import metadata
 from stateway.storage.sql.usage_backfill import SqlUsageBackfill
 
-HEAD = "0018"
+HEAD = "0019"
 _HEAD_TABLES = {
     "responses",
     "items",

@@ -13,8 +13,12 @@ reads such a row's body meanwhile; both read it with these expressions, as
 
 PostgreSQL's ``jsonb`` refuses ``\\u0000`` (how orjson writes a NUL in a string), and
 SQLite's ``json_extract`` ends the text it returns there: the body is read with each such
-escape written ``\\ufffd``. The expressions name the parsed body ``state``: the column of
-a subquery parsing it once a row (:func:`parsed`).
+escape written ``\\ufffd``. A body that is not JSON (cut short, written by hand) reads as
+NULL, as one that is no object reads: no model, no tokens (on PostgreSQL through
+``stateway_body``, the cast migration ``0019`` adds, NULL where it fails; on SQLite by
+``json_valid``). One such row fails neither the usage query nor the backfill, for anyone.
+The expressions name the parsed body ``state``: the column of a subquery parsing it once a
+row (:func:`parsed`).
 """
 
 from __future__ import annotations
@@ -28,10 +32,10 @@ _STAND_IN: Final = "{character}(1)"
 
 def parsed(dialect: str, body: str = "body") -> str:
     """The SQL of ``body`` (a column of JSON text) parsed for :func:`fields`: ``jsonb`` on
-    PostgreSQL, the text on SQLite."""
+    PostgreSQL, the text on SQLite; NULL where it is not JSON."""
     if dialect == "postgresql":
-        return f"CAST({_without_nul(body, 'strpos', 'chr')} AS JSONB)"
-    return _without_nul(body, "instr", "char")
+        return f"stateway_body({_without_nul(body, 'strpos', 'chr')})"
+    return f"CASE WHEN json_valid({body}) THEN {_without_nul(body, 'instr', 'char')} END"
 
 
 def fields(dialect: str) -> tuple[str, str, str]:

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
 MIGRATIONS_DIR: Final = Path(__file__).resolve().with_name("migrations")
 
-HEAD_REVISION: Final = "0018"
+HEAD_REVISION: Final = "0019"
 """The newest revision in ``migrations/versions`` (raise it with each new revision)."""
 
 ADVISORY_LOCK_KEY: Final = 0x5354415445574159
