@@ -1,8 +1,9 @@
 """A lasting refusal met by any write of the store fails its ping (readiness), not only
 one met by a save: a conversation's writes, a response's delete, a lease's heartbeat, a
-retention sweep, the erasure of deleted conversations and of deleted responses each run
-in a transaction of their own, and may be the first to meet it, or the only ones for a
-while. The ping then tries a write of its own until one lands.
+retention sweep, the erasure of deleted conversations and of deleted responses, the
+filling in of usage columns each run in a transaction of their own, and may be the first
+to meet it, or the only ones for a while. The ping then tries a write of its own until
+one lands.
 
 SQLite read-only and full as in :mod:`tests.storage.test_unwritable_database`;
 PostgreSQL read-only as a failover to a standby looks (``ReadOnly``)."""
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from sqlalchemy import text
 
 from stateway.core.conversations.ports import Conversation
 from stateway.core.errors import StorageError
@@ -27,6 +29,7 @@ from stateway.storage.sql.retention import (
     SqlResponseEraser,
     SqlResponsePurger,
 )
+from stateway.storage.sql.usage_backfill import SqlUsageBackfill
 from tests.storage.conftest import ReadOnly
 from tests.storage.test_conversations import message
 from tests.storage.test_unwritable_database import (
@@ -72,6 +75,7 @@ class Writers:
     purger: SqlResponsePurger
     erasure: SqlConversationPurger
     eraser: SqlResponseEraser
+    backfill: SqlUsageBackfill
     tenant: str
 
     @classmethod
@@ -83,12 +87,14 @@ class Writers:
             SqlResponsePurger(store),
             SqlConversationPurger(store),
             SqlResponseEraser(store),
+            SqlUsageBackfill(store),
             tenant,
         )
 
     async def prepare(self) -> None:
         """What each write below changes: a conversation with an item, a deleted one, an
-        old response, a deleted one, this process's lease."""
+        old response, a deleted one, one stored without its usage columns, this
+        process's lease."""
         conversation = Conversation(self.tenant, "conv_1", 1.0, {})
         await self.conversations.create(conversation, [message("a", "msg_1")])
         await self.conversations.create(Conversation(self.tenant, "conv_gone", 1.0, {}), [])
@@ -96,8 +102,15 @@ class Writers:
         await self.store.save(response(self.tenant, "resp_old", created_at=0.5))
         await self.store.save(response(self.tenant, "resp_gone", created_at=1.0))
         await self.store.delete(self.tenant, "resp_gone")
+        await self.store.save(response(self.tenant, "resp_unfilled"))
+        async with self.store.engine.begin() as connection:
+            await connection.execute(_UNFILL, {"tenant": self.tenant})
         await self.leases.register(OWNER, 10.0)
 
+
+_UNFILL = text(
+    "UPDATE responses SET model = NULL WHERE tenant_id = :tenant AND id = 'resp_unfilled'"
+)
 
 Write = Callable[[Writers], Awaitable[object]]
 
@@ -116,6 +129,7 @@ WRITES: dict[str, Write] = {
     "a retention sweep": lambda w: w.purger.purge(0.75, 100),
     "deleted conversations erased": lambda w: w.erasure.purge(time.time() + 60, 100),
     "deleted responses erased": lambda w: w.eraser.purge(time.time() + 60, 100),
+    "usage columns filled in": lambda w: w.backfill.fill(100),
 }
 
 
