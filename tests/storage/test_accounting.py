@@ -11,6 +11,7 @@ from dataclasses import replace
 from typing import Any
 
 import orjson
+import pytest
 from sqlalchemy import select, text, update
 
 from stateway.core.accounting import UsageBucket
@@ -341,3 +342,20 @@ async def test_an_unfilled_body_that_is_no_json_object_counts_as_no_model_withou
         **{response_id: ("", None, None) for response_id in odd},
     }
     assert await ledger.usage(GetUsage(tenant)) == expected
+
+
+async def test_counts_summing_past_what_an_integer_holds_fail_no_ones_usage(
+    store: SqlResponseStore, tenant: str
+) -> None:
+    """Each count kept is under 10**18, but ten of them sum past a 64-bit integer, where
+    SQLite's ``sum`` fails the whole query (every tenant's usage with it): the sum is
+    read as exactly as the database can, PostgreSQL's exactly, SQLite's as a double."""
+    huge = 10**18 - 1
+    for _ in range(10):
+        await store.save(response(tenant, "m", DAY_START, (huge, 1)))
+    ledger = SqlUsageLedger(store.reader)
+    [bucket] = await ledger.usage(GetUsage(tenant))
+    assert (bucket.responses, bucket.output_tokens) == (10, 10)
+    assert bucket.input_tokens == pytest.approx(10 * huge, rel=1e-15)
+    everyone = await ledger.usage(GetUsage(None, DAY_START, DAY_START + 86_400))
+    assert bucket in everyone

@@ -19,7 +19,10 @@ day, reading no body::
                      WHERE model IS NULL AND [the same] OFFSET 0) AS parsed)
      GROUP BY tenant_id, model, day ORDER BY day, tenant_id, model
 
-PostgreSQL takes the day with ``floor`` (its cast to an integer rounds). The second part
+PostgreSQL takes the day with ``floor`` (its cast to an integer rounds). SQLite sums with
+``total``, a double, as its ``sum`` of integers fails the whole query once one bucket's
+passes 2**63 (ten counts near the largest kept do): exact up to 2**53 tokens a bucket,
+close beyond; PostgreSQL's ``sum`` is exact. The second part
 reads the rows whose columns are not filled in yet (``model`` is NULL) out of their body
 (:mod:`~stateway.storage.sql.body_usage`): those stored before the columns existed, until
 a sweep fills them in, and those an older release's process stores during a rolling
@@ -166,12 +169,20 @@ def usage_statement(dialect: str, query: GetUsage) -> Select[Any]:
             rows.c.model,
             rows.c.day,
             func.count(),
-            func.coalesce(func.sum(rows.c.input_tokens), 0),
-            func.coalesce(func.sum(rows.c.output_tokens), 0),
+            _sum(dialect, rows.c.input_tokens),
+            _sum(dialect, rows.c.output_tokens),
         )
         .group_by(rows.c.tenant_id, rows.c.model, rows.c.day)
         .order_by(rows.c.day, rows.c.tenant_id, rows.c.model)
     )
+
+
+def _sum(dialect: str, counts: ColumnElement[Any]) -> ColumnElement[Any]:
+    """The sum of a bucket's ``counts``, 0 for none: PostgreSQL's exact (``numeric``);
+    SQLite's a double (``total``), as its integer ``sum`` fails the query past 2**63."""
+    if dialect == "postgresql":
+        return func.coalesce(func.sum(counts), 0)
+    return func.total(counts)
 
 
 def _day(dialect: str, created: ColumnElement[float]) -> ColumnElement[int]:
