@@ -176,9 +176,9 @@ async def test_each_sweep_fills_in_usage_columns_first_and_goes_on_when_that_fai
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """Logged, not counted (a migration's work, done once); a failure leaves the rest of
-    the sweep to run, and the next sweep tries again."""
+    the sweep to run, and the next sweep tries again. The erasure's failure logged too."""
     backfill = Backfill(4, StorageError("Storage failed."))
-    eraser = Purger(1, 1)
+    eraser = Purger(1, StorageError("Storage failed."))
     sweeper = RetentionSweeper(None, 2.0, eraser=eraser, backfill=backfill)
     sweeper.pause = 0.01
     with caplog.at_level(logging.INFO, logger="stateway.core.retention"):
@@ -194,5 +194,5 @@ async def test_each_sweep_fills_in_usage_columns_first_and_goes_on_when_that_fai
         "filled in the usage columns of 4 responses",
         "erased 1 deleted responses",
         "filling in the usage columns failed",
-        "erased 1 deleted responses",
+        "erasing deleted responses failed",
     ]

@@ -339,6 +339,23 @@ async def test_an_erasing_batch_takes_at_most_its_limit_and_walks_once(
     assert await rows_of(own_store, tenant) == (set(), set())
 
 
+async def test_an_erasing_batch_over_tenants_counts_each_and_walks_on_past_the_last(
+    own_store: SqlResponseStore, erasure: SqlConversationPurger, tenant: str
+) -> None:
+    """A batch erases the conversations of every tenant among those it found, and counts
+    them all; the next batch goes on after the last one found, its tenant included in the
+    key (two tenants' conversations deleted at the same time, the first one's id after the
+    second tenant's name)."""
+    conversations = SqlConversationStore(own_store)
+    first, second = f"{tenant}-a", f"{tenant}-b"
+    for owner, name in ((first, "zz_1"), (second, "conv_2"), (first, "zz_3"), (second, "conv_4")):
+        await conversations.create(Conversation(owner, name, 0.25, {}), [ITEM])
+        await deleted_at(own_store, owner, name, 0.5)
+    assert await erasure.purge(CUTOFF, 1) == 1  # zz_1
+    assert await erasure.purge(CUTOFF, 3) == 3  # zz_3, conv_2, conv_4
+    assert await rows_of(own_store, first) == await rows_of(own_store, second) == (set(), set())
+
+
 @pytest.mark.parametrize(
     "own_url", [pytest.param("postgres", marks=pytest.mark.postgres)], indirect=True
 )
