@@ -538,11 +538,17 @@ async def test_a_deleted_response_still_running_is_erased_once_it_ends(
 async def test_an_erasing_batch_takes_at_most_its_limit_of_deleted_responses(
     own_store: SqlResponseStore, eraser: SqlResponseEraser, record: RecordFactory, tenant: str
 ) -> None:
-    for n, name in enumerate(("resp_b", "resp_c", "resp_d")):
+    """Each batch searches after the last one it found, in the order of deletion: one
+    deleted behind the walk waits for the next sweep."""
+    for n, name in enumerate(("resp_b", "resp_c", "resp_d", "resp_a")):
         await own_store.save(secret(record, name))
-        await response_deleted_at(own_store, tenant, name, 0.5 + n / 100)
-    assert await eraser.purge(CUTOFF, 2) == 2
-    assert await eraser.purge(CUTOFF, 2) == 1  # the walk's end
+        if name != "resp_a":
+            await response_deleted_at(own_store, tenant, name, 0.5 + n / 100)
+    assert await eraser.purge(CUTOFF, 2) == 2  # resp_b, resp_c
+    await response_deleted_at(own_store, tenant, "resp_a", 0.4)  # behind the walk
+    assert await eraser.purge(CUTOFF, 2) == 1  # resp_d: the walk's end
+    assert not erased((await content_of(own_store, tenant))["resp_a"])
+    assert await eraser.purge(CUTOFF, 2) == 1  # the next sweep
     assert await eraser.purge(CUTOFF, 2) == 0
 
 
