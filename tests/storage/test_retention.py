@@ -552,6 +552,23 @@ async def test_an_erasing_batch_takes_at_most_its_limit_of_deleted_responses(
     assert await eraser.purge(CUTOFF, 2) == 0
 
 
+async def test_an_erasing_batch_of_responses_over_tenants_counts_each_and_walks_on(
+    own_store: SqlResponseStore, eraser: SqlResponseEraser, record: RecordFactory, tenant: str
+) -> None:
+    """As for conversations: every tenant's among those a batch found are erased and
+    counted, and the next batch goes on after the last one found, its tenant included in
+    the key (deleted at the same time, the first one's id after the second tenant)."""
+    first, second = f"{tenant}-a", f"{tenant}-b"
+    for owner, name in ((first, "zz_1"), (second, "resp_2"), (first, "zz_3"), (second, "resp_4")):
+        row = dataclasses.replace(secret(record, name), tenant_id=owner)
+        await own_store.save(row)
+        await response_deleted_at(own_store, owner, name, 0.5)
+    assert await eraser.purge(CUTOFF, 1) == 1  # zz_1
+    assert await eraser.purge(CUTOFF, 3) == 3  # zz_3, resp_2, resp_4
+    for owner in (first, second):
+        assert all(erased(row) for row in (await content_of(own_store, owner)).values())
+
+
 async def test_a_response_continued_from_while_being_erased_is_kept(
     own_store: SqlResponseStore,
     eraser: SqlResponseEraser,
@@ -668,9 +685,16 @@ async def test_an_erasing_batch_stops_up_a_chain_at_its_limit_and_the_next_goes_
         await own_store.save(secret(record, f"resp_{n}", previous))
         await response_deleted_at(own_store, tenant, f"resp_{n}", 0.5)
         previous = f"resp_{n}"
-    for n, name in enumerate(("resp_x", "resp_y")):
+    for n, name in enumerate(("resp_x", "resp_y", "resp_z")):
         await own_store.save(secret(record, name))
-        await response_deleted_at(own_store, tenant, name, 0.6 + n / 10)
-    # resp_4 and resp_x; resp_3 and resp_y; resp_2 and resp_1; resp_0: the sweep's end
-    assert [await eraser.purge(CUTOFF, 2) for _ in range(4)] == [2, 2, 2, 1]
-    assert all(erased(row) for row in (await content_of(own_store, tenant)).values())
+        await response_deleted_at(own_store, tenant, name, 0.6 + n / 20)
+    # Each batch first takes the chain where the last one stopped, then fills its room
+    # from the walk: the rest of a round up the chain is done whole.
+    batches = [{"4", "x"}, {"3", "y"}, {"2", "z"}, {"1", "0"}]
+    done: set[str] = set()
+    for batch in batches:
+        assert await eraser.purge(CUTOFF, 2) == 2
+        done |= {f"resp_{name}" for name in batch}
+        stored = await content_of(own_store, tenant)
+        assert {name for name, row in stored.items() if erased(row)} == done
+    assert await eraser.purge(CUTOFF, 2) == 0  # the sweep's end
