@@ -121,6 +121,19 @@ async def test_a_sweep_walks_the_keys_once_and_the_next_starts_again(
     assert await store.get(tenant, "resp_a") is None
 
 
+async def test_a_batch_deletes_and_counts_every_tenants_and_walks_on_past_the_last(
+    store: SqlResponseStore, purger: SqlResponsePurger, record: RecordFactory, tenant: str
+) -> None:
+    """The next batch goes on after the last key found, tenant and id of the same row
+    (the first tenant's last id after the second's ids)."""
+    first, second = f"{tenant}-a", f"{tenant}-b"
+    for owner, name in ((first, "resp_1"), (first, "zz_2"), (second, "resp_3"), (second, "resp_4")):
+        await store.save(at(record(name, tenant_id=owner), 0.5))
+    assert await purger.purge(CUTOFF, 3) == 3  # resp_1, zz_2, resp_3
+    assert await purger.purge(CUTOFF, 3) == 1  # resp_4
+    assert await store.get(second, "resp_4") is None
+
+
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 async def test_a_response_another_sweep_deleted_first_is_not_counted(
     store: SqlResponseStore,
@@ -569,6 +582,22 @@ async def test_an_erasing_batch_of_responses_over_tenants_counts_each_and_walks_
         assert all(erased(row) for row in (await content_of(own_store, owner)).values())
 
 
+async def test_an_erasing_batch_goes_up_every_tenants_chains(
+    own_store: SqlResponseStore, eraser: SqlResponseEraser, record: RecordFactory, tenant: str
+) -> None:
+    """The responses a batch's erasures continued from are searched for each tenant
+    among them, and erased in the same batch."""
+    for owner in (f"{tenant}-a", f"{tenant}-b"):
+        for name, previous in (("resp_parent", None), ("resp_child", "resp_parent")):
+            row = dataclasses.replace(secret(record, name, previous), tenant_id=owner)
+            await own_store.save(row)
+        for name in ("resp_child", "resp_parent"):
+            await response_deleted_at(own_store, owner, name, 0.5)
+    assert await eraser.purge(CUTOFF, 10) == 4
+    for owner in (f"{tenant}-a", f"{tenant}-b"):
+        assert all(erased(row) for row in (await content_of(own_store, owner)).values())
+
+
 async def test_a_response_continued_from_while_being_erased_is_kept(
     own_store: SqlResponseStore,
     eraser: SqlResponseEraser,
@@ -578,9 +607,13 @@ async def test_a_response_continued_from_while_being_erased_is_kept(
 ) -> None:
     """A child stored between the sweep's search and its erasure (another process's run
     that read the response before it was deleted): the erasure checks again, in its own
-    statement, and leaves the response the child needs."""
+    statement, and leaves the response the child needs, and goes on to another tenant's
+    the batch found."""
     await own_store.save(secret(record, "resp_parent"))
     await response_deleted_at(own_store, tenant, "resp_parent", 0.5)
+    later = f"{tenant}-b"
+    await own_store.save(dataclasses.replace(secret(record, "resp_other"), tenant_id=later))
+    await response_deleted_at(own_store, later, "resp_other", 0.5)
     other = open_store(own_url)
 
     async def continue_there() -> None:
@@ -597,12 +630,13 @@ async def test_a_response_continued_from_while_being_erased_is_kept(
 
     event.listen(own_store.engine.sync_engine, "after_cursor_execute", meanwhile)
     try:
-        assert await eraser.purge(CUTOFF, 100) == 0
+        assert await eraser.purge(CUTOFF, 100) == 1
     finally:
         event.remove(own_store.engine.sync_engine, "after_cursor_execute", meanwhile)
         await other.aclose()
     assert searched
     assert not erased((await content_of(own_store, tenant))["resp_parent"])
+    assert erased((await content_of(own_store, later))["resp_other"])
     chain = await own_store.load_context(tenant, "resp_child")
     assert chain is not None
     assert len(chain.items) == 4
