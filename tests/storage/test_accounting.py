@@ -81,6 +81,13 @@ async def test_usage_is_summed_by_tenant_model_and_day(
     ours = {(b.tenant_id, b.model, b.day, b.input_tokens) for b in everyone if other in b.tenant_id}
     assert ours == {(other, "m", NOV_14, 100)}
     assert [b for b in everyone if b.tenant_id == tenant] == await ledger.usage(GetUsage(tenant))
+    both = [(b.day, b.tenant_id, b.model) for b in everyone if tenant in b.tenant_id]
+    assert both == [  # by day, then tenant, then model
+        (NOV_14, tenant, "m"),
+        (NOV_14, tenant, "n"),
+        (NOV_14, other, "m"),
+        (NOV_15, tenant, "m"),
+    ]
 
 
 async def test_usage_between_two_times(store: SqlResponseStore, tenant: str) -> None:
@@ -359,3 +366,26 @@ async def test_counts_summing_past_what_an_integer_holds_fail_no_ones_usage(
     assert bucket.input_tokens == pytest.approx(10 * huge, rel=1e-15)
     everyone = await ledger.usage(GetUsage(None, DAY_START, DAY_START + 86_400))
     assert bucket in everyone
+
+
+async def test_counts_at_the_bound_are_kept_alike_saved_and_read_from_a_body(
+    store: SqlResponseStore, tenant: str
+) -> None:
+    """18 digits are kept, 19 are not, either sign: as a save copies them out, and as the
+    usage query and the backfill read them out of a body."""
+    bounds = [(10**18 - 1, 10**18), (-(10**18) + 1, -(10**18))]
+    saved = [response(tenant, "m", DAY_START, counts) for counts in bounds]
+    older = [response(tenant, "m", DAY_START, counts) for counts in bounds]
+    for record in saved:
+        await store.save(record)
+    for record in older:
+        await _plant_unfilled(store, record)
+    ledger = SqlUsageLedger(store.reader)
+    [bucket] = await ledger.usage(GetUsage(tenant))
+    assert (bucket.input_tokens, bucket.output_tokens) == (0, 0)  # each sign twice
+    backfill = SqlUsageBackfill(store)
+    while await backfill.fill(BATCH) == BATCH:  # other tests' rows too
+        pass
+    kept = {("m", 10**18 - 1, None), ("m", -(10**18) + 1, None)}
+    assert set((await columns(store, tenant)).values()) == kept
+    assert len(await columns(store, tenant)) == 4
