@@ -657,6 +657,35 @@ async def test_deleted_responses_another_sweep_holds_are_skipped_not_waited_for(
     await skipped_while_held(own_url, _HOLD_OLD, tenant, eraser)
 
 
+class _Filling:
+    """A backfill as :func:`skipped_while_held` drives a sweep."""
+
+    def __init__(self, backfill: SqlUsageBackfill) -> None:
+        self.backfill = backfill
+
+    async def purge(self, before: float, limit: int) -> int:
+        return await self.backfill.fill(limit)
+
+
+@pytest.mark.parametrize(
+    "own_url", [pytest.param("postgres", marks=pytest.mark.postgres)], indirect=True
+)
+async def test_rows_another_backfill_holds_are_skipped_not_waited_for(
+    own_store: SqlResponseStore, record: RecordFactory, tenant: str, own_url: str
+) -> None:
+    """Processes filling in the usage columns side by side share the work, as the
+    sweeps do."""
+    await own_store.save(at(record("resp_old"), 0.5))
+    async with own_store.engine.begin() as connection:
+        await connection.execute(_UNFILL_OLD, {"tenant": tenant})
+    await skipped_while_held(own_url, _HOLD_OLD, tenant, _Filling(SqlUsageBackfill(own_store)))
+
+
+_UNFILL_OLD = text(
+    "UPDATE responses SET model = NULL WHERE tenant_id = :tenant AND id = 'resp_old'"
+)
+
+
 async def test_a_response_stored_after_the_one_it_continues_from_was_erased_says_so(
     own_store: SqlResponseStore,
     eraser: SqlResponseEraser,
