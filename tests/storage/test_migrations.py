@@ -729,3 +729,57 @@ async def test_0016_adds_usage_columns_the_sweeps_fill_in_counting_the_same_mean
         assert sorted(await ledger.usage(GetUsage("t")), key=lambda b: b.model) == expected
     finally:
         await store.aclose()
+
+
+def _sqlite_schema(url: str) -> tuple[set[tuple[str, str]], set[tuple[str, str, str]]]:
+    """A SQLite database's indexes (name, definition) and columns (table, name, type);
+    the tables' own text is left out, which a column dropped by copying the table
+    rewrites."""
+    with sqlite3.connect(url.removeprefix("sqlite:///")) as connection:
+        indexes = {
+            (name, " ".join(sql.split()))
+            for name, sql in connection.execute(
+                "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL"
+            )
+        }
+        tables = [row[0] for row in connection.execute(_TABLES)]
+        columns = {
+            (table, row[1], row[2])
+            for table in tables
+            for row in connection.execute(f"PRAGMA table_info('{table}')")
+        }
+    return indexes, columns
+
+
+@pytest.mark.parametrize("revision", ["0015", "0016", "0017", "0018"])
+def test_going_back_from_the_usage_columns_leaves_the_schema_as_it_was(
+    tmp_path: Path, revision: str
+) -> None:
+    """Each of 0016 to 0019 taken back leaves the schema as the upgrade to the revision
+    before made it: the columns dropped, the indexes they added gone, and the index
+    SQLite's copy of the table drops made again, partial as it was."""
+    fresh, back = (f"sqlite:///{tmp_path}/{name}.db" for name in ("fresh", "back"))
+    command.upgrade(alembic_config(fresh), revision)
+    command.upgrade(alembic_config(back), "head")
+    command.downgrade(alembic_config(back), revision)
+    assert _sqlite_schema(back) == _sqlite_schema(fresh)
+
+
+@pytest.mark.postgres
+async def test_0019_adds_the_body_reader_on_postgres_and_takes_it_away(
+    fresh_postgres_url: str,
+) -> None:
+    """``stateway_body``: a body's JSON, NULL where it is none."""
+    config = alembic_config(fresh_postgres_url)
+    await asyncio.to_thread(command.upgrade, config, "head")
+    engine = create_engine(fresh_postgres_url)
+    read = text("SELECT stateway_body('{\"a\": 1}') ->> 'a', stateway_body('{') IS NULL")
+    exists = text("SELECT count(*) FROM pg_proc WHERE proname = 'stateway_body'")
+    try:
+        async with engine.connect() as connection:
+            assert tuple((await connection.execute(read)).one()) == ("1", True)
+        await asyncio.to_thread(command.downgrade, config, "0018")
+        async with engine.connect() as connection:
+            assert (await connection.execute(exists)).scalar() == 0
+    finally:
+        await engine.dispose()
