@@ -90,6 +90,7 @@ from stateway.storage.sql.schema import (
     responses,
 )
 from stateway.storage.sql.store import SqlResponseStore
+from stateway.storage.sql.tenant_keys import ids_by_tenant
 
 _finished = text(f"NOT ({IN_PROGRESS_WHERE})")
 
@@ -130,11 +131,8 @@ class SqlResponsePurger:
         with storage_errors("deleting responses older than the retention", self._refusals):
             async with self._engine.begin() as connection:
                 found = (await connection.execute(search, values)).all()
-                by_tenant: dict[str, list[str]] = {}
-                for tenant, id_ in found:
-                    by_tenant.setdefault(tenant, []).append(id_)
                 deleted = 0
-                for tenant, ids in by_tenant.items():
+                for tenant, ids in ids_by_tenant(found).items():
                     values = {"tenant": tenant, "ids": ids}
                     deleted += (await connection.execute(_DELETE, values)).rowcount
         if len(found) < limit:  # the walk's end: the next search starts a sweep
@@ -199,11 +197,8 @@ class SqlConversationPurger:
         with storage_errors("erasing deleted conversations", self._refusals):
             async with self._engine.begin() as connection:
                 found = (await connection.execute(search, values)).all()
-                by_tenant: dict[str, list[str]] = {}
-                for _, tenant, id_ in found:
-                    by_tenant.setdefault(tenant, []).append(id_)
                 erased = 0
-                for tenant, ids in by_tenant.items():
+                for tenant, ids in ids_by_tenant((tenant, id_) for _, tenant, id_ in found).items():
                     values = {"tenant": tenant, "ids": ids, "before": before}
                     erased += (await connection.execute(_ERASE, values)).rowcount
         if len(found) < limit:  # the walk's end: the next search starts a sweep

@@ -21,6 +21,7 @@ from stateway.storage.sql import body_usage
 from stateway.storage.sql.errors import storage_errors
 from stateway.storage.sql.schema import IN_PROGRESS_WHERE
 from stateway.storage.sql.store import SqlResponseStore
+from stateway.storage.sql.tenant_keys import ids_by_tenant
 
 
 class SqlUsageBackfill:
@@ -40,11 +41,8 @@ class SqlUsageBackfill:
         with storage_errors("filling in the usage columns", self._refusals):
             async with self._engine.begin() as connection:
                 found = (await connection.execute(self._search, {"limit": limit})).all()
-                by_tenant: dict[str, list[str]] = {}
-                for tenant, id_ in found:
-                    by_tenant.setdefault(tenant, []).append(id_)
                 filled = 0
-                for tenant, ids in by_tenant.items():
+                for tenant, ids in ids_by_tenant(found).items():
                     values = {"tenant": tenant, "ids": ids}
                     filled += len((await connection.execute(self._fill, values)).all())
         return filled
