@@ -794,3 +794,51 @@ def test_a_key_given_where_its_variables_name_goes_is_refused_unshown(
         load_config(flags, EMPTY_ENV)
     assert "SECRET42" not in str(refused.value)
     assert f"{setting}: Value error, must be an environment variable's name" in str(refused.value)
+
+
+# Keys whose alphabet is a variable name's: each would be printed as "environment variable
+# <key> is not set" (fake keys, shaped as each provider's).
+_NAME_SHAPED_KEYS = [
+    "gsk_" + "aB3dE5fG7hJ9kL1mN3pQ5rS7tV9wX1yZ3aB5cD7eF9gH1jK3lM5n",  # Groq
+    "hf_" + "aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789",  # Hugging Face
+    "ghp_" + "0123456789abcdefABCDEF0123456789abcd",  # GitHub
+    "github_pat_" + "11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz0123456789AB",
+    "r8_" + "aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789ab",  # Replicate
+    "fw_" + "3aBcDeFgHiJkLmNoPqRsTuVw",  # Fireworks
+    "AIza" + "SyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q",  # Google
+    "abcdef0123456789" * 4,  # a hex key (Together)
+    "aB3dE5fG7hJ9kL1mN3pQ5rS7tV9wX1yZ",  # 32 letters and digits (Mistral)
+]
+
+
+@pytest.mark.parametrize("key", _NAME_SHAPED_KEYS)
+def test_a_key_shaped_as_a_variable_name_is_refused_unshown(tmp_path: Path, key: str) -> None:
+    """A key of letters, digits and ``_`` only (Groq's ``gsk_...``) passed as a variable's
+    name, and "environment variable gsk_... is not set" printed it."""
+    text = f'[[backends]]\nname = "a"\nurl = "http://a/v1"\napi_key_env = "{key}"\n'
+    with pytest.raises(ConfigError) as refused:
+        load_config(Overrides(config=write(tmp_path, text)), EMPTY_ENV)
+    assert key not in str(refused.value)
+    assert "backends.0.api_key_env: Value error, must be an environment variable's name" in str(
+        refused.value
+    )
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "OPENAI_API_KEY",
+        "STATEWAY_ADMIN_KEY",
+        "my_groq_key",
+        "GROQ_API_KEY_2",
+        "ANTHROPIC_API_KEY_FOR_THE_PRODUCTION_CLUSTER_2026",
+        "VeryLongCamelCaseVariableName",
+        "hf_token",
+        "gh_pat",
+        "AIzaKey",
+    ],
+)
+def test_a_variable_name_is_taken(tmp_path: Path, name: str) -> None:
+    text = f'[[backends]]\nname = "a"\nurl = "http://a/v1"\napi_key_env = "{name}"\n'
+    config = load_config(Overrides(config=write(tmp_path, text)), {name: "k"})
+    assert config.backends[0].api_key_env == name

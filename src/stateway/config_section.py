@@ -16,11 +16,20 @@ class Section(BaseModel):
 _VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
+_KEY_LIKE_PART = re.compile(r"(?=[A-Za-z0-9]*[0-9])(?=[A-Za-z0-9]*[a-z])[A-Za-z0-9]{20,}")
+"""A run of random-looking letters and digits no variable's name has: 20 or more, lower
+case and digits among them (``gsk_`` + 52 of them, ``hf_``, ``ghp_``, a Google ``AIza...``
+key, a hex or base62 key), where names are words (``OPENAI_API_KEY``, ``MyGroqKey``)."""
+
+
 def _variable_name(name: str) -> str:
     """``name``, an environment variable's; else refused without showing it: the key
-    itself is the likely mistake (``api_key_env = "sk-..."``), and "environment variable
-    sk-... is not set" would print it, and log it on a reload."""
-    if not _VARIABLE_NAME.fullmatch(name):
+    itself is the likely mistake (``api_key_env = "sk-..."``, or ``"gsk_..."``, whose
+    alphabet is a name's), and "environment variable sk-... is not set" would print it,
+    and log it on a reload."""
+    if not _VARIABLE_NAME.fullmatch(name) or any(
+        _KEY_LIKE_PART.fullmatch(part) for part in name.split("_")
+    ):
         raise ValueError(
             "must be an environment variable's name (letters, digits and _), the variable "
             "holding the secret, not the secret itself (not shown here)"
