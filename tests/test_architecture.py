@@ -7,7 +7,8 @@ other, the protocols only the core, and the surfaces never the store, the backen
 each other (what surfaces share has a package of its own); nor do the layers reach
 around that through a library: the core imports no web framework or wire models, the
 surfaces no database, upstream or Redis client; and a surface calls nothing of the
-gateway but its one door, ``Gateway.execute`` (with ``Gateway.once`` around it).
+gateway but its one door, ``Gateway.execute`` (with ``Gateway.once`` around it), and
+neither steers nor interrupts a run it was handed but through a command.
 The names a row places in a module (``Run.before_end`` in ``core/runs.py``) are that
 module's too."""
 
@@ -272,3 +273,45 @@ def test_a_surface_reaches_the_core_through_its_one_door(path: Path) -> None:
     above cannot see."""
     other = _gateway_uses(path) - DOORS
     assert not other, f"{path.relative_to(PACKAGE)} uses Gateway.{sorted(other)}"
+
+
+_RUN_CONTROLS = frozenset({"steered", "note", "finishing", "cancel_reason", "interrupted"})
+"""What of a :class:`~stateway.core.runs.Run` steers it or writes its log: set by the core
+alone. A surface tells a run of input queued for it (``SteerResponse``) or stops it at
+once (``InterruptResponse``) through ``Gateway.execute``."""
+_SURFACE_CANCELS = frozenset({"CLIENT_GONE"})
+"""The one reason a surface cancels a run it was handed itself: its client left (an
+attached or streamed run's request ended). Every other cancel is a command."""
+
+
+def _run_controls(path: Path) -> set[str]:
+    """What ``path`` uses of a run's controls: its steering attributes, any
+    :class:`~stateway.core.runs.CancelReason` but a client's leaving, the run registry."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Attribute) and node.attr in _RUN_CONTROLS:
+            found.add(f".{node.attr}")
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "CancelReason"
+            and node.attr not in _SURFACE_CANCELS
+        ):
+            found.add(f"CancelReason.{node.attr}")
+    imported = _stateway_imports(path)
+    found.update(name for name in imported if name.startswith("stateway.core.run_registry"))
+    return found
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted((PACKAGE / "surfaces").rglob("*.py")),
+    ids=lambda path: str(path.relative_to(PACKAGE)),
+)
+def test_a_surface_steers_and_interrupts_runs_through_commands(path: Path) -> None:
+    """A surface holds the runs its creates started (to stream them, and to cancel one
+    whose client left), but neither steers one, writes into its log nor stops it for any
+    other reason: a WebSocket ``response.steer`` and ``response.interrupt`` are commands
+    too, which the core applies to a run of the tenant's that this process runs."""
+    used = _run_controls(path)
+    assert not used, f"{path.relative_to(PACKAGE)} uses {sorted(used)} of a run"

@@ -20,6 +20,7 @@ from stateway.core.items import Item
 from stateway.core.tools.changes import ToolChange
 
 if TYPE_CHECKING:
+    from stateway.core.events import Notice
     from stateway.core.runs import Run
 
 
@@ -176,6 +177,29 @@ class CancelResponse:
 
 
 @dataclass(slots=True, frozen=True)
+class InterruptResponse:
+    """Stop a response this process runs for the tenant, at once (a WebSocket
+    ``response.interrupt``): it ends ``incomplete`` (``interrupted``) with the items it had
+    completed. One that has ended, or runs elsewhere or for another tenant, is left as it
+    is (nothing is answered)."""
+
+    response_id: str
+
+
+@dataclass(slots=True, frozen=True)
+class SteerResponse:
+    """Tell a response this process runs for the tenant of a steer (a WebSocket
+    ``response.steer``, whose input its connection keeps): ``notice`` logged in its stream,
+    between its own events (:meth:`Run.note <stateway.core.runs.Run.note>`), and, with
+    ``stop`` (input was queued for it), the run stopped at its next safe boundary
+    (:attr:`Run.steered <stateway.core.runs.Run.steered>`) for a successor to take it."""
+
+    response_id: str
+    notice: Notice
+    stop: bool = False
+
+
+@dataclass(slots=True, frozen=True)
 class WatchResponse:
     """Stream a background response's event log: the events after ``starting_after``
     (all of them when None), then its live ones until the terminal event."""
@@ -259,6 +283,8 @@ Command = (
     | ConversationCommand
     | CountTokens
     | CancelResponse
+    | InterruptResponse
+    | SteerResponse
     | WatchResponse
     | ForwardChat
     | ReloadConfig

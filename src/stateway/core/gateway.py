@@ -7,7 +7,7 @@ from contextlib import AbstractAsyncContextManager
 from functools import partial
 from typing import overload
 
-from stateway.core import background, cancel_signals, owner_position
+from stateway.core import background, cancel_signals, owner_position, steering
 from stateway.core.accounting import UsageBucket, UsageLedger
 from stateway.core.backend import Relay
 from stateway.core.commands import (
@@ -22,9 +22,11 @@ from stateway.core.commands import (
     GetConfigStatus,
     GetResponse,
     GetUsage,
+    InterruptResponse,
     ListInputItems,
     ListModels,
     ReloadConfig,
+    SteerResponse,
     WatchResponse,
 )
 from stateway.core.compaction.service import Compacted, Compaction
@@ -62,7 +64,7 @@ from stateway.core.principal import Principal
 from stateway.core.readiness import ReadinessProbe
 from stateway.core.references import resolved, resolved_items
 from stateway.core.response import ResponseState
-from stateway.core.results import Deleted, ModelList, Readiness, Result, TokenCount
+from stateway.core.results import Deleted, ModelList, Noted, Readiness, Result, TokenCount
 from stateway.core.routing import Router
 from stateway.core.run_registry import RunRegistry
 from stateway.core.runs import Run
@@ -229,6 +231,10 @@ class Gateway:
     @overload
     async def execute(self, principal: Principal, command: CancelResponse) -> ResponseState: ...
     @overload
+    async def execute(self, principal: Principal, command: InterruptResponse) -> None: ...
+    @overload
+    async def execute(self, principal: Principal, command: SteerResponse) -> Noted: ...
+    @overload
     async def execute(self, principal: Principal, command: WatchResponse) -> Watch: ...
     @overload
     async def execute(self, principal: Principal, command: ForwardChat) -> Relay | Run: ...
@@ -306,6 +312,11 @@ class Gateway:
                 return await background.cancel(
                     self._store, self.runs, principal, response_id, self._signals, self._settler
                 )
+            case InterruptResponse():
+                steering.interrupt(self.runs, principal, command)
+                return None
+            case SteerResponse():
+                return steering.steer(self.runs, principal, command)
             case WatchResponse():
                 return await background.watch(
                     self._store, self.runs, principal, command, self._fanout, self._ended

@@ -56,6 +56,16 @@ class TokenCount:
     (:mod:`stateway.core.compaction.clearing`): added back, the count before them."""
 
 
+@dataclass(slots=True, frozen=True)
+class Noted:
+    """What a :class:`~stateway.core.commands.SteerResponse` answers."""
+
+    logged: bool
+    """Whether its notice is in the run's log. False: the run has not announced itself
+    yet, is finishing, or runs no more here (its caller numbers the notice on from the
+    run's end)."""
+
+
 Result = (
     Run
     | ResponseState
@@ -70,4 +80,6 @@ Result = (
     | Relay
     | ConfigStatus
     | list[UsageBucket]
+    | Noted
+    | None
 )

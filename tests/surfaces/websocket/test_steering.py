@@ -1,5 +1,6 @@
-"""A connection's steering in memory: steers logged into a running response's stream or
-numbered on from its end, what its queued input becomes, and the failures that return it."""
+"""A connection's steering in memory: steers logged into a running response's stream (by
+the core, told through ``Gateway.execute``) or numbered on from its end, what its queued
+input becomes, and the failures that return it."""
 
 from __future__ import annotations
 
@@ -9,9 +10,13 @@ import orjson
 import pytest
 
 from stateway.core import events as ev
-from stateway.core.commands import CreateResponse
+from stateway.core import steering as core_steering
+from stateway.core.commands import CreateResponse, SteerResponse
 from stateway.core.errors import InvalidRequest
+from stateway.core.principal import Principal
 from stateway.core.response import ResponseState
+from stateway.core.results import Noted
+from stateway.core.run_registry import RunRegistry
 from stateway.core.runs import Run
 from stateway.protocols.responses.frames import SteerFrame
 from stateway.surfaces.websocket.steering import Steering, Target
@@ -20,23 +25,41 @@ SETTINGS = {"model": "m", "instructions": "Be brief.", "store": False}
 TOOL_CALL = {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"}
 
 
+PRINCIPAL = Principal("t")
+
+
+class Core:
+    """The gateway as steering reaches it: its ``SteerResponse``, on the runs here."""
+
+    def __init__(self) -> None:
+        self.runs = RunRegistry()
+
+    async def execute(self, principal: Principal, command: SteerResponse) -> Noted:
+        return core_steering.steer(self.runs, principal, command)
+
+
 class Connection:
     def __init__(self, max_pending: int = 2) -> None:
         self.sent: list[dict[str, Any]] = []
+        self.core = Core()
         self.steering = Steering(
-            max_pending, 4, lambda frame: self.sent.append(orjson.loads(frame))
+            self.core,  # type: ignore[arg-type]
+            max_pending,
+            4,
+            lambda frame: self.sent.append(orjson.loads(frame)),
         )
 
-    def start(self, lane: str | None = "a", **command: Any) -> tuple[Run, Target]:
+    async def start(self, lane: str | None = "a", **command: Any) -> tuple[Run, Target]:
         request = CreateResponse(model="m", input=[], **command)
         state = ResponseState.start(f"resp_{len(self.sent)}_{lane}", "t", 0.0, request)
         run = Run(state, [])
         run.emit(ev.ResponseCreated(state))
-        return run, self.steering.track(lane, run, dict(SETTINGS), request)
+        self.core.runs.add(run)
+        return run, await self.steering.track(lane, run, dict(SETTINGS), request, PRINCIPAL)
 
-    def steer(self, target: Target | str, text: Any = "more") -> None:
+    async def steer(self, target: Target | str, text: Any = "more") -> None:
         response_id = target if isinstance(target, str) else target.response_id
-        self.steering.steer(SteerFrame(response_id, text))
+        await self.steering.steer(SteerFrame(response_id, text))
 
 
 def end(run: Run, status: str = "completed", output: list[dict[str, Any]] | None = None) -> None:
@@ -51,12 +74,12 @@ def notices(run: Run) -> list[ev.Notice]:
     return [event for event in run.events if isinstance(event, ev.Notice)]
 
 
-def test_steers_of_a_running_response_enter_its_log_and_become_a_successor() -> None:
+async def test_steers_of_a_running_response_enter_its_log_and_become_a_successor() -> None:
     connection = Connection()
-    run, target = connection.start()
-    connection.steer(target, "first")
-    connection.steer(target, [{"role": "user", "content": "second"}])
-    connection.steer(target, "third")  # one past max_pending
+    run, target = await connection.start()
+    await connection.steer(target, "first")
+    await connection.steer(target, [{"role": "user", "content": "second"}])
+    await connection.steer(target, "third")  # one past max_pending
     accepted, accepted_too, too_many = notices(run)
     assert [n.type for n in (accepted, accepted_too)] == ["response.steer.accepted"] * 2
     assert too_many.fields["error"]["code"] == "too_many_pending_steers"
@@ -64,7 +87,7 @@ def test_steers_of_a_running_response_enter_its_log_and_become_a_successor() -> 
     assert connection.sent == []
 
     end(run)
-    successor = connection.steering.finished(target, draining=False)
+    successor = await connection.steering.finished(target, draining=False)
     assert successor is not None
     command = successor.frame.command
     assert command.previous_response_id == run.id
@@ -74,43 +97,43 @@ def test_steers_of_a_running_response_enter_its_log_and_become_a_successor() -> 
     assert target.run is None  # a finished run is not kept
 
 
-def test_an_accepted_steer_asks_its_run_to_stop_and_a_steered_end_gets_a_successor() -> None:
+async def test_an_accepted_steer_asks_its_run_to_stop_and_a_steered_end_gets_a_successor() -> None:
     connection = Connection()
-    run, target = connection.start()
+    run, target = await connection.start()
     assert not run.steered
-    connection.steer(target, "change course")
+    await connection.steer(target, "change course")
     assert run.steered  # the loop ends it at its next safe boundary
     run.state.incomplete_reason = "steered"
     end(run, "incomplete")
-    successor = connection.steering.finished(target, draining=False)
+    successor = await connection.steering.finished(target, draining=False)
     assert successor is not None
     assert successor.frame.command.previous_response_id == run.id
     assert [i["content"][0]["text"] for i in successor.frame.command.input] == ["change course"]
 
 
-def test_a_refused_steer_leaves_the_run_going_and_another_incomplete_end_fails_the_input() -> None:
+async def test_a_refused_steer_leaves_the_run_going_and_an_incomplete_end_fails_its_input() -> None:
     connection = Connection()
-    run, target = connection.start(conversation_id="conv_1")  # conversations are not steered
-    connection.steer(target)
+    run, target = await connection.start(conversation_id="conv_1")  # conversations are not steered
+    await connection.steer(target)
     assert not run.steered
-    other, other_target = connection.start(lane="b")
-    connection.steer(other_target, "late")
+    other, other_target = await connection.start(lane="b")
+    await connection.steer(other_target, "late")
     other.state.incomplete_reason = "max_output_tokens"
     end(other, "incomplete")
-    assert connection.steering.finished(other_target, draining=False) is None
+    assert await connection.steering.finished(other_target, draining=False) is None
     [failed] = connection.sent  # numbered on after the end
     assert failed["type"] == "response.steer.failed"
     assert failed["error"]["code"] == "response_not_active"
 
 
-def test_a_steer_while_finishing_waits_for_the_terminal_event_then_is_numbered_on() -> None:
+async def test_a_steer_while_finishing_waits_for_the_terminal_event_then_is_numbered_on() -> None:
     connection = Connection()
-    run, target = connection.start()
+    run, target = await connection.start()
     run.finishing = True
-    connection.steer(target, "late")
+    await connection.steer(target, "late")
     assert notices(run) == []
     end(run)
-    assert connection.steering.finished(target, draining=True) is None
+    assert await connection.steering.finished(target, draining=True) is None
     accepted, failed = connection.sent
     assert (accepted["type"], accepted["sequence_number"], accepted["stream_id"]) == (
         "response.steer.accepted",
@@ -126,12 +149,12 @@ def test_a_steer_while_finishing_waits_for_the_terminal_event_then_is_numbered_o
     }
 
 
-def test_a_response_waiting_for_tool_output_keeps_the_input_for_its_continuation() -> None:
+async def test_a_response_waiting_for_tool_output_keeps_the_input_for_its_continuation() -> None:
     connection = Connection()
-    run, target = connection.start()
-    connection.steer(target, "queued")
+    run, target = await connection.start()
+    await connection.steer(target, "queued")
     end(run, output=[TOOL_CALL])
-    assert connection.steering.finished(target, draining=False) is None
+    assert await connection.steering.finished(target, draining=False) is None
     [pending] = connection.sent
     assert pending["type"] == "response.steer.pending"
     assert pending["sequence_number"] == 3  # created, accepted, completed
@@ -140,40 +163,40 @@ def test_a_response_waiting_for_tool_output_keeps_the_input_for_its_continuation
     ]
     output = {"type": "function_call_output", "call_id": "c1", "output": "ok"}
     continuation = CreateResponse(model="m", input=[output], previous_response_id=run.id)
-    commit = connection.steering.begin("a", continuation)
+    commit = await connection.steering.begin("a", continuation)
     assert commit is not None
     assert [item["type"] for item in continuation.input] == ["message", "function_call_output"]
-    connection.steering.uncommitted(commit)  # its create failed
+    await connection.steering.uncommitted(commit)  # its create failed
     assert connection.sent[-1]["error"]["code"] == "successor_creation_failed"
     assert connection.sent[-1]["sequence_number"] == 4
-    connection.steer(target, "gone")
+    await connection.steer(target, "gone")
     assert connection.sent[-1]["error"]["code"] == "response_not_found"
     assert connection.sent[-1]["sequence_number"] == 0
 
 
-def test_refusals() -> None:
+async def test_refusals() -> None:
     connection = Connection()
-    run, target = connection.start(conversation_id="conv_1")
-    connection.steer(target)
-    connection.steer(target, [{"role": "system", "content": "x"}])
+    run, target = await connection.start(conversation_id="conv_1")
+    await connection.steer(target)
+    await connection.steer(target, [{"role": "system", "content": "x"}])
     codes = [n.fields["error"]["code"] for n in notices(run)]
     assert codes == ["steering_not_supported", "invalid_input"]
     with pytest.raises(InvalidRequest) as capped:  # max_pending refused: a cap's 429
-        connection.steer(target)
+        await connection.steer(target)
     assert (capped.value.status, capped.value.code) == (429, "websocket_limit_exceeded")
     assert len(notices(run)) == 2
 
-    failed_run, failed = connection.start("b")
+    failed_run, failed = await connection.start("b")
     end(failed_run, "failed")
-    connection.steer(failed)
+    await connection.steer(failed)
     assert notices(failed_run) == []
-    connection.steering.finished(failed, draining=False)
+    await connection.steering.finished(failed, draining=False)
     assert connection.sent[-1]["error"]["code"] == "response_not_active"
 
-    done_run, done = connection.start("c")
+    done_run, done = await connection.start("c")
     end(done_run)
-    connection.steering.finished(done, draining=False)
-    connection.steer(done)
+    await connection.steering.finished(done, draining=False)
+    await connection.steer(done)
     assert connection.sent[-1]["error"]["code"] == "response_already_completed"
     assert connection.sent[-1]["stream_id"] == "c"
 
@@ -187,29 +210,29 @@ def test_refusals() -> None:
         {"type": "input_image", "image_url": "data:,", "detail": ["low"]},
     ],
 )
-def test_a_part_of_a_wrong_type_fails_the_steer_and_leaves_the_run_going(part: Any) -> None:
+async def test_a_part_of_a_wrong_type_fails_the_steer_and_leaves_the_run_going(part: Any) -> None:
     """It raised a TypeError, which closed the whole connection without a close frame."""
     connection = Connection()
-    run, target = connection.start()
-    connection.steer(target, [{"role": "user", "content": [part]}])
+    run, target = await connection.start()
+    await connection.steer(target, [{"role": "user", "content": [part]}])
     [failed] = notices(run)
     assert failed.type == "response.steer.failed"
     assert failed.fields["error"]["code"] == "invalid_input"
     assert not run.steered
 
 
-def test_a_connection_keeps_the_targets_of_max_lanes_lanes() -> None:
+async def test_a_connection_keeps_the_targets_of_max_lanes_lanes() -> None:
     """A client may give each request a stream_id of its own: past ``max_lanes`` targets
     (4 here), those of ended responses are let go, the oldest first, as a lane's next
     request lets its own go."""
     connection = Connection()
     for n in range(10):
-        run, target = connection.start(lane=f"lane-{n}")
+        run, target = await connection.start(lane=f"lane-{n}")
         end(run)
-        connection.steering.finished(target, draining=False)
+        await connection.steering.finished(target, draining=False)
     first, last = "resp_0_lane-0", "resp_0_lane-9"
-    connection.steer(first)
-    connection.steer(last)
+    await connection.steer(first)
+    await connection.steer(last)
     assert [frame["error"]["code"] for frame in connection.sent] == [
         "response_not_found",
         "response_already_completed",
@@ -217,21 +240,21 @@ def test_a_connection_keeps_the_targets_of_max_lanes_lanes() -> None:
     assert len(connection.steering._by_lane) == 4
 
 
-def test_a_finished_response_keeps_none_of_its_create_s_fields() -> None:
+async def test_a_finished_response_keeps_none_of_its_create_s_fields() -> None:
     """Only a response's end reads its create's fields (for a successor), yet an ended
     target kept them: a client giving each request a stream_id of its own left up to
     ``max_lanes`` of them on the connection, each as large as a frame (129 lanes of 1 MB
     instructions held ~126 MB, outside ``max_checkpoint_bytes``)."""
     connection = Connection()
-    run, target = connection.start()
+    run, target = await connection.start()
     end(run)
-    assert connection.steering.finished(target, draining=False) is None
+    assert await connection.steering.finished(target, draining=False) is None
     assert target.settings == {}
 
-    run, target = connection.start(lane="b")
-    connection.steer(target, "more")
+    run, target = await connection.start(lane="b")
+    await connection.steer(target, "more")
     end(run)
-    successor = connection.steering.finished(target, draining=False)
+    successor = await connection.steering.finished(target, draining=False)
     assert successor is not None
     assert successor.settings == SETTINGS
     assert successor.frame.command.instructions == "Be brief."

@@ -31,7 +31,6 @@ from stateway.core.background import not_streamable
 from stateway.core.errors import GatewayError, InternalError, RateLimited
 from stateway.core.principal import Principal
 from stateway.core.response import continuable
-from stateway.core.runs import Run
 from stateway.core.watch import LiveWatch, Watch
 from stateway.protocols.responses.frames import CreateFrame, ResumeFrame, with_stream_id
 from stateway.surfaces.auth.authenticator import current_principal
@@ -98,8 +97,9 @@ class LaneRequests:
         self._steering = steering
         self._logs = logs
         self._refuse = refuse
-        self.running: dict[str, Run] = {}
-        """The responses the lanes run now, by id (``response.interrupt``)."""
+        self.running: set[str] = set()
+        """The ids of the responses the lanes run now: what a ``response.interrupt`` may
+        stop."""
         self.watches: dict[LaneKey, Streaming] = {}
         """What each lane streams now: how far it trails is what piles up for the client."""
 
@@ -109,7 +109,7 @@ class LaneRequests:
         try:
             frame = request.frame
             if isinstance(frame, ResumeFrame):
-                self._steering.begin(lane, None)
+                await self._steering.begin(lane, None)
                 gateway = self._surface.gateway
                 watch = frame.watch
                 if not await self._stream(lane, await gateway.execute(request.principal, watch)):
@@ -134,7 +134,7 @@ class LaneRequests:
         try:
             return await current_principal(self._scope)
         except GatewayError:
-            self._steering.uncommitted(successor.commit)
+            await self._steering.uncommitted(successor.commit)
             raise
 
     async def _create(
@@ -143,7 +143,8 @@ class LaneRequests:
         """Run and stream one create; steered, the successor to run next on the lane.
         ``commit``: the steers whose input a successor's command carries."""
         command = frame.command
-        commit = self._steering.begin(lane, command) or commit  # a continuation takes its steers
+        # A continuation takes its steers.
+        commit = await self._steering.begin(lane, command) or commit
         previous = command.previous_response_id
         continued = None if previous is None else self._checkpoints.find(previous)
         if continued is not None:
@@ -164,17 +165,17 @@ class LaneRequests:
             if continued is not None and not isinstance(error, RateLimited):
                 self._checkpoints.evict(continued.response_id, lane)
             if commit is not None:
-                self._steering.uncommitted(commit)
+                await self._steering.uncommitted(commit)
             raise
         if run is None:
             await self._stream(lane, watch)
             return None
-        target = self._steering.track(lane, run, request.settings, command)
-        self.running[run.id] = run
+        target = await self._steering.track(lane, run, request.settings, command, request.principal)
+        self.running.add(run.id)
         try:
             await self._stream(lane, watch)
         finally:
-            self.running.pop(run.id, None)  # a command id's retry may stream it too
+            self.running.discard(run.id)  # a command id's retry may stream it too
             # Stopped before the end, or the connection closing with the last frames
             # perhaps unsent (4429, the client gone): resumable after the end too.
             if run.journal is not None:
@@ -189,7 +190,7 @@ class LaneRequests:
             self._checkpoints.keep(lane, run.id, run.context + state.output, stored=state.store)
         elif continued is not None:
             self._checkpoints.evict(continued.response_id, lane)
-        return self._steering.finished(target, draining=self._surface.draining)
+        return await self._steering.finished(target, draining=self._surface.draining)
 
     async def _stream(self, lane: LaneKey, watch: Watch) -> bool:
         """Stream ``watch`` on ``lane``; whether it ended as it should: with its terminal

@@ -9,8 +9,9 @@ cache, also checked every 5 s while no frame comes, and the connection is ended 
 credential's expiry): its error frame goes out after what was queued, then the close
 (1008). A good frame becomes work on its lane (:mod:`.lanes`), but a ``response.steer``,
 answered at once by :mod:`.steering` (its input goes to the response it names), and a
-``response.interrupt``, which stops the response it names at once, if this connection runs
-it (one that has ended, or another's, is left as it is: nothing is answered): the response
+``response.interrupt``, which stops the response it names at once (an
+``InterruptResponse``), if this connection runs it (one that has ended, or another's, is
+left as it is: nothing is answered): the response
 ends ``incomplete`` (``interrupted``) with what it had completed, which a later frame
 continues as it would a completed response; and a ``response.processed`` (Codex's
 acknowledgement of a turn it read): no answer (these two are taken while shutting down).
@@ -31,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import orjson
 
+from stateway.core.commands import InterruptResponse
 from stateway.core.errors import (
     CredentialRevoked,
     GatewayError,
@@ -39,7 +41,6 @@ from stateway.core.errors import (
     ServerShuttingDown,
 )
 from stateway.core.exactly_once import fingerprint
-from stateway.core.runs import CancelReason
 from stateway.core.watch import LiveWatch
 from stateway.protocols.responses.frames import (
     ANSWERLESS,
@@ -105,7 +106,7 @@ class Session:
         self.outbox = Outbox(self._send_text, config.outbox_bytes, self._behind, self._slow)
         self.checkpoints = Checkpoints(config.max_checkpoint_bytes)
         lanes = config.max_lanes + 1  # the named lanes and the default one
-        self.steering = Steering(config.max_pending_steers, lanes, self.outbox.put)
+        self.steering = Steering(surface.gateway, config.max_pending_steers, lanes, self.outbox.put)
         self._closing = False
         self._closer: asyncio.Task[None] | None = None
         self._logs = KeptLogs(self.outbox)
@@ -195,14 +196,14 @@ class Session:
                 self._forget_continued(fields)
             raise
         if isinstance(frame, SteerFrame):
-            self.steering.steer(frame)
+            await self.steering.steer(frame)
             return
         if isinstance(frame, ProcessedFrame):  # Codex's acknowledgement: no answer
             return
-        if isinstance(frame, InterruptFrame):
-            running = self._requests.running.get(frame.response_id)
-            if running is not None:
-                running.cancel(CancelReason.INTERRUPTED)
+        if isinstance(frame, InterruptFrame):  # a response this connection runs
+            if frame.response_id in self._requests.running:
+                interrupt = InterruptResponse(frame.response_id)
+                await self._surface.gateway.execute(principal, interrupt)
             return
         request = Request(frame, principal)
         if isinstance(frame, CreateFrame):

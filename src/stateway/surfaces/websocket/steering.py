@@ -18,11 +18,13 @@ steer is checked, given an id, queued on its target and acknowledged
   each queued steer fails (``response.steer.failed``, returning its input).
 
 Every notice about a target takes the next sequence number of the target's stream: while
-it runs it is logged with it (:meth:`~stateway.core.runs.Run.note`: streamed in order,
+it runs the core logs it with it (a :class:`~stateway.core.commands.SteerResponse`, which
+also stops the run at its next safe boundary when a steer was accepted: streamed in order,
 replayed by ``response.resume``, stored with the log when it is); once it is finishing,
 notices wait for its stream's end and are numbered on from its terminal event, on its
 lane, like those that follow it (these are the connection's only). A failure without a
-target is numbered 0.
+target is numbered 0. A ``SteerResponse`` is the core's at once (it waits for nothing),
+so a connection's steering is never interleaved with itself.
 """
 
 from __future__ import annotations
@@ -33,10 +35,12 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from stateway.core import events as ev
-from stateway.core.commands import CreateResponse
+from stateway.core.commands import CreateResponse, SteerResponse
 from stateway.core.errors import GatewayError, InvalidRequest
+from stateway.core.gateway import Gateway
 from stateway.core.ids import new_id
 from stateway.core.items import Item
+from stateway.core.principal import Principal
 from stateway.core.response import ended_steered
 from stateway.core.runs import Run
 from stateway.protocols.responses.frames import (
@@ -77,7 +81,10 @@ class Target:
     settings: dict[str, Any]
     """The fields of its ``response.create`` that a successor inherits (until its end)."""
     run: Run | None
-    """Until its stream ended (then let go: a connection keeps no finished run)."""
+    """Until its stream ended (then let go: a connection keeps no finished run). Read
+    only: the core is told of its steers (:class:`SteerResponse`)."""
+    principal: Principal
+    """Who created it: whom its steers are told to the core for."""
     unsupported: bool
     """Bound to a conversation, or compacting automatically: not steerable."""
     queued: list[Steer] = field(default_factory=list)
@@ -112,15 +119,18 @@ class Successor:
 
 
 class Steering:
-    def __init__(self, max_pending: int, max_targets: int, put: Callable[[bytes], None]):
+    def __init__(
+        self, gateway: Gateway, max_pending: int, max_targets: int, put: Callable[[bytes], None]
+    ):
         """``put`` sends one frame (through the connection's outbox)."""
+        self._gateway = gateway
         self._max_pending = max_pending
         self._max_targets = max_targets
         self._put = put
         self._by_lane: OrderedDict[LaneKey, Target] = OrderedDict()
         self._by_id: dict[str, Target] = {}
 
-    def steer(self, frame: SteerFrame) -> None:
+    async def steer(self, frame: SteerFrame) -> None:
         """Answer a ``response.steer`` frame: accepted and queued, or failed. A response
         that refused ``max_pending`` steers already refuses more with the 429 error
         frame of a cap (each failure returns its input in the response's stream)."""
@@ -142,15 +152,14 @@ class Steering:
             refusal = self._refusal(target)
         if refusal is not None:
             target.refused += 1
-            self._tell(target, steer_failed(*refusal, response_id, frame.input))
+            await self._tell(target, steer_failed(*refusal, response_id, frame.input))
             return
         steer = Steer(new_id("steer"), frame.input, items)
         target.queued.append(steer)
-        self._tell(target, steer_accepted(steer.id, response_id))
-        if target.run is not None and not target.run.closed:
-            target.run.steered = True  # it stops at its next safe boundary
+        # A running target stops at its next safe boundary.
+        await self._tell(target, steer_accepted(steer.id, response_id), stop=True)
         if target.waiting is not None:
-            self._pend(target, steer)
+            await self._pend(target, steer)
 
     def _refusal(self, target: Target) -> tuple[str, str] | None:
         if target.unsupported:
@@ -171,16 +180,18 @@ class Steering:
             )
         return None
 
-    def track(
+    async def track(
         self,
         lane: LaneKey,
         run: Run,
         settings: dict[str, Any],
         command: CreateResponse,
+        principal: Principal,
     ) -> Target:
-        """``run`` (created on ``lane``) is the lane's target from now on."""
+        """``run`` (created on ``lane`` for ``principal``) is the lane's target from now
+        on."""
         unsupported = bool(command.conversation_id or command.settings.context_management)
-        target = Target(run.id, lane, settings, run, unsupported)
+        target = Target(run.id, lane, settings, run, principal, unsupported)
         self._by_lane[lane] = target
         self._by_id[run.id] = target
         while len(self._by_lane) > self._max_targets:
@@ -188,10 +199,10 @@ class Steering:
             oldest = next(ended, None)
             if oldest is None:
                 break
-            self._let_go(oldest)
+            await self._let_go(oldest)
         return target
 
-    def begin(self, lane: LaneKey, command: CreateResponse | None) -> Commit | None:
+    async def begin(self, lane: LaneKey, command: CreateResponse | None) -> Commit | None:
         """A request starts on ``lane``: its target is let go, its queued steers failed,
         unless ``command`` continues it while it waits for input: then their input is
         prepended to the command's, and returned to be failed if the create fails."""
@@ -207,17 +218,17 @@ class Steering:
             commit = Commit(target, target.queued)
             target.queued = []
             command.input = commit.items + command.input
-            self._let_go(target)
+            await self._let_go(target)
             return commit
-        self._let_go(target)
+        await self._let_go(target)
         return None
 
-    def uncommitted(self, commit: Commit) -> None:
+    async def uncommitted(self, commit: Commit) -> None:
         """The create that took ``commit`` failed before it started: its steers fail."""
         message = "The response that would take this input could not be created."
-        self._fail(commit.target, commit.steers, "successor_creation_failed", message)
+        await self._fail(commit.target, commit.steers, "successor_creation_failed", message)
 
-    def finished(self, target: Target, *, draining: bool) -> Successor | None:
+    async def finished(self, target: Target, *, draining: bool) -> Successor | None:
         """``target``'s stream ended (with its terminal event): what its queued input
         becomes. A successor to run on its lane, or None."""
         run = target.run
@@ -231,7 +242,7 @@ class Steering:
         target.status = state.status
         target.tail = len(run.events)
         for notice in target.deferred:
-            self._tell(target, notice)
+            await self._tell(target, notice)
         target.deferred.clear()
         if state.status == "completed":
             target.waiting = required_inputs(state.output) or None
@@ -240,52 +251,61 @@ class Steering:
             return None
         if target.waiting is not None:
             for steer in queued:
-                self._pend(target, steer)
+                await self._pend(target, steer)
             return None
         if state.status != "completed" and not ended_steered(state):
             target.queued = []
             message = f"The response ended {state.status}; its input was not taken."
-            self._fail(target, queued, "response_not_active", message)
+            await self._fail(target, queued, "response_not_active", message)
             return None
         commit = Commit(target, queued)
         target.queued = []
         if draining:
-            self.uncommitted(commit)
+            await self.uncommitted(commit)
             return None
         fields = {**settings, "type": "response.create", "input": []}
         fields["previous_response_id"] = target.response_id
         try:
             frame = decode_frame("response.create", fields)
         except GatewayError:
-            self.uncommitted(commit)
+            await self.uncommitted(commit)
             return None
         assert isinstance(frame, CreateFrame)
         frame.command.input = commit.items
         frame.stream_id = target.lane
         return Successor(frame, settings, commit)
 
-    def _pend(self, target: Target, steer: Steer) -> None:
+    async def _pend(self, target: Target, steer: Steer) -> None:
         if not steer.told_pending and target.waiting is not None:
             steer.told_pending = True
-            self._tell(target, steer_pending(steer.id, target.response_id, target.waiting))
+            notice = steer_pending(steer.id, target.response_id, target.waiting)
+            await self._tell(target, notice)
 
-    def _fail(self, target: Target, steers: list[Steer], code: str, message: str) -> None:
+    async def _fail(self, target: Target, steers: list[Steer], code: str, message: str) -> None:
         for steer in steers:
             failed = steer_failed(code, message, target.response_id, steer.input, steer.id)
-            self._tell(target, failed)
+            await self._tell(target, failed)
 
-    def _let_go(self, target: Target) -> None:
+    async def _let_go(self, target: Target) -> None:
         del self._by_lane[target.lane]
         del self._by_id[target.response_id]
         queued, target.queued = target.queued, []
         message = "The response was not continued; its queued input was not taken."
-        self._fail(target, queued, "response_not_active", message)
+        await self._fail(target, queued, "response_not_active", message)
 
-    def _tell(self, target: Target, notice: ev.Notice) -> None:
-        """Send a notice about ``target`` at the next number of its stream."""
+    async def _tell(self, target: Target, notice: ev.Notice, *, stop: bool = False) -> None:
+        """Send a notice about ``target`` at the next number of its stream: logged with it
+        while it runs (``stop``: and the run stopped at its next safe boundary), else
+        once its stream ended."""
         if target.tail < 0:
-            if target.run is None or not target.run.note(notice):
+            if target.run is None or not await self._logged(target, notice, stop):
                 target.deferred.append(notice)
             return
         self._put(with_stream_id(encode_event_json(target.tail, notice), target.lane))
         target.tail += 1
+
+    async def _logged(self, target: Target, notice: ev.Notice, stop: bool) -> bool:
+        """Whether the core logged ``notice`` in ``target``'s running stream."""
+        steer = SteerResponse(target.response_id, notice, stop)
+        noted = await self._gateway.execute(target.principal, steer)
+        return noted.logged
