@@ -14,6 +14,7 @@ from stateway.core.commands import CreateResponse
 from stateway.core.journal import RunJournal
 from stateway.core.ports import ResponseRecord
 from stateway.core.response import ResponseState
+from stateway.core.run_registry import RunRegistry
 from stateway.core.runs import Run
 from stateway.protocols.responses.stream import encode_event_json, encode_sse, encode_sse_payload
 from tests.collector import collector_off, freed
@@ -26,7 +27,7 @@ def delta(n: int) -> ev.TextDelta:
 
 
 async def started(
-    store: MemoryStore, *, interval: float = 0.0, deferred: bool = False
+    store: MemoryStore, *, interval: float = 0.0, deferred: RunRegistry | None = None
 ) -> tuple[Run, RunJournal]:
     state = ResponseState.start(
         "resp_1", "t", 1.0, CreateResponse("m", [], stream=True, background=True)
@@ -196,7 +197,7 @@ def announced(run: Run, deltas: int) -> None:
 
 async def test_a_deferred_journal_nobody_keeps_stores_nothing() -> None:
     store = MemoryStore()
-    run, journal = await started(store, deferred=True)
+    run, journal = await started(store, deferred=RunRegistry())
     announced(run, 5)
     await asyncio.sleep(0.01)
 
@@ -215,7 +216,7 @@ async def test_a_deferred_journal_nobody_keeps_lets_its_run_go_once_closed() -> 
     each stored turn (its whole context with it) lives on in a reference cycle until the
     collector runs."""
     with collector_off():
-        run, journal = await started(MemoryStore(), deferred=True)
+        run, journal = await started(MemoryStore(), deferred=RunRegistry())
         announced(run, 2)
         terminal = ev.ResponseFinished(run.state)
         assert await journal.close(terminal) is None
@@ -229,7 +230,7 @@ async def test_a_deferred_journal_nobody_keeps_lets_its_run_go_once_closed() -> 
 
 async def test_a_deferred_journal_kept_while_running_stores_its_whole_log() -> None:
     store = MemoryStore()
-    run, journal = await started(store, deferred=True)
+    run, journal = await started(store, deferred=RunRegistry())
     announced(run, 5)
     assert journal.keep() is None  # stored with the final save
     await until(lambda: journal.persisted == 7)
@@ -244,7 +245,7 @@ async def test_a_deferred_journal_kept_while_running_stores_its_whole_log() -> N
 
 async def test_a_deferred_journal_kept_after_its_final_save_stores_it_all_once_sealed() -> None:
     store = MemoryStore()
-    run, journal = await started(store, deferred=True)
+    run, journal = await started(store, deferred=RunRegistry())
     announced(run, 3)
     terminal = ev.ResponseFinished(run.state)
     assert await journal.close(terminal) is None
@@ -262,3 +263,29 @@ async def test_a_deferred_journal_kept_after_its_final_save_stores_it_all_once_s
     journal.keep()  # idempotent
     await asyncio.sleep(0)
     assert len(store.appends) == 1
+
+
+async def test_a_log_kept_after_its_final_save_is_written_held_by_its_own_gateway_s_runs() -> None:
+    """The write of a log kept once its run's final save had begun was held in a set of
+    the module's, shared by every gateway in the process: it is held by the registry of
+    the run's gateway until it is done, and another gateway's holds nothing of it."""
+    store = MemoryStore()
+    store.events_gate = asyncio.Event()  # the write waits
+    runs, other = RunRegistry(), RunRegistry()
+    run, journal = await started(store, deferred=runs)
+    announced(run, 2)
+    terminal = ev.ResponseFinished(run.state)
+    assert await journal.close(terminal) is None
+    stored = journal.keep()
+    assert stored is not None
+    journal.sealed()
+    run.emit(terminal)
+    await asyncio.sleep(0)
+
+    assert len(runs._writes) == 1
+    assert not other._writes
+    store.events_gate.set()
+    await stored
+    await asyncio.sleep(0)
+    assert not runs._writes
+    assert len(store.events["t", "resp_1"]) == 5

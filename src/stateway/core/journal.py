@@ -15,10 +15,10 @@ that a retry can replay it (a response that is not stored keeps its journal in m
 only). A ``deferred`` journal (WebSocket mode's creates) stores nothing unless
 :meth:`RunJournal.keep` is called before the run's end: then its writer starts from the
 first event, as if it had been running all along. Kept once the final save has begun, its
-whole log is written after that save; the run registry holds that write until it is done
-(:meth:`~stateway.core.run_registry.RunRegistry.storing_log`), since the run may leave meanwhile
-and a resume of its stored response, which shows no log yet, must wait for it rather than
-be refused. Other runs have no journal and pay nothing.
+whole log is written after that save; the run's registry (its gateway's) holds that write
+until it is done (:meth:`~stateway.core.run_registry.RunRegistry.storing_log`), since the
+run may leave meanwhile and a resume of its stored response, which shows no log yet, must
+wait for it rather than be refused. Other runs have no journal and pay nothing.
 
 With an :class:`~stateway.core.coordination.EventFanout` (Redis), each batch is also
 published once it is committed, and the last one (the terminal event with it) once the
@@ -55,9 +55,6 @@ EventDecoder = Callable[[bytes], ev.Event | None]
 output is rebuilt from (its items and their deltas: :mod:`stateway.core.logged_output`);
 None for any other."""
 
-_LATE_WRITES: set[asyncio.Future[None]] = set()
-"""Late log writes under way (held here: a task nobody references may be collected)."""
-
 FLUSH_INTERVAL: Final = 0.2
 """Seconds a batch of events may wait before it is written: a few writes per second per
 run, whatever its rate of events."""
@@ -92,12 +89,11 @@ class RunJournal:
         *,
         interval: float = FLUSH_INTERVAL,
         fanout: EventFanout | None = None,
-        deferred: bool = False,
-        runs: RunRegistry | None = None,
+        deferred: RunRegistry | None = None,
     ) -> None:
-        """``deferred``: store nothing until :meth:`keep` (``store`` None: never); ``runs``
-        is told of a log kept too late to go with the final save while it is stored
-        (:meth:`RunRegistry.storing_log`)."""
+        """``deferred`` (the registry of the run): store nothing until :meth:`keep`
+        (``store`` None: never); the registry holds a log kept too late to go with the
+        final save while it is stored (:meth:`RunRegistry.storing_log`)."""
         self._events = run.events  # the list itself, not the run: no reference cycle
         self._key = (run.state.tenant_id, run.id)
         self._encode = encode
@@ -126,10 +122,10 @@ class RunJournal:
         self._stored: asyncio.Future[None] | None = None
         """That late write, done once the log is readable (or once it is known that
         nothing will be stored: :meth:`ended`)."""
-        self._runs = runs
+        self._runs = deferred
         if store is None:  # a response that is not stored keeps its log in memory
             self._fanout = None
-        elif deferred:
+        elif deferred is not None:
             self._deferred, self._run = store, run
         else:
             self._task = asyncio.create_task(self._write_batches(run, store))
@@ -160,11 +156,11 @@ class RunJournal:
         if store is None:
             return
         write = asyncio.ensure_future(store.append_events(*self._key, EventBatch(0, payloads)))
-        _LATE_WRITES.add(write)
+        if self._runs is not None:
+            self._runs.writing_log(write)
         write.add_done_callback(self._stored_late)
 
     def _stored_late(self, write: asyncio.Future[None]) -> None:
-        _LATE_WRITES.discard(write)
         if not write.cancelled() and write.exception() is not None:
             log.warning(
                 "storing the event log of response %s failed: %s",

@@ -39,6 +39,9 @@ class RunRegistry:
         """Resolved when the last run leaves, while someone waits in :meth:`settle`."""
         self._logs: dict[tuple[str, str], asyncio.Future[None]] = {}
         """Logs kept after their run left, being stored, by tenant and response id."""
+        self._writes: set[asyncio.Future[None]] = set()
+        """Their writes under way (held here: a task nobody references may be collected
+        before it ends)."""
 
     def add(self, run: Run) -> None:
         self._runs[run.id] = run
@@ -73,6 +76,12 @@ class RunRegistry:
         key = (tenant_id, response_id)
         self._logs[key] = stored
         stored.add_done_callback(lambda _: self._logs.pop(key, None))
+
+    def writing_log(self, write: asyncio.Future[None]) -> None:
+        """Hold ``write``, the write of a log kept as its run ended (:meth:`storing_log`),
+        until it is done."""
+        self._writes.add(write)
+        write.add_done_callback(self._writes.discard)
 
     async def log_stored(self, tenant_id: str, response_id: str) -> None:
         """Return once the log of ``response_id`` being stored after its run's end is

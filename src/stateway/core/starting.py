@@ -207,9 +207,9 @@ class RunStarter:
             stream = True  # its row is written first, and it logs events as they come
         elif journal is not None and stream and self._encoder is not None:
             stored = self._store if run.state.store else None  # a retry may replay it
-            deferred = journal == "on_demand"
+            deferred = self.runs if journal == "on_demand" else None
             run.journal = RunJournal(
-                run, stored, self._encoder, fanout=self._fanout, deferred=deferred, runs=self.runs
+                run, stored, self._encoder, fanout=self._fanout, deferred=deferred
             )
         self.runs.add(run)
         self._pending += 1  # until its driving begins
