@@ -40,6 +40,10 @@ MAX_COPIES: Final = 1_000
 about a megabyte compiled, where an honest pattern (``\\d{4}-\\d{2}``) makes tens."""
 
 _pool: ThreadPoolExecutor | None = None
+"""The matching threads, made by the first search: one pool per process, shared by every
+gateway it holds, on purpose: the cores slow patterns may take are the process's (two apps
+with a pool each would take twice :data:`WORKERS`). It keeps nothing of any of them: each
+match carries its pattern and texts, and answers the event loop that asked."""
 
 
 def compile_pattern(pattern: str) -> regex.Pattern[str]:
