@@ -57,12 +57,12 @@ def test_safeguards_reach_a_backend_that_runs_them_and_their_results_come_back(
         assert results == [{"type": "dangerous_tool_use", "status": status}]
 
 
-def test_a_keyed_retry_runs_again_with_its_own_safeguard_results(
+def test_a_keyed_retry_gets_the_first_answer_with_its_safeguard_results(
     fake_upstream: str, tmp_path: Path
 ) -> None:
-    """Messages ignores ``Idempotency-Key`` (nothing is stored a retry could be answered
-    from): the retry is asked of the model again, and its answer carries the results of
-    its own checks, never a remembered answer without them."""
+    """A retry with the same ``Idempotency-Key`` is not asked of the model again: it gets
+    the first answer byte for byte, the results of its checks included, never an answer
+    without them."""
     backend: dict[str, Any] = {"url": fake_upstream, "api": "anthropic", "safeguards": True}
     asked: dict[str, Any] = {
         "model": MODEL,
@@ -79,8 +79,8 @@ def test_a_keyed_retry_runs_again_with_its_own_safeguard_results(
         first = claude.messages.create(**asked)
         retry = claude.messages.create(**asked)
 
-    assert len(fake_requests(fake_upstream, "keyed-safeguards")) == 2
-    assert first.id != retry.id
+    assert len(fake_requests(fake_upstream, "keyed-safeguards")) == 1
+    assert first == retry
     for message in (first, retry):
         [call] = [block for block in message.content if block.type == "tool_use"]
         status = {"type": "available", "tool_uses": {call.id: NOT_FLAGGED}}

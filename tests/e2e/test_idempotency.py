@@ -11,7 +11,6 @@ from typing import Any
 
 import openai
 import pytest
-from anthropic import AsyncAnthropic
 from openai import AsyncOpenAI
 
 from stateway.launch import Launched
@@ -64,31 +63,6 @@ async def test_the_same_key_with_another_body_is_a_409(gateway: str) -> None:
     with pytest.raises(openai.ConflictError) as caught:
         await client.responses.create(model=MODEL, input="second", extra_headers=key)
     assert caught.value.code == "idempotency_key_reused"
-
-
-async def test_chat_completions_and_messages_ignore_the_key(
-    gateway: str, fake_upstream: str
-) -> None:
-    """They store nothing a retry could be answered from: each request with the key runs,
-    another body with it too (no 409)."""
-    marker = uuid.uuid4().hex
-    key = keyed(marker)
-    client = sdk(gateway)
-    anthropic = AsyncAnthropic(base_url=gateway, api_key="sk-test", max_retries=0)
-    for text in (marker, marker, marker + " again"):
-        chat = await client.chat.completions.create(
-            model=MODEL, messages=[{"role": "user", "content": text}], extra_headers=key
-        )
-        assert chat.choices[0].message.content == f"Hello! You said: {text}"
-        message = await anthropic.messages.create(
-            model=MODEL,
-            max_tokens=64,
-            messages=[{"role": "user", "content": text}],
-            extra_headers=key,
-        )
-        assert message.content[0].type == "text"
-        assert message.content[0].text == f"Hello! You said: {text}"
-    assert sent_upstream(fake_upstream, marker) == 6
 
 
 async def test_a_retried_stream_gets_the_same_response_and_events(

@@ -32,6 +32,7 @@ from tests.e2e.test_tenant_isolation import (
     sdk,
     tenants,
 )
+from tests.e2e.test_upstream_mapping import upstream_requests
 
 __all__ = ["owned", "tenants"]  # the fixtures, shared with the walk of every route
 
@@ -81,6 +82,33 @@ def test_an_idempotency_key_on_a_create_runs_apart_for_each_tenant(tenants: Tena
         assert ids[0] != ids[1]
         with client(tenants, tenants.bob) as bob:
             assert bob.get(f"/v1/responses/{ids[0]}").status_code == 404
+
+
+def test_an_idempotency_key_on_chat_and_messages_runs_apart_for_each_tenant(
+    tenants: Tenants, fake_upstream: str
+) -> None:
+    """The same key from another tenant is another command: it runs, and gets its own
+    answer; each tenant's retry gets its own first answer."""
+    marker = uuid.uuid4().hex
+    said = [{"role": "user", "content": f"{marker} [[words:3]]"}]
+    asks = {
+        "/v1/chat/completions": {"model": MODEL, "messages": said},
+        "/v1/messages": {"model": MODEL, "max_tokens": 64, "messages": said},
+    }
+    for path, body in asks.items():
+        for stream in (False, True):
+            sent = {**body, "stream": stream}
+            key = {"idempotency-key": f"{marker}{path}{stream}", "anthropic-version": "2023-06-01"}
+            answers = []
+            with client(tenants, tenants.alice) as alice, client(tenants, tenants.bob) as bob:
+                for http in (alice, bob, alice, bob):
+                    answers.append(http.post(path, json=sent, headers=key))
+            assert {answer.status_code for answer in answers} == {200}
+            mine, theirs, mine_again, theirs_again = (answer.content for answer in answers)
+            assert mine != theirs  # each its own answer (its own id)
+            assert (mine_again, theirs_again) == (mine, theirs)
+    asked = sum(marker in str(r["body"]) for r in upstream_requests(fake_upstream))
+    assert asked == 8  # each tenant's, per route and streaming: two of four requests
 
 
 def _created_id(answer: httpx2.Response, stream: bool) -> str:

@@ -6,7 +6,10 @@ Completions itself and offers no gateway tools, the body goes upstream untouched
 upstream's answer comes back byte for byte (:class:`~.relay.RelayResponse`), status and
 error bodies included; otherwise it is validated and run like any response, and its
 result encoded as a ``chat.completion`` or a stream of ``chat.completion.chunk``
-(:mod:`stateway.protocols.chat`). Errors the gateway raises have the OpenAI shape.
+(:mod:`stateway.protocols.chat`). Errors the gateway raises have the OpenAI shape. A
+request sent with an ``Idempotency-Key`` is always translated, and answered once per key
+(:mod:`.keyed_runs`): a relayed answer ends with its client, and is not the gateway's to
+remember.
 """
 
 from __future__ import annotations
@@ -31,9 +34,11 @@ from stateway.protocols.chat.encode import encode_completion
 from stateway.protocols.chat.errors import chat_error
 from stateway.protocols.chat.stream import ChatStream, encode_error_chunk
 from stateway.surfaces.asgi.answers import JSONResponse
-from stateway.surfaces.asgi.bodies import read_body, require_json
+from stateway.surfaces.asgi.bodies import header, read_body, require_json
 from stateway.surfaces.auth.authenticator import principal_of
+from stateway.surfaces.http import idempotency
 from stateway.surfaces.http.errors import error_answer
+from stateway.surfaces.http.keyed_runs import KeyedCreate, answered_once
 from stateway.surfaces.http.relay import RelayResponse
 from stateway.surfaces.http.run_answers import failure_after_output, handed_over, wait_for_output
 from stateway.surfaces.http.sessions import session_of
@@ -66,14 +71,21 @@ class ChatRoutes:
         router: :mod:`.express`). Errors before the answer starts are answered here. From
         the body on, a client that leaves cancels the answer (:class:`DisconnectWatch`):
         a forwarded request is closed upstream, waiting for its status line or relayed."""
+        key = header(scope, idempotency.HEADER_BYTES)
         watch: DisconnectWatch | None = None
         translated: list[ChatRequest] = []
         try:
+            answer: ASGIApp | None
             try:
                 principal = principal_of(scope)  # who may ask, before what is asked is judged
                 raw = await self._read(scope, receive)
-                watch = DisconnectWatch(receive)
-                answer = await self._answer(scope, receive, principal, raw, watch, translated)
+                if key is None:
+                    watch = DisconnectWatch(receive)
+                    answer = await self._answer(scope, receive, principal, raw, watch, translated)
+                else:  # run once, whether its client stays or not: its retry takes over
+                    answer = await self._answer_once(
+                        scope, receive, send, principal, raw, key, translated
+                    )
                 del raw  # not held while the answer goes out: a body may be megabytes
             except ClientDisconnect:
                 return  # gone before its body arrived: nobody to answer
@@ -83,7 +95,8 @@ class ChatRoutes:
                 else:
                     answer = error_answer(scope, error)
             translated.clear()  # its parsed body, as large, is not held either
-            await answer(scope, receive, send)
+            if answer is not None:  # else a keyed stream, answered as it ran
+                await answer(scope, receive, send)
         except asyncio.CancelledError:
             if watch is None or not watch.left():
                 raise
@@ -120,26 +133,65 @@ class ChatRoutes:
                 raise ClientDisconnect  # nobody to answer
             run.cancel()
         if call.stream:
-            decoded = translated[0]
-            return SSEResponse(
-                _frames(run, decoded.include_usage),
-                run.cancel,
-                opening=partial(wait_for_output, run, hidden.shows),
-                keepalive=self._keepalive,
-                error_response=partial(_translated_answer, scope, decoded.fields),
-                ending=encode_error_chunk,
-            )
+            return self._streamed(scope, translated[0], run.cancel, run)
         if not run.closed:  # else an attached run, over by now
             watcher = asyncio.create_task(watch_disconnect(receive, run.cancel))
             try:
                 await run.wait()
             finally:
                 watcher.cancel()
-        if run.error is not None:
-            raise run.error
-        if run.state.status == "failed":
-            raise failure_after_output(run.state)
-        return JSONResponse(encode_completion(run.state))
+        return _whole(run)
+
+    async def _answer_once(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        principal: Principal,
+        raw: bytes,
+        key: str,
+        translated: list[ChatRequest],
+    ) -> ASGIApp | None:
+        """The answer to a request sent with an ``Idempotency-Key`` (:mod:`.keyed_runs`):
+        translated, off the fast path, so that its run goes on when its client leaves and
+        its answer can be remembered, whole or as its stream's chunks."""
+        large = len(raw) > INLINE_DECODE_BYTES
+        peek = partial(peek_chat, raw, max_input_items=self._max_items)
+        call = await asyncio.to_thread(peek) if large else peek()
+        digest = idempotency.request_digest(Request(scope), raw)
+        translate = partial(self._translate, call, large, translated, None, scope)
+        command = ForwardChat(call.model, raw, call.fields, translate, needs_gateway=True)
+
+        async def start() -> Run:
+            run = await self._gateway.execute(principal, command)
+            assert isinstance(run, Run)  # translated: it needs the gateway
+            return run
+
+        def decoded() -> ChatRequest:  # once translated
+            return translated[0]
+
+        keyed = KeyedCreate(
+            call.stream,
+            start,
+            _whole,
+            lambda run: self._streamed(scope, decoded(), _stay, run),
+            lambda run: _recorded(decoded().include_usage, run),
+        )
+        gateway = self._gateway
+        return await answered_once(gateway, principal, key, digest, keyed, scope, receive, send)
+
+    def _streamed(
+        self, scope: Scope, decoded: ChatRequest, on_disconnect: Callable[[], None], run: Run
+    ) -> SSEResponse:
+        """``run``'s answer as a stream; ``on_disconnect``: what its client leaving does."""
+        return SSEResponse(
+            _frames(run, decoded.include_usage),
+            on_disconnect,
+            opening=partial(wait_for_output, run, hidden.shows),
+            keepalive=self._keepalive,
+            error_response=partial(_translated_answer, scope, decoded.fields),
+            ending=encode_error_chunk,
+        )
 
     async def _translate(
         self,
@@ -188,3 +240,22 @@ async def _frames(run: Run, include_usage: bool) -> Chunks:
         last = run.closed and first + len(events) == len(run.events)
         if chunk or last:
             yield chunk, last
+
+
+def _whole(run: Run) -> JSONResponse:
+    """An ended run's answer as one completion; raises its error when it failed."""
+    if run.error is not None:
+        raise run.error
+    if run.state.status == "failed":
+        raise failure_after_output(run.state)
+    return JSONResponse(encode_completion(run.state))
+
+
+def _recorded(include_usage: bool, run: Run) -> bytes:
+    """An ended run's stream, all of it (:func:`_frames`), for a keyed request's retry."""
+    stream = ChatStream(include_usage)
+    return b"".join([stream.encode(event) for event in run.events])
+
+
+def _stay() -> None:
+    """A keyed stream's client leaving cancels nothing: its retry takes over."""

@@ -4,10 +4,11 @@ The key names a command of the caller's (see :mod:`stateway.core.exactly_once`):
 first request with it runs, and every retry, even one that arrives while the first is
 still running, is answered with the first one's JSON body, byte for byte, with 200. A
 streamed create remembers its response instead, and a retry streams that response's log
-from the start (``responses.py``). The same key with another request (method, path,
-query, body) is a 409 ``idempotency_key_reused``; the same query parameters in another
-order are the same request. A request that failed leaves no answer behind: its retry
-runs again.
+from the start (``responses.py``); the Chat Completions and Messages creates, which store
+nothing, remember their answers themselves (:mod:`.keyed_runs`). The same key with
+another request (method, path, query, body) is a 409 ``idempotency_key_reused``; the
+same query parameters in another order are the same request. A request that failed
+leaves no answer behind: its retry runs again.
 """
 
 from __future__ import annotations

@@ -8,7 +8,8 @@ header; every error, before or instead of a stream, has Anthropic's shape
 (:mod:`stateway.protocols.messages.errors`), a block at fault named by its path
 (:func:`named_block`). Who may ask is settled before the body is
 read: the admin credential is a 403 whatever it sends.
-A stream that is silent for the keep-alive interval gets a ``ping`` event.
+A stream that is silent for the keep-alive interval gets a ``ping`` event. A create sent
+with an ``Idempotency-Key`` is answered once per key (:mod:`.keyed_runs`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import NoReturn
 
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from stateway.core import hidden
 from stateway.core.commands import CreateResponse
@@ -41,9 +42,11 @@ from stateway.protocols.messages.signatures import signed_block
 from stateway.protocols.messages.stream import PING, MessagesStream, encode_error_event
 from stateway.surfaces.asgi.answers import JSONResponse
 from stateway.surfaces.asgi.answers import error_response as openai_error_response
-from stateway.surfaces.asgi.bodies import read_body, require_json
+from stateway.surfaces.asgi.bodies import header, read_body, require_json
 from stateway.surfaces.auth.authenticator import principal_of
+from stateway.surfaces.http import idempotency
 from stateway.surfaces.http.errors import error_answer
+from stateway.surfaces.http.keyed_runs import KeyedCreate, answered_once
 from stateway.surfaces.http.run_answers import (
     failure_after_output,
     started,
@@ -87,18 +90,21 @@ class MessagesRoutes:
         Anthropic's shape; a client gone before its body arrived gets none."""
         request_id = current_request_id()
         try:
-            answer = await self._create(scope, receive, request_id)
+            answer = await self._create(scope, receive, send, request_id)
         except ClientDisconnect:
             return
         except Exception as error:  # noqa: BLE001 - the route's error boundary (express)
             respond = partial(error_response, request_id=request_id)
             answer = error_answer(scope, error, respond, log)
-        await answer(scope, receive, send)
+        if answer is not None:  # else a keyed stream, answered as it ran
+            await answer(scope, receive, send)
 
     async def count_tokens(self, request: Request) -> Response:
         return await _answered(self._count_tokens, request)
 
-    async def _create(self, scope: Scope, receive: Receive, request_id: str) -> Response:
+    async def _create(
+        self, scope: Scope, receive: Receive, send: Send, request_id: str
+    ) -> ASGIApp | None:
         principal = principal_of(scope)  # who may ask, before what is asked is judged
         require_json(scope)
         body = await read_body(scope, receive, self._max_body, self._body_timeout)
@@ -109,8 +115,22 @@ class MessagesRoutes:
             command = await asyncio.to_thread(
                 decode_messages, body, max_input_items=limit, betas=named
             )
+        command.session = session_of(scope)
+        key = header(scope, idempotency.HEADER_BYTES)
         try:
-            return await self._answer(scope, receive, request_id, principal, command, body)
+            if key is None:
+                return await self._answer(scope, receive, request_id, principal, command, body)
+            digest = idempotency.request_digest(Request(scope), body)
+            keyed = KeyedCreate(
+                command.stream,
+                partial(self._gateway.execute, principal, command),
+                partial(_whole, command, request_id),
+                partial(self._streamed, scope, request_id, command, body, _stay),
+                partial(_recorded, command.input),
+                {REQUEST_ID: request_id},
+            )
+            gateway = self._gateway
+            return await answered_once(gateway, principal, key, digest, keyed, scope, receive, send)
         except GatewayError as error:
             _raise_named(error, body, command.input)
 
@@ -123,31 +143,36 @@ class MessagesRoutes:
         command: CreateResponse,
         body: bytes,
     ) -> Response:
-        command.session = session_of(scope)
         run = await started(self._gateway, principal, command, receive)
         if command.stream:
-            return SSEResponse(
-                _frames(run, command.input),
-                run.cancel,
-                opening=partial(wait_for_output, run, hidden.shows),
-                keepalive=self._keepalive,
-                idle_frame=PING,
-                headers={REQUEST_ID: request_id},
-                error_response=partial(
-                    error_answer,
-                    scope,
-                    respond=partial(_refusal_response, body, command.input, request_id=request_id),
-                    logger=log,
-                ),
-                ending=encode_error_event,
-            )
+            return self._streamed(scope, request_id, command, body, run.cancel, run)
         await wait_watched(run, receive, run.cancel)
-        if run.error is not None:
-            raise run.error
-        if run.state.status == "failed":
-            raise failure_after_output(run.state)
-        return JSONResponse(
-            encode_message(run.state, command.input), headers={REQUEST_ID: request_id}
+        return _whole(command, request_id, run)
+
+    def _streamed(
+        self,
+        scope: Scope,
+        request_id: str,
+        command: CreateResponse,
+        body: bytes,
+        on_disconnect: Callable[[], None],
+        run: Run,
+    ) -> SSEResponse:
+        """``run``'s answer as a stream; ``on_disconnect``: what its client leaving does."""
+        return SSEResponse(
+            _frames(run, command.input),
+            on_disconnect,
+            opening=partial(wait_for_output, run, hidden.shows),
+            keepalive=self._keepalive,
+            idle_frame=PING,
+            headers={REQUEST_ID: request_id},
+            error_response=partial(
+                error_answer,
+                scope,
+                respond=partial(_refusal_response, body, command.input, request_id=request_id),
+                logger=log,
+            ),
+            ending=encode_error_event,
         )
 
     async def _count_tokens(self, request: Request, request_id: str) -> Response:
@@ -168,6 +193,25 @@ class MessagesRoutes:
     async def _body(self, request: Request) -> bytes:
         require_json(request.scope)
         return await read_body(request.scope, request.receive, self._max_body, self._body_timeout)
+
+
+def _whole(command: CreateResponse, request_id: str, run: Run) -> JSONResponse:
+    """An ended run's answer as one message; raises its error when it failed."""
+    if run.error is not None:
+        raise run.error
+    if run.state.status == "failed":
+        raise failure_after_output(run.state)
+    return JSONResponse(encode_message(run.state, command.input), headers={REQUEST_ID: request_id})
+
+
+def _recorded(earlier: list[Item], run: Run) -> bytes:
+    """An ended run's stream, all of it (:func:`_frames`), for a keyed request's retry."""
+    stream = MessagesStream(earlier)
+    return b"".join([stream.encode(event) for event in run.events])
+
+
+def _stay() -> None:
+    """A keyed stream's client leaving cancels nothing: its retry takes over."""
 
 
 async def _answered(handler: Handler, request: Request) -> Response:
