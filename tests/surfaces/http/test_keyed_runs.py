@@ -1,8 +1,7 @@
 """``Idempotency-Key`` on Chat Completions and Messages, in process: a retry arriving
 while the first request runs waits for its answer; a keyed run goes on when its client
 leaves, for its retry to take over; a run that failed is not remembered; a keyed Chat
-request leaves the fast path (its answer must outlive its client), one without a key
-keeps it."""
+request keeps the fast path, its relayed answer remembered as it went out."""
 
 from __future__ import annotations
 
@@ -156,8 +155,10 @@ async def test_a_stream_retried_on_another_process_sharing_redis_waits_for_it(
     assert (len(backend.requests), len(other.requests)) == (1, 0)
 
 
-async def test_a_keyed_chat_request_leaves_the_fast_path() -> None:
-    relay = test_chat.FakeRelay(200, {"content-type": "application/json"}, [b"{}"], None)
+async def test_a_keyed_chat_request_keeps_the_fast_path() -> None:
+    completion = b'{"object": "chat.completion", "vendor": [1, 2.50]}'
+    json = {"content-type": "application/json"}
+    relay = test_chat.FakeRelay(200, json, [completion], None, whole=True)
     backend = test_chat.ForwardingBackend(relay)
     store = MemoryStore()
     router = Router([BackendEntry(backend, {}, catch_all=True)])
@@ -166,11 +167,8 @@ async def test_a_keyed_chat_request_leaves_the_fast_path() -> None:
         ResponsesRoutes(gateway, 1 << 20), ServiceRoutes(gateway), chat=ChatRoutes(gateway, 1 << 20)
     )
 
-    keyed = await post(app, CHAT, False)
-    assert keyed.status == 200
-    assert keyed.json()["object"] == "chat.completion"
-    assert (backend.forwarded, len(backend.requests)) == ([], 1)
-
-    unkeyed = await call(app, "POST", CHAT, BODIES[CHAT])
-    assert unkeyed.body == b"{}"
-    assert len(backend.forwarded) == 1
+    keyed, retried = await post(app, CHAT, False), await post(app, CHAT, False)
+    assert keyed.status == retried.status == 200
+    assert keyed.body == retried.body == completion  # relayed, then remembered as it went
+    assert (backend.forwarded, backend.requests) == ([BODIES[CHAT]], [])
+    assert relay.closed.is_set()

@@ -7,9 +7,11 @@ upstream's answer comes back byte for byte (:class:`~.relay.RelayResponse`), sta
 error bodies included; otherwise it is validated and run like any response, and its
 result encoded as a ``chat.completion`` or a stream of ``chat.completion.chunk``
 (:mod:`stateway.protocols.chat`). Errors the gateway raises have the OpenAI shape. A
-request sent with an ``Idempotency-Key`` is always translated, and answered once per key
-(:mod:`.keyed_runs`): a relayed answer ends with its client, and is not the gateway's to
-remember.
+request sent with an ``Idempotency-Key`` is answered once per key (:mod:`.keyed_runs`),
+on the same path as without it: relayed, byte for byte, its answer remembered as it went
+out when the relay ended well (:mod:`.keyed_relay`); its client leaving closes the
+upstream request as it would, and leaves nothing to remember: its retry is relayed again
+(where a translated keyed run goes on for its retry to take over).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from stateway.core import hidden
+from stateway.core.backend import Relay
 from stateway.core.commands import CreateResponse, ForwardChat
 from stateway.core.errors import GatewayError, NotFound
 from stateway.core.gateway import Gateway
@@ -38,6 +41,7 @@ from stateway.surfaces.asgi.bodies import header, read_body, require_json
 from stateway.surfaces.auth.authenticator import principal_of
 from stateway.surfaces.http import idempotency
 from stateway.surfaces.http.errors import error_answer
+from stateway.surfaces.http.keyed_relay import relayed_once
 from stateway.surfaces.http.keyed_runs import KeyedCreate, answered_once
 from stateway.surfaces.http.relay import RelayResponse
 from stateway.surfaces.http.run_answers import failure_after_output, handed_over, wait_for_output
@@ -152,20 +156,33 @@ class ChatRoutes:
         key: str,
         translated: list[ChatRequest],
     ) -> ASGIApp | None:
-        """The answer to a request sent with an ``Idempotency-Key`` (:mod:`.keyed_runs`):
-        translated, off the fast path, so that its run goes on when its client leaves and
-        its answer can be remembered, whole or as its stream's chunks."""
+        """The answer to a request sent with an ``Idempotency-Key`` (:mod:`.keyed_runs`).
+        On the fast path, relayed as without the key (:mod:`.keyed_relay`): its client
+        leaving closes the upstream request, as it would, and leaves nothing to remember.
+        Translated, its run goes on when its client leaves, and its answer is remembered
+        whole or as its stream's chunks."""
         large = len(raw) > INLINE_DECODE_BYTES
         peek = partial(peek_chat, raw, max_input_items=self._max_items)
         call = await asyncio.to_thread(peek) if large else peek()
         digest = idempotency.request_digest(Request(scope), raw)
-        translate = partial(self._translate, call, large, translated, None, scope)
-        command = ForwardChat(call.model, raw, call.fields, translate, needs_gateway=True)
+        watches: list[DisconnectWatch] = []  # the key claimed: watched while it may relay
 
-        async def start() -> Run:
-            run = await self._gateway.execute(principal, command)
-            assert isinstance(run, Run)  # translated: it needs the gateway
-            return run
+        async def translate() -> CreateResponse:
+            watches[0].stop()  # translated: its run outlives its client
+            return await self._translate(call, large, translated, None, scope)
+
+        needs = call.needs_gateway
+        command = ForwardChat(call.model, raw, call.fields, translate, needs_gateway=needs)
+
+        async def start() -> Run | Relay:
+            watches.append(DisconnectWatch(receive))
+            return await self._gateway.execute(principal, command)
+
+        async def relayed(relay: Relay) -> bytes | None:
+            try:
+                return await relayed_once(relay, call.stream, scope, receive, send)
+            finally:  # over: storing its answer is not cancelled by its client leaving
+                watches[0].stop()
 
         def decoded() -> ChatRequest:  # once translated
             return translated[0]
@@ -176,9 +193,18 @@ class ChatRoutes:
             _whole,
             lambda run: self._streamed(scope, decoded(), _stay, run),
             lambda run: _recorded(decoded().include_usage, run),
+            relayed=relayed,
         )
         gateway = self._gateway
-        return await answered_once(gateway, principal, key, digest, keyed, scope, receive, send)
+        try:
+            return await answered_once(gateway, principal, key, digest, keyed, scope, receive, send)
+        except asyncio.CancelledError:
+            if not watches or not watches[0].left():
+                raise
+            raise ClientDisconnect from None  # gone while relayed: nobody to answer
+        finally:
+            if watches:
+                watches[0].stop()
 
     def _streamed(
         self, scope: Scope, decoded: ChatRequest, on_disconnect: Callable[[], None], run: Run

@@ -10,7 +10,9 @@ aside), which a retry gets as one stream of the same events. The key is claimed 
 the run starts, so a retry arriving meanwhile waits for the first answer: a stream's
 until its end. A keyed run goes on when its client leaves (its retry takes over), and a
 request that failed (refused, its run failed or cancelled) leaves no answer behind: its
-retry runs again.
+retry runs again. A Chat request its route forwards untouched (the fast path) is relayed
+as without the key, its body remembered as it went out (:mod:`.keyed_relay`): a relay
+ends with its client, and then leaves nothing behind either.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from dataclasses import dataclass, field
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from stateway.core.backend import Relay
 from stateway.core.gateway import Gateway
 from stateway.core.principal import Principal
 from stateway.core.runs import Run
@@ -36,9 +39,10 @@ class KeyedCreate:
     """How a route answers a keyed create of its protocol."""
 
     stream: bool
-    start: Callable[[], Awaitable[Run]]
+    start: Callable[[], Awaitable[Run | Relay]]
     """The run, started in a task of its own (not attached: its client leaving cancels
-    nothing)."""
+    nothing); or the upstream's answer to the request forwarded untouched (Chat's fast
+    path)."""
     whole: Callable[[Run], JSONResponse]
     """A non-streamed run's answer, once it ended; raises its error when it failed."""
     live: Callable[[Run], ASGIApp]
@@ -48,6 +52,9 @@ class KeyedCreate:
     """A streamed run's events, once it ended, as its stream encoder writes them."""
     headers: dict[str, str] = field(default_factory=dict)
     """What a replayed answer carries besides its body (Messages: its ``request-id``)."""
+    relayed: Callable[[Relay], Awaitable[bytes | None]] | None = None
+    """Answer with a relay as without the key; its body to remember, if it ended well
+    (:func:`~.keyed_relay.relayed_once`). None: the route relays nothing."""
 
 
 async def answered_once(
@@ -67,7 +74,14 @@ async def answered_once(
     async with gateway.once(principal, key, digest, param=PARAM) as once:
         if once.outcome is not None:
             return replayed(once.outcome.body, create)
-        run = await create.start()
+        started = await create.start()
+        if not isinstance(started, Run):  # relayed as it came, kept as it went out
+            assert create.relayed is not None  # a route that forwards says how it relays
+            relayed = await create.relayed(started)
+            if relayed is not None:
+                once.remember(relayed)
+            return None
+        run = started
         if not create.stream:
             await run.wait()
             answer = create.whole(run)

@@ -23,7 +23,9 @@ expires while it is relayed ends the same way, with the 401
 as when the client leaves. A relay ended so, or by the server shutting down, is logged at
 info (expected endings); one its upstream fails part-way, as a warning naming the server.
 A body left unfinished on purpose is not reported by uvicorn as the app's error
-(:func:`~stateway.surfaces.http.unfinished.leave_unfinished`).
+(:func:`~stateway.surfaces.http.unfinished.leave_unfinished`). Whether the body went out to
+its end as it came is told after (:attr:`RelayResponse.finished`): a keyed request's answer
+is remembered for its retry only then (:mod:`.keyed_relay`).
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ log = logging.getLogger(__name__)
 class RelayResponse:
     """A plain ASGI app answering with ``relay``."""
 
-    __slots__ = ("_body", "_chunks", "_first", "_last", "_relay", "_streams")
+    __slots__ = ("_body", "_chunks", "_first", "_last", "_relay", "_streams", "finished")
 
     def __init__(self, relay: Relay) -> None:
         self._relay = relay
@@ -61,6 +63,10 @@ class RelayResponse:
         """Any other body's first chunk, read by :meth:`held` before the status line."""
         self._last = b"\n\n"
         """The last chunk relayed: whether an error line needs a line break before it."""
+        self.finished = False
+        """Whether the body went out to its end as it came: a whole answer, or each chunk
+        to the upstream's own end (not ended by an error line, nor cut short), its last
+        message sent."""
 
     async def held(self) -> RelayResponse:
         """This answer, its body read first (a whole answer's all of it, any other's its
@@ -103,6 +109,7 @@ class RelayResponse:
         await send({"type": "http.response.start", "status": relay.status, "headers": headers})
         if self._body is not None:
             await self._end(send, self._body)
+            self.finished = True
             return
         if self._first is not None:
             await send({"type": "http.response.body", "body": self._first, "more_body": True})
@@ -128,6 +135,7 @@ class RelayResponse:
             await self._end(send, frame)
             return
         await self._end(send, b"")
+        self.finished = True
 
     async def _end(self, send: Send, body: bytes) -> None:
         """Send the body's last message, the relay closed first: what it holds (its
