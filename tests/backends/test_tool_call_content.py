@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from stateway.app.generation import BACKEND_APIS
 from stateway.backend_config import BackendConfig
+from stateway.backends.chat_request import chat_body
 from stateway.backends.upstream_http import UpstreamClient
 from stateway.backends.upstream_target import UpstreamTarget
 from stateway.core.backend import Backend
@@ -94,6 +95,30 @@ async def test_an_assistant_message_of_tool_calls_alone_has_the_content_configur
     assert server.contents() == [sent]
     [assistant] = [m for m in server.bodies[0]["messages"] if m["role"] == "assistant"]
     assert assistant["tool_calls"][0]["id"] == "c1"
+
+
+@pytest.mark.parametrize(
+    ("items", "content", "null"),
+    [
+        ([USER, CALL, OUTPUT], "null", True),
+        ([USER, CALL, OUTPUT], "", False),
+        ([USER, SAID, CALL, OUTPUT], "null", False),
+        ([USER, SAID], "null", False),
+    ],
+)
+def test_the_body_tells_whether_it_sends_null_content_as_it_is_built(
+    items: list[dict[str, Any]], content: Any, null: bool
+) -> None:
+    """What the backend reads to watch a call for LM Studio's refusal, instead of walking
+    every call's messages for a null one (a backend that never sends a tool call paid
+    that walk on each)."""
+    request = InferenceRequest(
+        model="m", instructions=None, items=items, settings=GenerationSettings(), stream=False
+    )
+    built = chat_body(request, tool_call_content=content)
+    sent = [m.get("content") for m in built.body["messages"] if m["role"] == "assistant"]
+    assert built.null_content is null
+    assert (None in sent) is null
 
 
 async def test_text_beside_tool_calls_is_sent_as_it_is(loopback: Loopback) -> None:

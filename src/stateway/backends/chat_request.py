@@ -25,7 +25,7 @@ whole answer to one holds the message from its start, the prefill first, where i
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, NamedTuple
 
 from stateway.backends.chat_system_messages import merge_user_turns, place_system_messages
 from stateway.backends.reasoning_efforts import level_sent
@@ -53,6 +53,16 @@ as it is."""
 _ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
 
 
+class ChatBody(NamedTuple):
+    """A Chat Completions body, and whether it sends null content (:func:`chat_body`)."""
+
+    body: dict[str, Any]
+    null_content: bool
+    """An assistant message of tool calls alone goes with ``content`` null: told as its
+    messages are built, so that a backend watching for a refusal of null (LM Studio's)
+    never walks them again to find one."""
+
+
 def to_upstream(
     request: InferenceRequest,
     max_tokens_field: str = "max_tokens",
@@ -62,13 +72,34 @@ def to_upstream(
     reasoning_fields: Sequence[str] = REASONING_FIELDS,
     tool_call_content: ToolCallContent = "null",
 ) -> dict[str, Any]:
-    """The Chat Completions body of ``request``; ``efforts``: the level each effort the
-    server does not take is sent at (:func:`effort_levels`); ``reasoning_fields``: the
-    assistant message fields earlier reasoning goes back in (none: it is left out);
-    ``tool_call_content``: the content of an assistant message of tool calls alone."""
+    """The Chat Completions body of ``request`` (:func:`chat_body`'s, alone)."""
+    return chat_body(
+        request,
+        max_tokens_field,
+        alternate_roles=alternate_roles,
+        efforts=efforts,
+        reasoning_fields=reasoning_fields,
+        tool_call_content=tool_call_content,
+    ).body
+
+
+def chat_body(
+    request: InferenceRequest,
+    max_tokens_field: str = "max_tokens",
+    *,
+    alternate_roles: bool = False,
+    efforts: Mapping[str, str] | None = None,
+    reasoning_fields: Sequence[str] = REASONING_FIELDS,
+    tool_call_content: ToolCallContent = "null",
+) -> ChatBody:
+    """The Chat Completions body of ``request``, and whether it sends null content;
+    ``efforts``: the level each effort the server does not take is sent at
+    (:func:`effort_levels`); ``reasoning_fields``: the assistant message fields earlier
+    reasoning goes back in (none: it is left out); ``tool_call_content``: the content of
+    an assistant message of tool calls alone."""
     settings = request.settings
     calls_content = None if tool_call_content == "null" else tool_call_content
-    messages = _messages(request, reasoning_fields, calls_content)
+    messages, null_content = _messages(request, reasoning_fields, calls_content)
     if alternate_roles:
         messages = merge_user_turns(messages)
     body: dict[str, Any] = {"model": request.model, "messages": messages}
@@ -113,7 +144,7 @@ def to_upstream(
     if continued:
         body["continue_final_message"] = True  # vLLM's; llama.cpp continues unasked
         body["add_generation_prompt"] = False
-    return body
+    return ChatBody(body, null_content)
 
 
 def _prefilled(message: dict[str, Any]) -> bool:
@@ -123,8 +154,11 @@ def _prefilled(message: dict[str, Any]) -> bool:
 
 def _messages(
     request: InferenceRequest, fields: Sequence[str], calls_content: str | None
-) -> list[dict[str, Any]]:
+) -> tuple[list[dict[str, Any]], bool]:
+    """The messages, and whether one of tool calls alone goes with ``content`` null (an
+    assistant message is otherwise always sent with text: :func:`_message_content`)."""
     messages: list[dict[str, Any]] = []
+    null_content = False
     if request.instructions:
         messages.append({"role": "system", "content": request.instructions})
     reasoning: list[str] = []
@@ -146,6 +180,7 @@ def _messages(
             if last is None or last["role"] != "assistant":
                 last = {"role": "assistant", "content": calls_content}
                 messages.append(last)
+                null_content = null_content or calls_content is None
             if reasoning:
                 _add_reasoning(last, reasoning, fields)
                 reasoning = []
@@ -166,7 +201,7 @@ def _messages(
             reasoning.append(item_text(item) or _summary_text(item))
     if images:
         messages.append({"role": "user", "content": images})
-    return place_system_messages(messages)
+    return place_system_messages(messages), null_content
 
 
 def with_call_content(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -176,11 +211,6 @@ def with_call_content(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         {**m, "content": ""} if m["role"] == "assistant" and m.get("content") is None else m
         for m in messages
     ]
-
-
-def null_call_content(messages: list[dict[str, Any]]) -> bool:
-    """Whether an assistant message of ``messages`` is sent with ``content`` null."""
-    return any(m["role"] == "assistant" and m.get("content") is None for m in messages)
 
 
 def _add_reasoning(message: dict[str, Any], reasoning: list[str], fields: Sequence[str]) -> None:

@@ -55,7 +55,7 @@ from stateway.backends.chat_request import (
     REASONING_FIELDS,
     TEXT_PARTS,
     ToolCallContent,
-    null_call_content,
+    chat_body,
     to_upstream,
     with_call_content,
 )
@@ -174,7 +174,7 @@ class ChatBackend:
         """The round's deltas; the body is built now (a request it cannot carry fails here).
         Unguided, the reply's own generator, with no layer around it (but for a streamed
         round asking for tokens with tools: :meth:`_tokens_with_tools`)."""
-        body = to_upstream(
+        body, null_content = chat_body(
             request,
             self._max_tokens_field,
             alternate_roles=self._alternate,
@@ -190,13 +190,13 @@ class ChatBackend:
             switch_thinking(body, self._switch, asked, self._target.extra_body)
         forced = guide(body, request, self._guided) if self._guided else None
         if body.get("logprobs") and body.get("tools") and _streamed(body):
-            deltas = self._tokens_with_tools(request, body)
+            deltas = self._tokens_with_tools(request, body, null_content)
         else:
-            deltas = self._called(request, body)
+            deltas = self._called(request, body, null_content)
         return deltas if forced is None else _guided(deltas, forced)
 
     async def _tokens_with_tools(
-        self, request: InferenceRequest, body: dict[str, Any]
+        self, request: InferenceRequest, body: dict[str, Any], null_content: bool
     ) -> AsyncGenerator[Delta, None]:
         """A streamed round asking for the text's tokens with tools, which llama-server
         refuses streamed (a 400 before any output:
@@ -206,7 +206,7 @@ class ChatBackend:
         if not self._tokens_whole:
             started = False
             try:
-                async with aclosing(self._called(request, body)) as deltas:
+                async with aclosing(self._called(request, body, null_content)) as deltas:
                     async for delta in deltas:
                         started = True
                         yield delta
@@ -216,21 +216,23 @@ class ChatBackend:
                     raise
                 self._tokens_whole = True
         whole = {k: v for k, v in body.items() if k not in ("stream", "stream_options")}
-        async with aclosing(self._called(request, whole)) as deltas:
+        async with aclosing(self._called(request, whole, null_content)) as deltas:
             async for delta in deltas:
                 yield delta
 
     def _called(
-        self, request: InferenceRequest, body: dict[str, Any]
+        self, request: InferenceRequest, body: dict[str, Any], null_content: bool
     ) -> AsyncGenerator[Delta, None]:
-        """The call's deltas (:meth:`_deltas`); a body sending ``content`` null from a
-        backend left to its default goes through :meth:`_null_refused` until the server
-        has answered or refused one, and with ``""`` once it has refused one (a body built
-        before)."""
-        if self._null_unsettled and null_call_content(body["messages"]):
+        """The call's deltas (:meth:`_deltas`); a body sending ``content`` null
+        (``null_content``, as :func:`chat_body` built it: its messages are not walked
+        for one) from a backend left to its default goes through :meth:`_null_refused`
+        until the server has answered or refused one, and with ``""`` once it has refused
+        one (a body built before)."""
+        if not null_content:
+            return self._deltas(request, body)
+        if self._null_unsettled:
             return self._null_refused(request, body)
-        learned = self._learns_content and self._calls_content == ""
-        if learned and null_call_content(body["messages"]):
+        if self._learns_content and self._calls_content == "":
             return self._deltas(request, _texted(body))
         return self._deltas(request, body)
 
