@@ -127,7 +127,10 @@ async def test_a_forwarded_body_keeps_the_salt_over_extra_body(loopback: Loopbac
     url = await loopback.serve(answer)
     target = UpstreamTarget("vllm", url, extra_body={"cache_salt": "operator", "top_k": 5})
     backend = OpenAIChatBackend(loopback.adopt(UpstreamClient(target)), cache_salted=True)
-    relay = await backend.forward_chat(b'{"model": "m", "messages": [], "cache_salt": "s-acme"}')
+    relay = await backend.forward_chat(
+        b'{"model": "m", "messages": [], "cache_salt": "s-acme"}',
+        orjson.loads(b'{"model": "m", "messages": [], "cache_salt": "s-acme"}'),
+    )
     await relay.aclose()
     assert orjson.loads(received[0]) == {
         "model": "m",

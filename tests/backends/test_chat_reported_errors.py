@@ -126,12 +126,12 @@ async def test_a_forwarded_request_answered_with_a_json_error_is_that_error(
     in the OpenAI shape, before a byte of it was relayed."""
     backend = await chat_backend(loopback, error, stream=False)
     body = orjson.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]})
-    relay = await backend.forward_chat(body)
+    relay = await backend.forward_chat(body, orjson.loads(body))
     with pytest.raises(GatewayError) as caught:
         await anext(relay.chunks())
     await relay.aclose()
     assert (caught.value.status, caught.value.code) == (status, code)
-    relay = await backend.forward_chat(body)
+    relay = await backend.forward_chat(body, orjson.loads(body))
     assert relay.whole
     with pytest.raises(GatewayError) as read_whole:  # read in one piece: the same error
         await relay.body()
@@ -158,7 +158,9 @@ async def test_a_forwarded_answer_that_mentions_an_error_is_relayed_as_it_came(
         "error": None,
     }
     backend = await answering(loopback, completion)
-    relay = await backend.forward_chat(b'{"model": "m", "messages": []}')
+    relay = await backend.forward_chat(
+        b'{"model": "m", "messages": []}', orjson.loads(b'{"model": "m", "messages": []}')
+    )
     relayed = b"".join([chunk async for chunk in relay.chunks()])
     await relay.aclose()
     assert orjson.loads(relayed) == completion
@@ -181,7 +183,9 @@ async def test_a_forwarded_answer_the_server_gave_up_on_is_the_error_a_run_gets(
         "choices": [{"index": 0, "message": message, "finish_reason": reason}],
     }
     backend = await answering(loopback, completion)
-    relay = await backend.forward_chat(b'{"model": "m", "messages": []}')
+    relay = await backend.forward_chat(
+        b'{"model": "m", "messages": []}', orjson.loads(b'{"model": "m", "messages": []}')
+    )
     try:
         if reason == "stop":
             assert orjson.loads(b"".join([c async for c in relay.chunks()])) == completion
@@ -365,7 +369,9 @@ async def test_a_forwarded_answer_naming_error_or_abort_elsewhere_is_relayed_as_
     nor has a first choice giving up on it (no choice, none an object) is no failure:
     relayed as it came, as any answer a client reads itself."""
     backend = await answering(loopback, completion)
-    relay = await backend.forward_chat(b'{"model": "m", "messages": []}')
+    relay = await backend.forward_chat(
+        b'{"model": "m", "messages": []}', orjson.loads(b'{"model": "m", "messages": []}')
+    )
     try:
         assert orjson.loads(b"".join([c async for c in relay.chunks()])) == completion
     finally:

@@ -754,7 +754,7 @@ async def test_the_fast_path_sends_a_run_of_user_messages_as_one_with_alternate_
         ],
     }
     for body in (alternating, unreadable, orjson.dumps(run)):
-        relay = await backend.forward_chat(body)
+        relay = await backend.forward_chat(body, orjson.loads(body))
         await relay.aclose()
     assert received[:2] == [alternating, unreadable]
     assert orjson.loads(received[2])["messages"] == [

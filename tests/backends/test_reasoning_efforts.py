@@ -81,7 +81,7 @@ async def test_the_fast_path_rewrites_only_an_effort_the_server_does_not_take(
     spaced = b'{ "model": "m",  "messages": [], "reasoning_effort": "medium" }'
     bare = b'{"model": "m", "messages": []}'
     for body in (spaced, bare, b'{"model": "m", "reasoning_effort": "max", "top_k": 2}'):
-        relay = await backend.forward_chat(body)
+        relay = await backend.forward_chat(body, orjson.loads(body))
         await relay.aclose()
     assert received[:2] == [spaced, bare]
     assert orjson.loads(received[2]) == {"model": "m", "reasoning_effort": "high", "top_k": 2}

@@ -121,7 +121,10 @@ async def forwarded(
 
     client = UpstreamClient(UpstreamTarget("up", await loopback.serve(answers), **settings))
     backend = OpenAIChatBackend(loopback.adopt(client))
-    relay = await backend.forward_chat(b'{"model": "m", "messages": [], "stream": true}')
+    relay = await backend.forward_chat(
+        b'{"model": "m", "messages": [], "stream": true}',
+        orjson.loads(b'{"model": "m", "messages": [], "stream": true}'),
+    )
     return reads_told(relay, read.set)
 
 
@@ -620,7 +623,9 @@ async def test_a_keepalive_comment_ended_by_one_line_end_goes_out_at_once(
         return response
 
     client = UpstreamClient(UpstreamTarget("up", await loopback.serve(answers)))
-    relay = await OpenAIChatBackend(loopback.adopt(client)).forward_chat(b'{"stream": true}')
+    relay = await OpenAIChatBackend(loopback.adopt(client)).forward_chat(
+        b'{"stream": true}', orjson.loads(b'{"stream": true}')
+    )
     chunks = relay.chunks()
     async with asyncio.timeout(5):
         assert await anext(chunks) == comment

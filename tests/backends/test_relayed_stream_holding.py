@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import random
 
+import orjson
 import pytest
 from aiohttp import web
 
@@ -123,7 +124,9 @@ async def relayed_while_silent(
         return response
 
     client = UpstreamClient(UpstreamTarget("up", await loopback.serve(answers)))
-    relay = await OpenAIChatBackend(loopback.adopt(client)).forward_chat(b'{"stream": true}')
+    relay = await OpenAIChatBackend(loopback.adopt(client)).forward_chat(
+        b'{"stream": true}', orjson.loads(b'{"stream": true}')
+    )
     chunks = reads_told(relay, read.set).chunks()
     relayed = b""
     async with asyncio.timeout(5):

@@ -258,7 +258,9 @@ class Relays:
             self._backend = OpenAIChatBackend(self._loopback.adopt(client))
         self._writes, self._relayed = writes, relayed = [*writes], asyncio.Event()
         asked = b'{"model": "m", "messages": [], "stream": true}'
-        relay = reads_told(await self._backend.forward_chat(asked), relayed.set)
+        relay = reads_told(
+            await self._backend.forward_chat(asked, orjson.loads(asked)), relayed.set
+        )
         chunks: list[bytes] = []
         error: GatewayError | None = None
         try:

@@ -53,10 +53,13 @@ class Server:
         self.refusing = False
         self.tokens_whole = False
         self.bodies: list[dict[str, Any]] = []
+        self.sent: list[bytes] = []
+        """Each body as its bytes came."""
         self.refusal: dict[str, Any] = LM_STUDIO_REFUSAL
 
     async def answer(self, incoming: web.Request) -> web.Response:
-        body = orjson.loads(await incoming.read())
+        self.sent.append(raw := await incoming.read())
+        body = orjson.loads(raw)
         self.bodies.append(body)
         null = any(m.get("content") is None for m in body["messages"])
         if self.refusing or (self.strict and null):
@@ -239,6 +242,71 @@ async def test_a_round_asked_whole_after_null_was_refused_goes_with_text_at_once
         (True, ""),
         (False, ""),
     ]
+
+
+CLIENT_CALLS = {  # a Chat client's own assistant message of tool calls alone, as SDKs send it
+    "model": "m",
+    "messages": [
+        {"role": "user", "content": "add"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "add", "arguments": "{}"}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "5"},
+    ],
+}
+
+
+async def forwarded(backend: Backend, fields: dict[str, Any]) -> int:
+    """``fields`` sent on the fast path (as a client wrote them: spaced): the status."""
+    body = orjson.dumps(fields, option=orjson.OPT_INDENT_2)
+    relay = await backend.forward_chat(body, orjson.loads(body))  # type: ignore[attr-defined]
+    await relay.aclose()
+    return int(relay.status)
+
+
+async def test_the_fast_path_sends_a_client_s_null_content_as_the_backend_configured(
+    loopback: Loopback,
+) -> None:
+    """A Chat client's own message of tool calls alone (``content`` null, as the SDKs
+    send it) goes to a backend sending ``""`` with ``""``, all else as it came; a body
+    holding no such message goes in the very bytes the client sent."""
+    server = Server(loopback, strict=True)
+    backend = await server.backend(tool_call_content="")
+    assert await forwarded(backend, CLIENT_CALLS) == 200
+    asked, called, output = CLIENT_CALLS["messages"]
+    texted = [asked, {**called, "content": ""}, output]
+    assert server.bodies == [{**CLIENT_CALLS, "messages": texted}]
+    plain = {"model": "m", "messages": [{"role": "user", "content": "add"}]}
+    assert await forwarded(backend, plain) == 200
+    assert server.sent[-1] == orjson.dumps(plain, option=orjson.OPT_INDENT_2)
+
+
+async def test_the_fast_path_sends_empty_text_once_the_backend_learned_to(
+    loopback: Loopback,
+) -> None:
+    """A backend left to its default forwards a client's null content as it came (a
+    server that refuses it says so to the client) until a translated call has learned
+    the server refuses null: from then on, as ``""``."""
+    server = Server(loopback, strict=True)
+    backend = await server.backend()
+    assert await forwarded(backend, CLIENT_CALLS) == 400
+    assert server.sent[-1] == orjson.dumps(CLIENT_CALLS, option=orjson.OPT_INDENT_2)
+    await answered(backend, [USER, CALL, OUTPUT])  # refused with null, answered with ""
+    assert await forwarded(backend, CLIENT_CALLS) == 200
+    assert server.contents()[-1] == ""
+
+
+async def test_a_backend_sending_null_forwards_a_client_s_null_content_as_it_came(
+    loopback: Loopback,
+) -> None:
+    server = Server(loopback)
+    backend = await server.backend(tool_call_content="null")
+    assert await forwarded(backend, CLIENT_CALLS) == 200
+    assert server.sent == [orjson.dumps(CLIENT_CALLS, option=orjson.OPT_INDENT_2)]
 
 
 @pytest.mark.parametrize("api", ["responses", "anthropic"])

@@ -77,7 +77,7 @@ class Forwarding(ScriptedBackend):
         super().__init__(ANSWER)
         self.forwarded: list[bytes] = []
 
-    async def forward_chat(self, body: bytes) -> Relayed:
+    async def forward_chat(self, body: bytes, fields: Mapping[str, Any]) -> Relayed:
         self.forwarded.append(body)
         return Relayed()
 
@@ -346,7 +346,7 @@ class Waiting(ScriptedBackend):
         self.asked = asyncio.Event()
         self.cancelled = False
 
-    async def forward_chat(self, body: bytes) -> Unending:
+    async def forward_chat(self, body: bytes, fields: Mapping[str, Any]) -> Unending:
         self.asked.set()
         if self.relay is not None:
             return self.relay
@@ -444,7 +444,7 @@ class Answering(Named):
         super().__init__("up")
         self.answer = answer
 
-    async def forward_chat(self, body: bytes) -> Answer:
+    async def forward_chat(self, body: bytes, fields: Mapping[str, Any]) -> Answer:
         if isinstance(self.answer, GatewayError):
             raise self.answer
         return self.answer

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
 
 import pytest
 
@@ -250,7 +251,7 @@ class Forwarding(ScriptedBackend):
         super().__init__([])
         self.answer = answer
 
-    async def forward_chat(self, body: bytes) -> Answer:
+    async def forward_chat(self, body: bytes, fields: Mapping[str, Any]) -> Answer:
         if isinstance(self.answer, UpstreamError):
             raise self.answer
         return self.answer

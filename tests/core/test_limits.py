@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import weakref
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from typing import Any
 
 import orjson
@@ -319,7 +319,7 @@ class ReportingRelay:
 
 
 class Forwarding(ScriptedBackend):
-    async def forward_chat(self, body: bytes) -> ReportingRelay:
+    async def forward_chat(self, body: bytes, fields: Mapping[str, Any]) -> ReportingRelay:
         return ReportingRelay()
 
 
@@ -394,7 +394,7 @@ class Uncounted(ScriptedBackend):
         self.status = status
         self.output = output
 
-    async def forward_chat(self, body: bytes) -> UncountedRelay:
+    async def forward_chat(self, body: bytes, fields: Mapping[str, Any]) -> UncountedRelay:
         return UncountedRelay(self.status, self.output)
 
 
@@ -549,7 +549,9 @@ async def charged_for(
     limits = RateLimits(debits, tokens_per_minute=100_000)
 
     class Relaying(ScriptedBackend):
-        async def forward_chat(self, body: bytes) -> UncountedRelay | ReportingRelay:
+        async def forward_chat(
+            self, body: bytes, fields: Mapping[str, Any]
+        ) -> UncountedRelay | ReportingRelay:
             return relay
 
     await relayed_and_left(gateway_with(limits, Relaying([])), limits, forwarded(fields))
@@ -713,7 +715,7 @@ async def test_a_relay_holds_nothing_of_its_request_while_its_answer_goes_out(
     relay = UncountedRelay(200, 7)
 
     class Relaying(ScriptedBackend):
-        async def forward_chat(self, body: bytes) -> UncountedRelay:
+        async def forward_chat(self, body: bytes, fields: Mapping[str, Any]) -> UncountedRelay:
             return relay
 
     content = [{"type": "text", "text": "x" * 100}, image(BASE64)]

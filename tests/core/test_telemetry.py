@@ -263,12 +263,12 @@ class Forwarding(ScriptedBackend):
         super().__init__(*args, **kwargs)
         self.relay = relay or UsageRelay()
 
-    async def forward_chat(self, body: bytes) -> UsageRelay:
+    async def forward_chat(self, body: bytes, fields: Mapping[str, Any]) -> UsageRelay:
         return self.relay
 
 
 class Unreachable(ScriptedBackend):
-    async def forward_chat(self, body: bytes) -> UsageRelay:
+    async def forward_chat(self, body: bytes, fields: Mapping[str, Any]) -> UsageRelay:
         raise UpstreamUnavailable("The model server 'scripted' is unreachable.")
 
 
@@ -331,7 +331,7 @@ async def test_a_forward_that_got_no_answer_reports_a_failed_attempt() -> None:
 class Unanswering(ScriptedBackend):
     """Sends no status line until the client has left."""
 
-    async def forward_chat(self, body: bytes) -> UsageRelay:
+    async def forward_chat(self, body: bytes, fields: Mapping[str, Any]) -> UsageRelay:
         self.started.set()
         await asyncio.Event().wait()
         raise AssertionError("never answered")

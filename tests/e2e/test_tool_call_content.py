@@ -161,3 +161,34 @@ def test_a_backend_sending_null_passes_the_refusal_on_in_each_protocol_s_shape(
             messages_round_trip(claude)
         assert rejected.value.body["error"]["type"] == "invalid_request_error"  # type: ignore[index]
         assert WORDS in rejected.value.message
+
+
+def forwarded_contents(upstream: str) -> list[Any]:
+    """:func:`sent_contents`, of the calls forwarded on the Chat fast path only: the
+    client's own body (a translated call adds the ``tool_choice`` the SDK left out)."""
+    assert all("tool_choice" not in sent["body"] for sent in upstream_requests(upstream))
+    return sent_contents(upstream)
+
+
+def test_the_fast_path_sends_a_chat_client_s_null_content_as_the_backend_does(
+    lm_studio: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """A Chat client's own message of tool calls alone (``content: null``, as the SDK
+    gives it back) forwarded to a backend sending ``""``, configured or learned (by a
+    translated round's refusal), goes with ``""``."""
+    configured = {"url": lm_studio, "tool_call_content": ""}
+    with (
+        configured_gateway(tmp_path_factory.mktemp("configured"), configured) as gateway,
+        OpenAI(base_url=gateway.url + "/v1", api_key="k", max_retries=0) as sdk,
+    ):
+        clear(lm_studio)
+        assert chat_round_trip(sdk)
+        assert forwarded_contents(lm_studio) == [""]
+    with (
+        configured_gateway(tmp_path_factory.mktemp("learned"), {"url": lm_studio}) as gateway,
+        OpenAI(base_url=gateway.url + "/v1", api_key="k", max_retries=0) as sdk,
+    ):
+        assert responses_round_trip(sdk)  # refused with null, answered with ""
+        clear(lm_studio)
+        assert chat_round_trip(sdk)
+        assert forwarded_contents(lm_studio) == [""]

@@ -4,7 +4,9 @@
 Chat Completions request goes to it untouched where its route allows, given only what
 the backend changes in every body (its ``extra_body`` fields the client did not set, an
 effort at a level the server takes, the ``thinking_switch`` its effort sets, each run of
-user messages made one with ``alternate_roles``), and its answer is relayed as bytes
+user messages made one with ``alternate_roles``, ``""`` for an assistant message's null
+content where the backend sends that, configured or learned: ``tool_call_content``), and
+its answer is relayed as bytes
 (:mod:`stateway.backends.upstream_relay`). Whether a request naming a function in
 ``tool_choice``, or declaring a custom tool, may go untouched is learned from the
 server's listing (:mod:`stateway.backends.named_choice`,
@@ -14,6 +16,8 @@ server's listing (:mod:`stateway.backends.named_choice`,
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping
+from typing import Any
 
 import orjson
 
@@ -43,23 +47,30 @@ class OpenAIChatBackend(ChatBackend):
         the tool offered as a function."""
         return self._custom_tools.known is True
 
-    async def forward_chat(self, body: bytes) -> UpstreamRelay:
+    async def forward_chat(self, body: bytes, fields: Mapping[str, Any]) -> UpstreamRelay:
         """The stateless fast path: ``body`` as the client sent it (given the backend's
-        ``extra_body`` fields it does not set, its effort at a level the server takes, and
-        with ``alternate_roles`` each run of user messages made one), the answer as
-        bytes."""
-        if self._target.extra_body or self._efforts or self._alternate or self._switch:
-            body = self._forwarded(body)
+        ``extra_body`` fields it does not set, its effort at a level the server takes,
+        with ``alternate_roles`` each run of user messages made one, and ``""`` for an
+        assistant message's null content when the backend sends that: a client's own
+        message of tool calls alone, which LM Studio refuses), the answer as bytes.
+        ``fields``: ``body`` parsed, whose messages are looked through for null content
+        only by a backend sending ``""``."""
+        texted = self._calls_content == "" and _null_content(fields.get("messages"))
+        if texted or self._target.extra_body or self._efforts or self._alternate or self._switch:
+            body = self._forwarded(body, texted=texted)
         return await self._client.relay("/chat/completions", body)
 
-    def _forwarded(self, body: bytes) -> bytes:
-        """``body`` re-encoded with what the backend changes in it; the very bytes when
-        that is nothing."""
+    def _forwarded(self, body: bytes, *, texted: bool = False) -> bytes:
+        """``body`` re-encoded with what the backend changes in it (``texted``: its
+        assistant messages' null content made ``""``); the very bytes when that is
+        nothing."""
         fields = orjson.loads(body)
         effort = fields.get("reasoning_effort")
         level = level_sent(self._efforts, effort)
         messages = fields.get("messages")
         merged = _alternated(messages) if self._alternate else messages
+        if texted:
+            merged = _texted(merged)
         flags = fields.get(KWARGS)
         if self._switch is not None:
             switch_thinking(fields, self._switch, thinking_asked(effort), self._target.extra_body)
@@ -71,6 +82,34 @@ class OpenAIChatBackend(ChatBackend):
         if merged is not messages:
             fields["messages"] = merged
         return orjson.dumps(self._target.filled(fields))
+
+
+def _null_content(messages: object) -> bool:
+    """Whether a fast-path body's ``messages`` hold an assistant message whose content is
+    null (or absent: the spec's for one of tool calls alone); malformed ones are the
+    upstream's to judge."""
+    if type(messages) is not list:
+        return False
+    for message in messages:  # content first: null is rare, and ends most tests at once
+        if (
+            type(message) is dict
+            and message.get("content") is None
+            and message.get("role") == "assistant"
+        ):
+            return True
+    return False
+
+
+def _texted(messages: Any) -> Any:
+    """``messages`` (a list: :func:`_null_content` found one) with ``""`` for each
+    assistant message's null content, as the translated path sends it
+    (:func:`~stateway.backends.chat_request.with_call_content`)."""
+    return [
+        {**m, "content": ""}
+        if type(m) is dict and m.get("role") == "assistant" and m.get("content") is None
+        else m
+        for m in messages
+    ]
 
 
 def _alternated(messages: object) -> object:

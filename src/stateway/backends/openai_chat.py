@@ -15,7 +15,8 @@ with tools, which llama-server refuses streamed, is asked whole once it has refu
 (:meth:`ChatBackend._tokens_with_tools`). An assistant message of tool calls alone goes
 with ``content`` null, the spec's, or as ``tool_call_content`` says; left to its default,
 a backend whose server refuses null in LM Studio's words sends the call again with ``""``,
-and every call after it so (:meth:`ChatBackend._null_refused`).
+and every call after it so (:meth:`ChatBackend._null_refused`), on the fast path too (a
+client's own null content, once configured or learned).
 Item and tool types the gateway does not model cannot be carried
 (``carries_unknown_types`` is False): its model is not shown them. With
 ``guided_decoding``, a round forcing a custom tool with a grammar is constrained by it

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from stateway.core.errors import GatewayError
 from stateway.core.inference import Delta, InferenceRequest
@@ -140,9 +140,11 @@ class ChatForwarder(Protocol):
     vLLM, SGLang and llama.cpp take functions alone. A request asking for one is forwarded
     only then, else translated (the backend offers a custom tool as a function)."""
 
-    async def forward_chat(self, body: bytes) -> Relay:
+    async def forward_chat(self, body: bytes, fields: Mapping[str, Any]) -> Relay:
         """Send ``body`` to the upstream's ``/chat/completions`` once a connection slot is
-        free; its answer, whatever the status. Raises
+        free; its answer, whatever the status. ``fields``: the client's body parsed (its
+        ``messages`` are ``body``'s), read to tell whether the backend must change
+        ``body``, which it parses again only then. Raises
         :class:`~stateway.core.errors.GatewayError` when no answer arrives (overloaded,
         unreachable, timed out)."""
         ...

@@ -104,7 +104,7 @@ class ChatForwarding:
                 asked = _Asked(command.model, prompt)
                 ended = partial(self._relayed, principal, asked, route.name, candidate, health)
                 held = HeldRelay(generations, generation, self._runs, ended)
-                return await held.open(forwarder, body)
+                return await held.open(forwarder, body, command.fields)
             return await self._starter.admit(principal, await command.translate(), generation)
         except BaseException:
             generations.release(generation)

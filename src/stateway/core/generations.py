@@ -21,7 +21,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from stateway.core.backend import ChatForwarder, Relay
 from stateway.core.errors import CredentialRevoked, GatewayError, ServerShuttingDown
@@ -209,14 +209,17 @@ class HeldRelay:
         self._after_close: Callable[[], Awaitable[object]] | None = None
         """What :meth:`aclose` awaits last (:meth:`also_ended`)."""
 
-    async def open(self, forwarder: ChatForwarder, body: bytes) -> HeldRelay:
-        """Send ``body`` upstream: this relay, once its status line came. Raises what
+    async def open(
+        self, forwarder: ChatForwarder, body: bytes, fields: Mapping[str, Any]
+    ) -> HeldRelay:
+        """Send ``body`` upstream (``fields``: the client's body parsed, for the
+        forwarder to read): this relay, once its status line came. Raises what
         :meth:`ChatForwarder.forward_chat` raises, or the error it was ended with meanwhile,
         having told ``ended`` and given nothing back (the lease is then its caller's)."""
         self._runs.add_relay(self)
         task = self._waiting = asyncio.current_task()
         try:
-            relay = await forwarder.forward_chat(body)
+            relay = await forwarder.forward_chat(body, fields)
         except GatewayError as error:  # no answer at all: unreachable, timed out, overloaded
             self._error = error
             self._gone(None, "failed")

@@ -112,7 +112,7 @@ class ForwardingBackend(ScriptedBackend):
         self.relay = relay
         self.forwarded: list[bytes] = []
 
-    async def forward_chat(self, body: bytes) -> FakeRelay:
+    async def forward_chat(self, body: bytes, fields: Mapping[str, Any]) -> FakeRelay:
         self.forwarded.append(body)
         return self.relay
 
@@ -384,7 +384,7 @@ class SilentBackend(ForwardingBackend):
         self.waiting = asyncio.Event()
         self.cancelled = asyncio.Event()
 
-    async def forward_chat(self, body: bytes) -> FakeRelay:
+    async def forward_chat(self, body: bytes, fields: Mapping[str, Any]) -> FakeRelay:
         self.waiting.set()
         try:
             await asyncio.Event().wait()
@@ -488,7 +488,7 @@ async def test_a_request_ended_by_shutdown_before_its_answer_is_logged_as_info(
     """A 503 the shutdown answers is expected, not a fault."""
 
     class Ending(ForwardingBackend):
-        async def forward_chat(self, body: bytes) -> FakeRelay:
+        async def forward_chat(self, body: bytes, fields: Mapping[str, Any]) -> FakeRelay:
             raise ServerShuttingDown()
 
     with caplog.at_level(logging.DEBUG, logger="stateway"):
