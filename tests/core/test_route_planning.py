@@ -13,6 +13,7 @@ from stateway.core.errors import InvalidRequest, ModelNotFound
 from stateway.core.generation_settings import GenerationSettings
 from stateway.core.routing import BackendEntry, Needs, Router
 from stateway.core.routing import router as router_module
+from stateway.core.tools.history import REWRITTEN_ITEM_TYPES
 from stateway.core.tools.toolset import Toolset
 from tests.core.routing_fakes import Named, candidate, needs, route, router
 
@@ -323,3 +324,81 @@ def test_tools_a_model_is_not_offered_need_no_tool_calls_of_its_candidate() -> N
     with pytest.raises(InvalidRequest) as refused:
         router(native).plan(native, drawing(ask(TEXT)))
     assert "tool calls" in refused.value.message
+
+
+FUNCTION_TOOL = {"type": "function", "name": "f", "parameters": {"type": "object"}}
+FORCED_NATIVE = [
+    "required",
+    {"type": "image_generation"},
+    {"type": "allowed_tools", "mode": "required", "tools": [IMAGE_TOOL]},
+]
+
+
+def forcing(choice: object, *client: dict[str, object]) -> Needs:
+    """:func:`drawing`'s needs (and ``client``'s tools), ``choice`` the tool choice."""
+    command = ask(TEXT, tool_choice=choice, tools=[IMAGE_TOOL, *client])
+    return Needs.of(command, Prior([]), Toolset([IMAGE_TOOL], list(client), native=[IMAGE_TOOL]))
+
+
+@pytest.mark.parametrize("choice", FORCED_NATIVE)
+def test_a_choice_forcing_only_unmodelled_tools_is_a_400_where_no_candidate_carries_them(
+    choice: object,
+) -> None:
+    """``required`` with tools all of types the gateway does not model, a choice naming
+    one, an ``allowed_tools`` choice of mode ``required`` allowing only them: a model not
+    offered them cannot be forced to call them. A route with no candidate carrying them
+    refuses the request (before anything goes upstream), on ``tool_choice``, naming why,
+    instead of answering in text."""
+    chat = route(candidate(Named("chat")))
+    with pytest.raises(InvalidRequest) as refused:
+        router(chat).plan(chat, forcing(choice))
+    assert (refused.value.param, refused.value.code) == ("tool_choice", "unsupported_capability")
+    assert "'image_generation'" in refused.value.message
+    assert "does not model" in refused.value.message
+    assert "backend 'chat'" in refused.value.message
+
+
+@pytest.mark.parametrize("choice", FORCED_NATIVE)
+def test_a_choice_forcing_only_unmodelled_tools_goes_to_a_candidate_carrying_them(
+    choice: object,
+) -> None:
+    """Another candidate of the route that carries them (an upstream speaking Responses)
+    serves it, whatever the route's order: nothing is refused that one could serve."""
+    mixed = route(candidate(Named("chat")), candidate(Native("native"), priority=1))
+    plan = router(mixed).plan(mixed, forcing(choice))
+    assert [x.backend.name for x in plan.capable] == ["native"]
+    assert [(s["backend"], s["detail"]) for s in plan.records] == [("chat", "tool_choice")]
+
+
+@pytest.mark.parametrize(
+    "choice",
+    [
+        "required",  # the function is forced
+        "auto",
+        {"type": "function", "name": "f"},
+        {"type": "allowed_tools", "mode": "required", "tools": [IMAGE_TOOL, FUNCTION_TOOL]},
+        {"type": "allowed_tools", "mode": "auto", "tools": [IMAGE_TOOL]},
+    ],
+)
+def test_a_choice_a_model_can_meet_without_unmodelled_tools_is_served_by_any_candidate(
+    choice: object,
+) -> None:
+    chat = route(candidate(Named("chat")))
+    plan = router(chat).plan(chat, forcing(choice, FUNCTION_TOOL))
+    assert [x.backend.name for x in plan.capable] == ["chat"]
+
+
+def test_required_beside_tools_the_context_offers_is_served_by_any_candidate() -> None:
+    """Tools an ``additional_tools`` item offers are offered to any model: ``required``
+    may force one of them."""
+    offered = {"type": "additional_tools", "tools": [FUNCTION_TOOL]}
+    command = ask(offered, TEXT, tool_choice="required", tools=[IMAGE_TOOL])
+    needs = Needs.of(command, Prior([]), Toolset([IMAGE_TOOL], [], native=[IMAGE_TOOL]))
+    chat = route(candidate(Rewriting("chat")))
+    assert [x.backend.name for x in router(chat).plan(chat, needs).capable] == ["chat"]
+
+
+class Rewriting(Named):
+    """A backend carrying the items the gateway rewrites for it (a Chat one)."""
+
+    carried_item_types = Named.carried_item_types | REWRITTEN_ITEM_TYPES

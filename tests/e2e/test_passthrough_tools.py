@@ -15,6 +15,7 @@ from openai import OpenAI
 
 from stateway.launch import start_gateway
 from tests.e2e.configured import RunningGateway, configured_gateway
+from tests.e2e.test_upstream_mapping import clear
 
 MODEL = "fake-model"
 IMAGE_TOOL: dict[str, Any] = {"type": "image_generation", "quality": "low", "size": "1024x1024"}
@@ -64,9 +65,7 @@ def test_an_unknown_tool_type_is_carried_to_a_responses_upstream_only(
     directive = f"draw [[item:{json.dumps(IMAGE_CALL)}]]"
     if api == "chat":
         tools: Any = [IMAGE_TOOL, FUNCTION_TOOL]
-        answer = client.responses.create(
-            model=MODEL, input="draw", tools=tools, tool_choice={"type": "image_generation"}
-        )
+        answer = client.responses.create(model=MODEL, input="draw", tools=tools)
         assert answer.status == "completed"
         assert answer.output_text == "Hello! You said: draw"
         sent = last_upstream_body(fake_upstream)
@@ -441,6 +440,71 @@ def test_unknown_tool_and_item_types_are_kept_from_an_anthropic_upstream(
     assert [t.type for t in answer.tools] == ["image_generation", "function"]
     assert [t["name"] for t in sent["tools"]] == ["lookup"]
     assert sent["messages"] == [{"role": "user", "content": [{"type": "text", "text": "draw"}]}]
+
+
+FORCING_IMAGES: Any = [
+    "required",
+    {"type": "image_generation"},
+    {"type": "allowed_tools", "mode": "required", "tools": [{"type": "image_generation"}]},
+]
+"""Tool choices a model offered no ``image_generation`` tool cannot meet (beside it alone)."""
+
+
+def test_a_choice_forcing_an_unknown_tool_type_is_refused_for_a_chat_upstream(
+    client: OpenAI, api: str, fake_upstream: str
+) -> None:
+    """A Chat upstream's model is not offered the tool: forcing a call of it is a 400 on
+    ``tool_choice`` saying why, before anything goes upstream, where an upstream speaking
+    Responses is sent it (as hosted refuses a choice forcing a tool it is not given)."""
+    tools: Any = [IMAGE_TOOL]
+    for choice in FORCING_IMAGES:
+        if api == "responses":
+            answer = client.responses.create(
+                model=MODEL, input="draw", tools=tools, tool_choice=choice
+            )
+            assert answer.status == "completed"
+            continue
+        clear(fake_upstream)
+        with pytest.raises(openai.BadRequestError) as refused:
+            client.responses.create(model=MODEL, input="draw", tools=tools, tool_choice=choice)
+        error = refused.value.body
+        assert isinstance(error, dict)
+        assert (error["type"], error["param"]) == ("invalid_request_error", "tool_choice")
+        assert error["code"] == "unsupported_capability"
+        assert "'image_generation'" in error["message"]
+        assert upstream_calls(fake_upstream) == 0
+    calls_too: Any = [IMAGE_TOOL, FUNCTION_TOOL]  # required: the function is forced
+    answer = client.responses.create(
+        model=MODEL, input="draw", tools=calls_too, tool_choice="required"
+    )
+    assert answer.status == "completed"
+
+
+def test_a_choice_forcing_an_unknown_tool_type_is_refused_for_an_anthropic_upstream(
+    fake_upstream: str, tmp_path: Any
+) -> None:
+    """As for a Chat upstream: the Messages API has no place for the tool either; the
+    refusal is the Responses client's (the only protocol declaring such a tool)."""
+    backend = {"url": fake_upstream, "api": "anthropic"}
+    with (
+        configured_gateway(tmp_path, backend) as gateway,
+        OpenAI(base_url=gateway.url + "/v1", api_key="k", max_retries=0) as sdk,
+    ):
+        clear(fake_upstream)
+        for choice in FORCING_IMAGES:
+            with pytest.raises(openai.BadRequestError) as refused:
+                sdk.responses.create(
+                    model=MODEL, input="draw", tools=[IMAGE_TOOL], tool_choice=choice
+                )
+            assert refused.value.param == "tool_choice"
+            assert refused.value.code == "unsupported_capability"
+        assert upstream_calls(fake_upstream) == 0
+
+
+def upstream_calls(fake_upstream: str) -> int:
+    """How many requests the fake upstream was sent since it was last cleared."""
+    with urllib.request.urlopen(fake_upstream.removesuffix("/v1") + "/_fake/requests") as reply:
+        return len(json.loads(reply.read())["data"])
 
 
 GRAMMAR_TOOL: Any = {

@@ -63,6 +63,8 @@ def test_a_chat_backend_offers_no_unknown_tool_and_echoes_it() -> None:
 
 
 def test_a_choice_of_an_unknown_tool_a_chat_backend_is_not_offered_goes_auto() -> None:
+    """What a round would send: a request forcing such a tool alone is served by no such
+    backend (``Needs.forced_native``, tests/core/test_route_planning.py)."""
     toolset = GatewayTools().resolve(tools_of(FUNCTION, IMAGE))
     toolset.route(ScriptedBackend([]))
     assert round_choice(toolset, known_catalog(toolset), {"type": "image_generation"}) == "auto"

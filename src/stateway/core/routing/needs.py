@@ -20,12 +20,19 @@ not shown them (:mod:`stateway.core.planning`), so such a candidate serves a req
 holding them only when none of the first kind can (``withholding``). What is not sent
 asks nothing of such a candidate: its window is checked against the estimate of what its
 model is shown, a screenshot of a ``computer_call_output`` needs no image input of it, and
-tools it is not offered need no tool calls of it.
+tools it is not offered need no tool calls of it. But a ``tool_choice`` forcing a call
+of them alone (``required`` where they are all the request's tools, a choice naming one,
+an ``allowed_tools`` choice of mode ``required`` allowing only them) asks what such a
+candidate cannot give: it cannot serve, and a route none of whose candidates carries
+them answers a 400 on ``tool_choice`` (:func:`forced_unoffered`), as the hosted APIs
+refuse a choice forcing a tool they are not given, instead of an answer in text
+(:meth:`Needs._forced`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from stateway.core.backend import Backend
 from stateway.core.commands import CreateResponse
@@ -37,6 +44,7 @@ from stateway.core.routing.route import Candidate
 from stateway.core.text_files import file_text
 from stateway.core.token_estimate import estimate_context
 from stateway.core.tools import client_hosted
+from stateway.core.tools.choice import context_tools, names_tools
 from stateway.core.tools.toolset import Toolset
 
 _PART_HOLDERS = frozenset(
@@ -48,6 +56,15 @@ CAPABILITY_MISSING = "unsupported_capability"
 a context window large enough is :class:`~stateway.core.errors.ContextTooLong` instead
 (``context_length_exceeded``, as an upstream refusing a too long prompt answers), which
 ``truncation: "auto"`` and token counts never get."""
+
+
+def _unmodelled(kinds: list[str]) -> str:
+    """Tools of ``kinds``, types the gateway does not model, in words."""
+    named = ", ".join(f"'{kind}'" for kind in kinds)
+    return (
+        f"tool types the gateway does not model ({named}: offered only to an upstream "
+        "speaking the Responses API)"
+    )
 
 
 @dataclass(slots=True)
@@ -77,6 +94,9 @@ class Needs:
     """An item of a type the gateway does not model is in the context: only then may a
     backend's model be left unshown one (:func:`~stateway.core.context.unshown_types`),
     which is looked for then only, the plain request paying no second walk."""
+    forced_native: str | None = None
+    """The call the ``tool_choice`` forces of tools only an upstream speaking Responses is
+    offered, in words (:meth:`_forced`): no other candidate can make it."""
     client_hosted: bool = False
     """Shell or apply_patch tools are declared: natively for such an upstream, as
     functions for others (:mod:`stateway.core.tools.client_hosted`)."""
@@ -109,9 +129,44 @@ class Needs:
         needs.native_tools = bool(toolset.native)
         if toolset.native:
             needs._native = frozenset(tool.get("type") for tool in toolset.native)
+            if names_tools(choice := settings.tool_choice):
+                needs.forced_native = needs._forced(choice)
         hosted = client_hosted.TOOL_TYPES
         needs.client_hosted = any(t.get("type") in hosted for t in toolset.client)
         return needs
+
+    def _forced(self, choice: str | dict[str, Any]) -> str | None:
+        """The call ``choice`` forces of the request's tools of types the gateway does not
+        model, where it can force no other, in words: ``required`` when they are all its
+        tools (and its context offers none: ``additional_tools``, a tool search's output),
+        a choice naming one by its type, an ``allowed_tools`` choice of mode ``required``
+        allowing only them. None when the choice can be met without them."""
+        native = self._native
+        if choice == "required":
+            if self.modelled_tools or self._offering():
+                return None
+            kinds = sorted(map(str, native))
+            return f"tool_choice 'required' to force a call of {_unmodelled(kinds)}"
+        if not isinstance(choice, dict) or "name" in choice:
+            return None
+        kind = choice.get("type")
+        if kind != "allowed_tools":
+            if kind not in native:
+                return None
+            return f"tool_choice '{kind}' to force a call of {_unmodelled([str(kind)])}"
+        listed = choice.get("tools")
+        if choice.get("mode") != "required" or not isinstance(listed, list) or not listed:
+            return None
+        for entry in listed:
+            if not isinstance(entry, dict) or "name" in entry or entry.get("type") not in native:
+                return None
+        allowed = _unmodelled(list(dict.fromkeys(str(entry["type"]) for entry in listed)))
+        return f"tool_choice 'allowed_tools' (mode 'required') to force a call of {allowed}"
+
+    def _offering(self) -> bool:
+        """Whether an item of the request's context offers tools (``additional_tools``, a
+        tool search's output): what ``required`` may force beside the declared tools."""
+        return bool(context_tools(self.prior.items) or context_tools(self.command.input))
 
     def _scan(self, item: Item) -> None:
         kind = item.get("type")
@@ -207,6 +262,8 @@ def unmet(
         return _unmet("files", route, candidate, "file input", "input")
     if needs.reasoning and not has.reasoning:
         return _unmet("reasoning", route, candidate, "reasoning", "reasoning")
+    if needs.forced_native is not None and not backend.carries_unknown_types:
+        return _unmet("tool_choice", route, candidate, needs.forced_native, "tool_choice")
     calls = needs.tool_calls if backend.carries_unknown_types else needs.modelled_tools
     if calls and not has.tool_calls:
         return _unmet("tool_calls", route, candidate, "tool calls", "tools")

@@ -25,8 +25,10 @@ is a 400 that says what to configure:
   natively, and the ``shell`` and ``apply_patch`` tools too (any other backend offers
   those as functions); any other backend's model is not offered them (its upstream API
   has no place for them), as the ``web_search`` hint is not, but the response echoes and
-  stores them as declared. A ``tool_choice`` naming one then goes ``auto``, and an
-  ``allowed_tools`` entry naming one allows nothing the model is offered.
+  stores them as declared. An ``allowed_tools`` entry naming one allows nothing the model
+  is offered; a ``tool_choice`` forcing a call of them alone is no such backend's to
+  serve (:class:`~stateway.core.routing.needs.Needs`: ``forced_native``), so a choice
+  naming one reaches :meth:`Toolset.native_choice` for a backend sent them only.
 """
 
 from __future__ import annotations
