@@ -258,6 +258,15 @@ class ChatBackend:
         except UpstreamRejected as refused:
             if started or refused.code != NULL_CONTENT_UNSUPPORTED:
                 raise
+        self._refuses_null()
+        async with aclosing(self._deltas(request, _texted(body))) as deltas:
+            async for delta in deltas:
+                yield delta
+
+    def _refuses_null(self) -> None:
+        """The server refused ``content`` null in LM Studio's words: every call goes
+        with ``""`` from now on, which the log says once, naming the setting that spares
+        the refused call."""
         if self._calls_content == "null":
             log.info(
                 "model server %s refused content null beside tool calls; sending an empty "
@@ -265,9 +274,6 @@ class ChatBackend:
                 self.name,
             )
         self._calls_content, self._null_unsettled = "", False
-        async with aclosing(self._deltas(request, _texted(body))) as deltas:
-            async for delta in deltas:
-                yield delta
 
     async def _deltas(
         self, request: InferenceRequest, body: dict[str, Any]
