@@ -7,6 +7,7 @@ after it, never after output, never more than once."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from contextlib import aclosing
 from typing import Any
@@ -285,19 +286,126 @@ async def test_the_fast_path_sends_a_client_s_null_content_as_the_backend_config
     assert server.sent[-1] == orjson.dumps(plain, option=orjson.OPT_INDENT_2)
 
 
-async def test_the_fast_path_sends_empty_text_once_the_backend_learned_to(
+async def test_the_fast_path_sends_empty_text_once_a_translated_call_learned_to(
     loopback: Loopback,
 ) -> None:
-    """A backend left to its default forwards a client's null content as it came (a
-    server that refuses it says so to the client) until a translated call has learned
-    the server refuses null: from then on, as ``""``."""
+    """A backend left to its default that learned from a translated call that the server
+    refuses null forwards a client's null content as ``""`` at once: one call."""
     server = Server(loopback, strict=True)
     backend = await server.backend()
-    assert await forwarded(backend, CLIENT_CALLS) == 400
-    assert server.sent[-1] == orjson.dumps(CLIENT_CALLS, option=orjson.OPT_INDENT_2)
     await answered(backend, [USER, CALL, OUTPUT])  # refused with null, answered with ""
     assert await forwarded(backend, CLIENT_CALLS) == 200
-    assert server.contents()[-1] == ""
+    assert server.contents() == [None, "", ""]
+
+
+async def relayed(backend: Backend, fields: dict[str, Any]) -> tuple[int, bytes]:
+    """``fields`` sent on the fast path (spaced, as a client wrote them): the status and
+    the body relayed, chunk by chunk."""
+    body = orjson.dumps(fields, option=orjson.OPT_INDENT_2)
+    relay = await backend.forward_chat(body, orjson.loads(body))  # type: ignore[attr-defined]
+    try:
+        return int(relay.status), b"".join([chunk async for chunk in relay.chunks()])
+    finally:
+        await relay.aclose()
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_the_fast_path_learns_lm_studio_s_refusal_of_null_itself(
+    loopback: Loopback, caplog: pytest.LogCaptureFixture, stream: bool
+) -> None:
+    """A backend left to its default forwards a client's null content as it came; LM
+    Studio's refusal of it (a JSON 400, streamed or not) comes before any output: the
+    request goes again once with ``""``, its answer the client's, and the backend has
+    learned, as a translated call's refusal teaches it (the same log line): every later
+    request, forwarded or translated, goes with ``""`` at once."""
+    server = Server(loopback, strict=True)
+    backend = await server.backend()
+    fields = {**CLIENT_CALLS, "stream": stream}
+    with caplog.at_level(logging.INFO, logger="stateway.backends.openai_chat"):
+        status, body = await relayed(backend, fields)
+    assert (status, orjson.loads(body)) == (200, ANSWER)
+    assert server.contents() == [None, ""]
+    asked, called, output = CLIENT_CALLS["messages"]
+    assert server.bodies[1] == {**fields, "messages": [asked, {**called, "content": ""}, output]}
+    [said] = [r.getMessage() for r in caplog.records if r.name.endswith("openai_chat")]
+    assert "model server up refused content null" in said
+    assert await forwarded(backend, fields) == 200
+    await answered(backend, [USER, CALL, OUTPUT])
+    assert server.contents() == [None, "", "", ""]
+
+
+async def test_requests_refused_at_once_on_the_fast_path_are_each_sent_again_once(
+    loopback: Loopback, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Requests already forwarded with null when the first refusal comes are each sent
+    again once with ``""``; the log says it once."""
+    server = Server(loopback, strict=True)
+    arrived = asyncio.Event()
+    answer = server.answer
+
+    async def held(incoming: web.Request) -> web.Response:  # each refusal once all came
+        reply = await answer(incoming)
+        if len(server.bodies) == 3:
+            arrived.set()
+        await arrived.wait()
+        return reply
+
+    server.answer = held  # type: ignore[method-assign]
+    backend = await server.backend()
+    with caplog.at_level(logging.INFO, logger="stateway.backends.openai_chat"):
+        statuses = await asyncio.gather(*(forwarded(backend, CLIENT_CALLS) for _ in "abc"))
+    assert statuses == [200, 200, 200]
+    assert server.contents() == [None, None, None, "", "", ""]
+    assert len([r for r in caplog.records if r.name.endswith("openai_chat")]) == 1
+
+
+@pytest.mark.parametrize(
+    ("refusal", "fields", "config"),
+    [
+        (  # other words
+            {"error": {"message": "bad tools", "type": "invalid_request_error"}},
+            CLIENT_CALLS,
+            {},
+        ),
+        (  # LM Studio's, about a request without null content
+            LM_STUDIO_REFUSAL,
+            {"model": "m", "messages": [{"role": "user", "content": "add"}]},
+            {},
+        ),
+        (LM_STUDIO_REFUSAL, CLIENT_CALLS, {"tool_call_content": "null"}),  # told to send null
+    ],
+    ids=["other-words", "no-null-content", "configured-null"],
+)
+async def test_any_other_refusal_on_the_fast_path_is_relayed_as_it_came(
+    loopback: Loopback,
+    refusal: dict[str, Any],
+    fields: dict[str, Any],
+    config: dict[str, Any],
+) -> None:
+    """Relayed byte for byte, the request not sent again, nothing learned."""
+    server = Server(loopback)
+    server.refusing = True
+    server.refusal = refusal
+    backend = await server.backend(**config)
+    status, body = await relayed(backend, fields)
+    assert (status, body) == (400, json.dumps(refusal).encode())  # as aiohttp wrote it
+    assert server.sent == [orjson.dumps(fields, option=orjson.OPT_INDENT_2)]
+    server.refusing = False
+    assert await forwarded(backend, fields) == 200
+    assert server.sent[-1] == orjson.dumps(fields, option=orjson.OPT_INDENT_2)
+
+
+async def test_a_server_that_took_null_is_not_watched_for_its_refusal_on_the_fast_path(
+    loopback: Loopback,
+) -> None:
+    """A server that answered a translated call sending null takes it: a forwarded
+    request's refusal in LM Studio's words is relayed, as a translated call's is."""
+    server = Server(loopback)
+    backend = await server.backend()
+    await answered(backend, [USER, CALL, OUTPUT])
+    server.strict = True
+    assert await forwarded(backend, CLIENT_CALLS) == 400
+    assert server.contents() == [None, None]
 
 
 async def test_a_backend_sending_null_forwards_a_client_s_null_content_as_it_came(

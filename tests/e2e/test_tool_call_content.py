@@ -9,12 +9,16 @@ shape."""
 
 from __future__ import annotations
 
+import urllib.error
+import urllib.request
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import anthropic
 import openai
+import orjson
 import pytest
 from anthropic import Anthropic
 from openai import OpenAI
@@ -192,3 +196,93 @@ def test_the_fast_path_sends_a_chat_client_s_null_content_as_the_backend_does(
         clear(lm_studio)
         assert chat_round_trip(sdk)
         assert forwarded_contents(lm_studio) == [""]
+
+
+def streamed_text(sdk: OpenAI, messages: list[Any], **options: Any) -> str:
+    """A streamed completion's text, its chunks added up."""
+    chunks = sdk.chat.completions.create(
+        model=MODEL, messages=messages, tools=[CHAT_ADD], stream=True, **options
+    )
+    return "".join(chunk.choices[0].delta.content or "" for chunk in chunks if chunk.choices)
+
+
+def second_round(sdk: OpenAI, *, stream: bool, keyed: bool) -> str | None:
+    """:func:`chat_round_trip`, its second request (the one sending ``content: null``
+    back) streamed or not, sent with an ``Idempotency-Key`` or not: the answer's text."""
+    messages: list[Any] = [{"role": "user", "content": '[[tool:add:{"a": 1}]] add'}]
+    first = sdk.chat.completions.create(model=MODEL, messages=messages, tools=[CHAT_ADD])
+    called = first.choices[0].message
+    assert called.tool_calls
+    messages += [
+        called.model_dump(exclude_none=False, include={"role", "content", "tool_calls"}),
+        {"role": "tool", "tool_call_id": called.tool_calls[0].id, "content": "2"},
+    ]
+    options: dict[str, Any] = {}
+    if keyed:
+        options["extra_headers"] = {"Idempotency-Key": str(uuid.uuid4())}
+    if stream:
+        return streamed_text(sdk, messages, **options)
+    second = sdk.chat.completions.create(
+        model=MODEL, messages=messages, tools=[CHAT_ADD], **options
+    )
+    return second.choices[0].message.content
+
+
+@pytest.mark.parametrize(
+    ("stream", "keyed"),
+    [(False, False), (True, False), (False, True), (True, True)],
+    ids=["whole", "streamed", "whole-keyed", "streamed-keyed"],
+)
+def test_the_fast_path_learns_lm_studio_s_refusal_of_a_chat_client_s_null_content(
+    lm_studio: str, tmp_path: Path, stream: bool, keyed: bool
+) -> None:
+    """A gateway serving only Chat clients, its backend left to its default (no
+    translated round teaches it): LM Studio's refusal of a client's own null content is
+    no answer the client sees. The request goes again once with ``""``, and every later
+    one so at once (one upstream call); the log says it once, as for a translated round."""
+    with (
+        configured_gateway(tmp_path, {"url": lm_studio}) as gateway,
+        OpenAI(base_url=gateway.url + "/v1", api_key="k", max_retries=0) as sdk,
+    ):
+        clear(lm_studio)
+        assert second_round(sdk, stream=stream, keyed=keyed)
+        assert forwarded_contents(lm_studio) == [None, ""]  # refused, then sent again
+        assert len(upstream_requests(lm_studio)) == 3  # the first round's, and those two
+        clear(lm_studio)
+        assert second_round(sdk, stream=stream, keyed=keyed)
+        assert forwarded_contents(lm_studio) == [""]
+        assert len(upstream_requests(lm_studio)) == 2
+    said = gateway.log.read_text()
+    assert said.count("refused content null beside tool calls") == 1
+
+
+def test_another_refusal_of_a_request_with_null_content_is_relayed_as_it_came(
+    lm_studio: str, tmp_path: Path
+) -> None:
+    """A 400 in other words to a forwarded request holding ``content: null`` is the
+    upstream's own answer, byte for byte, the request sent once."""
+    called = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "add", "arguments": "{}"}}
+        ],
+    }
+    body = orjson.dumps({"model": MODEL, "messages": ["not a message", called]})
+    direct = exchanged(lm_studio + "/chat/completions", body)
+    assert direct[0] == 400
+    assert b"Invalid message at index 0" in direct[1]
+    with configured_gateway(tmp_path, {"url": lm_studio}) as gateway:
+        clear(lm_studio)
+        assert exchanged(gateway.url + "/v1/chat/completions", body) == direct
+        assert len(upstream_requests(lm_studio)) == 1
+
+
+def exchanged(url: str, body: bytes) -> tuple[int, bytes]:
+    """``body`` posted to ``url``: the status and the body answered."""
+    asked = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(asked) as answer:
+            return int(answer.status), bytes(answer.read())
+    except urllib.error.HTTPError as refused:
+        return refused.code, bytes(refused.read())

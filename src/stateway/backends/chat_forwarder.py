@@ -7,7 +7,10 @@ effort at a level the server takes, the ``thinking_switch`` its effort sets, eac
 user messages made one with ``alternate_roles``, ``""`` for an assistant message's null
 content where the backend sends that, configured or learned: ``tool_call_content``), and
 its answer is relayed as bytes
-(:mod:`stateway.backends.upstream_relay`). Whether a request naming a function in
+(:mod:`stateway.backends.upstream_relay`). A backend left to its default learns ``""``
+from a forwarded request too: LM Studio's refusal of a client's own null content (a 400,
+before any output) is sent again once with ``""``, its answer the client's
+(:meth:`OpenAIChatBackend._refused_null`). Whether a request naming a function in
 ``tool_choice``, or declaring a custom tool, may go untouched is learned from the
 server's listing (:mod:`stateway.backends.named_choice`,
 :mod:`stateway.backends.model_windows`).
@@ -23,9 +26,12 @@ import orjson
 
 from stateway.backends.chat_system_messages import merge_user_turns
 from stateway.backends.openai_chat import ChatBackend
+from stateway.backends.read_relay import ReadRelay
 from stateway.backends.reasoning_efforts import level_sent
 from stateway.backends.thinking_switch import KWARGS, switch_thinking, thinking_asked
 from stateway.backends.upstream_relay import UpstreamRelay
+from stateway.backends.upstream_status import NULL_CONTENT_UNSUPPORTED, parse_error
+from stateway.core.backend import is_event_stream
 
 
 class OpenAIChatBackend(ChatBackend):
@@ -47,18 +53,53 @@ class OpenAIChatBackend(ChatBackend):
         the tool offered as a function."""
         return self._custom_tools.known is True
 
-    async def forward_chat(self, body: bytes, fields: Mapping[str, Any]) -> UpstreamRelay:
+    async def forward_chat(
+        self, body: bytes, fields: Mapping[str, Any]
+    ) -> UpstreamRelay | ReadRelay:
         """The stateless fast path: ``body`` as the client sent it (given the backend's
         ``extra_body`` fields it does not set, its effort at a level the server takes,
         with ``alternate_roles`` each run of user messages made one, and ``""`` for an
         assistant message's null content when the backend sends that: a client's own
         message of tool calls alone, which LM Studio refuses), the answer as bytes.
         ``fields``: ``body`` parsed, whose messages are looked through for null content
-        only by a backend sending ``""``."""
+        only by a backend sending ``""``, or on a 400 (:meth:`_refused_null`)."""
         texted = self._calls_content == "" and _null_content(fields.get("messages"))
+        sent = body
         if texted or self._target.extra_body or self._efforts or self._alternate or self._switch:
-            body = self._forwarded(body, texted=texted)
-        return await self._client.relay("/chat/completions", body)
+            sent = self._forwarded(body, texted=texted)
+        relay = await self._client.relay("/chat/completions", sent)
+        if relay.status != 400 or texted or not self._watches_null:
+            return relay
+        return await self._refused_null(relay, body, fields)
+
+    @property
+    def _watches_null(self) -> bool:
+        """Whether a forwarded request's 400 may be LM Studio's refusal of null content:
+        the backend is left to its default, and its server has not answered a translated
+        call sending null (:meth:`ChatBackend._null_refused`), or has refused one already
+        (a request forwarded with null before it did)."""
+        return self._null_unsettled or (self._learns_content and self._calls_content == "")
+
+    async def _refused_null(
+        self, relay: UpstreamRelay, body: bytes, fields: Mapping[str, Any]
+    ) -> UpstreamRelay | ReadRelay:
+        """A 400 to ``body``, forwarded by a backend watching for LM Studio's refusal
+        (:attr:`_watches_null`): when ``body`` holds an assistant message whose content
+        is null, as it came, and the answer is that refusal (its words, told as a
+        translated call's refusal is:
+        :func:`~stateway.backends.upstream_status.parse_error`), the backend learns
+        ``""`` (:meth:`ChatBackend._refuses_null`) and the request goes again once so,
+        its answer relayed instead (nothing of the refusal went out: its status line
+        waits for its body). Any other 400 is relayed as it came, an event stream at
+        once, any other body read first (:class:`ReadRelay`)."""
+        if is_event_stream(relay.headers) or not _null_content(fields.get("messages")):
+            return relay
+        read = await ReadRelay.of(relay)
+        if parse_error(b"".join(read.read))[1] != NULL_CONTENT_UNSUPPORTED:
+            return read
+        await relay.aclose()
+        self._refuses_null()
+        return await self._client.relay("/chat/completions", self._forwarded(body, texted=True))
 
     def _forwarded(self, body: bytes, *, texted: bool = False) -> bytes:
         """``body`` re-encoded with what the backend changes in it (``texted``: its

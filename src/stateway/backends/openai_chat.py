@@ -16,7 +16,8 @@ with tools, which llama-server refuses streamed, is asked whole once it has refu
 with ``content`` null, the spec's, or as ``tool_call_content`` says; left to its default,
 a backend whose server refuses null in LM Studio's words sends the call again with ``""``,
 and every call after it so (:meth:`ChatBackend._null_refused`), on the fast path too (a
-client's own null content, once configured or learned).
+client's own null content, once configured or learned; a forwarded request's refusal
+teaches it too: :mod:`stateway.backends.chat_forwarder`).
 Item and tool types the gateway does not model cannot be carried
 (``carries_unknown_types`` is False): its model is not shown them. With
 ``guided_decoding``, a round forcing a custom tool with a grammar is constrained by it
@@ -264,7 +265,8 @@ class ChatBackend:
                 yield delta
 
     def _refuses_null(self) -> None:
-        """The server refused ``content`` null in LM Studio's words: every call goes
+        """The server refused ``content`` null in LM Studio's words (a translated call's,
+        or a forwarded one's: :mod:`stateway.backends.chat_forwarder`): every call goes
         with ``""`` from now on, which the log says once, naming the setting that spares
         the refused call."""
         if self._calls_content == "null":
