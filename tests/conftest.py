@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import re
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 
 import asyncpg
 import pytest
@@ -23,6 +24,21 @@ settings.register_profile(
 settings.load_profile(os.environ.get("STATEWAY_HYPOTHESIS_PROFILE", "default"))
 
 DEFAULT_POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/test"
+
+
+@pytest.fixture
+def young_heap() -> Iterator[None]:
+    """For a test that runs the cyclic garbage collector (``gc.collect()``, directly or
+    through :mod:`tests.collector`): the objects made before it are set aside while it runs
+    (:func:`gc.freeze`), so its collections go through the objects made since, those it
+    asks about, not the whole heap, which late in a worker's run is millions of objects and
+    a second's collection. What was made before is alive (the test cannot reach garbage) or
+    garbage of earlier tests, left to a later collection."""
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 @pytest.fixture(scope="session")

@@ -127,6 +127,7 @@ def test_a_reloaded_backend_keeps_its_connection_slots(tmp_path: Path) -> None:
     assert widened._client._slots is not before._client._slots  # type: ignore[attr-defined]
 
 
+@pytest.mark.usefixtures("young_heap")
 def test_reloads_changing_a_backends_limits_leave_no_slots_behind(tmp_path: Path) -> None:
     """Each max_connections or pool_timeout is a queue of its own; once no generation
     uses one (retired, gone), the process's waiting room keeps nothing of it."""

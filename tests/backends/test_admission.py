@@ -215,6 +215,7 @@ async def test_clients_of_one_backend_share_its_slots_across_generations(
     )
 
 
+@pytest.mark.usefixtures("young_heap")
 async def test_a_superseded_queue_lasts_while_its_calls_hold_or_wait_for_its_slot() -> None:
     """A reload that changed the limits leaves the old generation's calls their queue:
     the one holding its slot and the one waiting for it both finish and give it back;

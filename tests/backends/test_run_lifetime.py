@@ -26,6 +26,8 @@ from stateway.fake_upstream.launch import start_fake_upstream
 from tests.collector import collector_off, cyclic_garbage, freed, gateway_frames
 from tests.core.fakes import MemoryStore
 
+pytestmark = pytest.mark.usefixtures("young_heap")  # they collect garbage
+
 
 @pytest.fixture(scope="module")
 def upstream_url() -> Iterator[str]:

@@ -384,6 +384,7 @@ async def test_a_background_run_whose_row_failed_logs_nothing() -> None:
     assert store.appends == []
 
 
+@pytest.mark.usefixtures("young_heap")
 async def test_a_finished_background_run_is_freed_without_the_collector() -> None:
     with collector_off():
         gateway = gateway_for(ScriptedBackend(script("a", "b")), MemoryStore())

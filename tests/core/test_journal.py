@@ -210,6 +210,7 @@ async def test_a_deferred_journal_nobody_keeps_stores_nothing() -> None:
     assert len(journal.encoded(0, 8)) == 8  # still every watcher's, terminal included
 
 
+@pytest.mark.usefixtures("young_heap")
 async def test_a_deferred_journal_nobody_keeps_lets_its_run_go_once_closed() -> None:
     """WebSocket mode defers every create's journal, and the run holds its journal: the
     run it would have started its writer over must not be held past the run's end, or

@@ -704,6 +704,7 @@ class Fields(dict[str, Any]):
 
 
 @pytest.mark.parametrize("counting", [True, False])
+@pytest.mark.usefixtures("young_heap")
 async def test_a_relay_holds_nothing_of_its_request_while_its_answer_goes_out(
     counting: bool,
 ) -> None:

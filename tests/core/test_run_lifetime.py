@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 import weakref
 
+import pytest
+
 from stateway.core import events as ev
 from stateway.core.commands import CreateResponse
 from stateway.core.errors import GatewayError, StorageError, UpstreamError
@@ -21,6 +23,8 @@ from stateway.core.run_registry import RunRegistry
 from stateway.core.runs import Run
 from tests.collector import collector_off, freed
 from tests.core.fakes import MemoryStore, ScriptedBackend
+
+pytestmark = pytest.mark.usefixtures("young_heap")  # they collect garbage
 
 
 def user(text: str) -> dict[str, object]:

@@ -625,6 +625,7 @@ class Fields(dict[str, Any]):
 
 
 @pytest.mark.parametrize("stream", [True, False])
+@pytest.mark.usefixtures("young_heap")
 async def test_a_translated_answer_goes_out_holding_no_parsed_body(
     stream: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -16,6 +16,8 @@ from tests.collector import WatchedGateway, collector_off, cyclic_garbage, freed
 from tests.core.fakes import ScriptedBackend
 from tests.surfaces.http.asgi import call
 
+pytestmark = pytest.mark.usefixtures("young_heap")  # they collect garbage
+
 
 @pytest.mark.parametrize("stream", [True, False], ids=["stream", "non-stream"])
 @pytest.mark.parametrize(

@@ -7,6 +7,7 @@ import gc
 import weakref
 from collections.abc import AsyncGenerator
 
+import pytest
 from starlette.responses import Response
 from starlette.types import Message
 
@@ -22,6 +23,7 @@ class Refusal:
         raise AssertionError("the stream opened: no refusal is answered")
 
 
+@pytest.mark.usefixtures("young_heap")
 async def test_what_a_refusal_needs_is_let_go_once_the_stream_opens() -> None:
     """A stream's refusal is answered only before its status line goes out: what it
     holds (a request body of megabytes) is not kept for the rest of the stream."""

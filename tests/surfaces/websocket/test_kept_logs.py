@@ -7,6 +7,8 @@ import asyncio
 import gc
 import weakref
 
+import pytest
+
 from stateway.surfaces.websocket.kept_logs import KeptLogs
 from stateway.surfaces.websocket.outbox import Outbox
 
@@ -48,6 +50,7 @@ async def test_the_close_waits_for_nothing_when_no_log_is_being_written() -> Non
         await logs.stored()
 
 
+@pytest.mark.usefixtures("young_heap")
 async def test_a_run_s_journal_is_let_go_once_its_last_frames_went_out() -> None:
     """An idle connection holds no finished run's log: once the outbox has sent the
     frames put before it, the journal is dropped (not kept until the next run)."""
@@ -64,6 +67,7 @@ async def test_a_run_s_journal_is_let_go_once_its_last_frames_went_out() -> None
     assert gone() is None
 
 
+@pytest.mark.usefixtures("young_heap")
 async def test_a_run_whose_frames_went_out_before_it_is_told_streamed_is_not_kept() -> None:
     box = await outbox()
     logs = KeptLogs(box)

@@ -21,6 +21,8 @@ from stateway.websocket_config import WebSocketConfig
 from tests.collector import WatchedGateway, collector_off, cyclic_garbage, freed
 from tests.core.fakes import ScriptedBackend
 
+pytestmark = pytest.mark.usefixtures("young_heap")  # they collect garbage
+
 TURNS = 3
 
 
