@@ -16,6 +16,7 @@ from openai import AsyncOpenAI, OpenAI
 
 from stateway.fake_upstream.launch import start_fake_upstream
 from stateway.launch import start_gateway
+from tests.e2e.configured import RunningGateway, configured_gateway
 from tests.support.fake_search import FakeSearch
 
 MAX_BODY_BYTES = 256 * 1024
@@ -66,6 +67,18 @@ def gateways(
             return started[kind]
 
         yield gateway_of
+
+
+@pytest.fixture(scope="session")
+def anthropic_gateway(
+    fake_upstream: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RunningGateway]:
+    """A gateway over the fake's Anthropic wire, configured by default (a catch-all
+    ``api = "anthropic"`` backend), shared by the tests that need no other setting: each
+    sends its own markers and chains its own responses."""
+    backend = {"url": fake_upstream, "api": "anthropic"}
+    with configured_gateway(tmp_path_factory.mktemp("anthropic"), backend) as running:
+        yield running
 
 
 @pytest.fixture(

@@ -11,7 +11,7 @@ from typing import Any
 from anthropic import Anthropic
 from openai import OpenAI
 
-from tests.e2e.configured import configured_gateway
+from tests.e2e.configured import RunningGateway, configured_gateway
 from tests.e2e.routing import fake_requests
 
 MODEL = "fake-model"
@@ -45,14 +45,13 @@ def block_marks(body: dict[str, Any]) -> list[tuple[str, Any]]:
 
 
 def test_a_responses_client_is_cached_as_hosted_openai_caches_it(
-    fake_upstream: str, tmp_path: Path
+    anthropic_gateway: RunningGateway, fake_upstream: str
 ) -> None:
     """The implicit breakpoint is Anthropic's automatic mark, each breakpoint its block's
     mark, a lifetime asked an hour; the tool loop's next request and a compaction's
     summary are cached alike."""
     with (
-        configured_gateway(tmp_path, {"url": fake_upstream, "api": "anthropic"}) as gateway,
-        OpenAI(base_url=gateway.url + "/v1", api_key="k", max_retries=0) as sdk,
+        OpenAI(base_url=anthropic_gateway.url + "/v1", api_key="k", max_retries=0) as sdk,
     ):
         rules = {"type": "input_text", "text": "rules r1", "prompt_cache_breakpoint": BREAKPOINT}
         asked = {
@@ -96,13 +95,12 @@ def test_a_responses_client_is_cached_as_hosted_openai_caches_it(
 
 
 def test_a_chat_client_is_cached_as_hosted_openai_caches_it(
-    fake_upstream: str, tmp_path: Path
+    anthropic_gateway: RunningGateway, fake_upstream: str
 ) -> None:
     """A Chat Completions client's breakpoints (a tool message's too) and its
     ``prompt_cache_retention``; past four marks the latest are kept."""
     with (
-        configured_gateway(tmp_path, {"url": fake_upstream, "api": "anthropic"}) as gateway,
-        OpenAI(base_url=gateway.url + "/v1", api_key="k", max_retries=0) as sdk,
+        OpenAI(base_url=anthropic_gateway.url + "/v1", api_key="k", max_retries=0) as sdk,
     ):
         marked: Any = [
             {"type": "text", "text": f"part {n} c1", "prompt_cache_breakpoint": BREAKPOINT}
@@ -150,11 +148,12 @@ def test_a_backend_may_cache_only_what_is_asked(fake_upstream: str, tmp_path: Pa
         assert sent(fake_upstream, "asked b2")["cache_control"] == AUTOMATIC
 
 
-def test_a_messages_client_is_cached_where_it_marks(fake_upstream: str, tmp_path: Path) -> None:
+def test_a_messages_client_is_cached_where_it_marks(
+    anthropic_gateway: RunningGateway, fake_upstream: str
+) -> None:
     """Anthropic's way: nothing added, whether it marked anything or not."""
     with (
-        configured_gateway(tmp_path, {"url": fake_upstream, "api": "anthropic"}) as gateway,
-        Anthropic(base_url=gateway.url, api_key="k", max_retries=0) as claude,
+        Anthropic(base_url=anthropic_gateway.url, api_key="k", max_retries=0) as claude,
     ):
         claude.messages.create(
             model=MODEL, max_tokens=100, messages=[{"role": "user", "content": "plain m1"}]
@@ -172,13 +171,12 @@ def test_a_messages_client_is_cached_where_it_marks(fake_upstream: str, tmp_path
 
 
 def test_a_messages_clients_marks_on_its_tools_reach_the_upstream(
-    fake_upstream: str, tmp_path: Path
+    anthropic_gateway: RunningGateway, fake_upstream: str
 ) -> None:
     """A mark on a tool of Anthropic's (the memory tool, offered with its schema) stays on
     it as on a custom tool, and one on a ``tool_reference`` on the text it becomes."""
     with (
-        configured_gateway(tmp_path, {"url": fake_upstream, "api": "anthropic"}) as gateway,
-        Anthropic(base_url=gateway.url, api_key="k", max_retries=0) as claude,
+        Anthropic(base_url=anthropic_gateway.url, api_key="k", max_retries=0) as claude,
     ):
         tools: Any = [
             {"name": "f", "input_schema": {"type": "object"}, "cache_control": HOUR},
@@ -204,15 +202,14 @@ def test_a_messages_clients_marks_on_its_tools_reach_the_upstream(
 
 
 def test_a_messages_clients_marks_are_kept_within_anthropics_rules(
-    fake_upstream: str, tmp_path: Path
+    anthropic_gateway: RunningGateway, fake_upstream: str
 ) -> None:
     """A Messages client's own marks go on as they came, but within the rules Anthropic
     refuses a request for breaking (as the gateway keeps a thread's, whose earlier turns'
     marks add up): past four, the earliest message marks are dropped; a shorter mark
     before an hour's lasts the hour too. The fake refuses what Anthropic refuses."""
     with (
-        configured_gateway(tmp_path, {"url": fake_upstream, "api": "anthropic"}) as gateway,
-        Anthropic(base_url=gateway.url, api_key="k", max_retries=0) as claude,
+        Anthropic(base_url=anthropic_gateway.url, api_key="k", max_retries=0) as claude,
     ):
         texts = ["rules k1", "a k1", "b k1", "c k1"]
         marked: Any = [{"type": "text", "text": t, "cache_control": AUTOMATIC} for t in texts]

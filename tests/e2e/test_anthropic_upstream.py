@@ -12,20 +12,22 @@ from anthropic import Anthropic
 from openai import OpenAI
 
 from stateway.fake_upstream.messages import REFUSAL_DETAILS
-from tests.e2e.configured import configured_gateway
+from tests.e2e.configured import RunningGateway, configured_gateway
 from tests.e2e.routing import fake_requests
 
 MODEL = "fake-model"
 NO_INPUT = {"type": "object", "properties": {}}
 
 
-def test_a_streamed_call_without_input_has_empty_object_arguments(
-    fake_upstream: str, tmp_path: Path
-) -> None:
+@pytest.fixture
+def gateway(anthropic_gateway: RunningGateway) -> RunningGateway:
+    return anthropic_gateway
+
+
+def test_a_streamed_call_without_input_has_empty_object_arguments(gateway: RunningGateway) -> None:
     """Anthropic streams a call without input as one empty ``partial_json``: its arguments
     reach Responses and Chat clients as ``{}``, which they can parse, not as ``""``."""
     with (
-        configured_gateway(tmp_path, {"url": fake_upstream, "api": "anthropic"}) as gateway,
         OpenAI(base_url=gateway.url + "/v1", api_key="k", max_retries=0) as sdk,
     ):
         prompt = "[[tool:list_all:{}]]"
@@ -53,13 +55,12 @@ def test_a_streamed_call_without_input_has_empty_object_arguments(
         assert arguments == "{}"
 
 
-def test_a_chat_tool_loop_with_reasoning_continues(fake_upstream: str, tmp_path: Path) -> None:
+def test_a_chat_tool_loop_with_reasoning_continues(gateway: RunningGateway) -> None:
     """A Chat client cannot send thinking signatures back, and Anthropic refuses thinking
     when the last assistant message calls tools without its thinking: the second request
     of the loop goes without thinking instead of failing."""
     tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
     with (
-        configured_gateway(tmp_path, {"url": fake_upstream, "api": "anthropic"}) as gateway,
         OpenAI(base_url=gateway.url + "/v1", api_key="k", max_retries=0) as sdk,
     ):
         messages: list[Any] = [{"role": "user", "content": '[[reason:plan]][[tool:f:{"a":1}]]'}]
@@ -93,7 +94,7 @@ def resent(prompt: str, reasoning: dict[str, Any], call: Any) -> list[Any]:
 
 
 def test_reasoning_sent_back_with_its_seal_alone_reaches_anthropic_signed(
-    fake_upstream: str, tmp_path: Path
+    gateway: RunningGateway,
 ) -> None:
     """Clients of hosted OpenAI send a reasoning item back with its ``encrypted_content``
     and an empty ``summary``, without the text (the Vercel AI SDK, ``store: false``): the
@@ -102,7 +103,6 @@ def test_reasoning_sent_back_with_its_seal_alone_reaches_anthropic_signed(
     tool = {"type": "function", "name": "f", "parameters": {"type": "object"}}
     prompt = '[[reason:plan ahead]] [[tool:f:{"a":1}]] [[echo]]'
     with (
-        configured_gateway(tmp_path, {"url": fake_upstream, "api": "anthropic"}) as gateway,
         OpenAI(base_url=gateway.url + "/v1", api_key="k", max_retries=0) as sdk,
     ):
         first = sdk.responses.create(
@@ -136,7 +136,7 @@ def test_reasoning_sent_back_with_its_seal_alone_reaches_anthropic_signed(
 
 
 def test_reasoning_sent_back_with_its_text_alone_gets_the_stored_signature(
-    fake_upstream: str, tmp_path: Path
+    gateway: RunningGateway,
 ) -> None:
     """Pydantic AI sends a stored response's reasoning back by its id, with its text and
     ``encrypted_content: null`` (for a model it does not know as OpenAI's), as hosted looks
@@ -145,7 +145,6 @@ def test_reasoning_sent_back_with_its_text_alone_gets_the_stored_signature(
     tool = {"type": "function", "name": "f", "parameters": {"type": "object"}}
     prompt = '[[reason:plan ahead]] [[tool:f:{"a":1}]] [[echo]]'
     with (
-        configured_gateway(tmp_path, {"url": fake_upstream, "api": "anthropic"}) as gateway,
         OpenAI(base_url=gateway.url + "/v1", api_key="k", max_retries=0) as sdk,
     ):
         first = sdk.responses.create(
@@ -279,13 +278,12 @@ def test_sampling_reaches_anthropic_as_the_backend_says_its_model_takes_it(
 
 
 def test_an_image_labelled_as_anthropic_refuses_reaches_it_as_its_bytes_are(
-    fake_upstream: str, tmp_path: Path
+    gateway: RunningGateway, fake_upstream: str
 ) -> None:
     """A Chat client's ``data:image/jpg`` URL (a label browsers write; OpenAI reads the
     image whatever it says) reaches Anthropic, which takes ``image/jpeg`` only, as a JPEG."""
     jpeg = base64.b64encode(b"\xff\xd8\xff\xe0\x00\x10JFIF\x00").decode()
     with (
-        configured_gateway(tmp_path, {"url": fake_upstream, "api": "anthropic"}) as gateway,
         OpenAI(base_url=gateway.url + "/v1", api_key="k", max_retries=0) as sdk,
     ):
         answer = sdk.chat.completions.create(
@@ -309,12 +307,13 @@ def test_an_image_labelled_as_anthropic_refuses_reaches_it_as_its_bytes_are(
         assert image["source"] == {"type": "base64", "media_type": "image/jpeg", "data": jpeg}
 
 
-def test_a_blank_stop_sequence_is_kept_by_the_gateway(fake_upstream: str, tmp_path: Path) -> None:
+def test_a_blank_stop_sequence_is_kept_by_the_gateway(
+    gateway: RunningGateway, fake_upstream: str
+) -> None:
     """Anthropic refuses an empty or whitespace-only stop sequence, which Chat clients send
     (``stop: ["\\n"]``): the others go to Anthropic, and the gateway ends the text at a
     blank one itself, streamed or not, as the model's own stop would."""
     with (
-        configured_gateway(tmp_path, {"url": fake_upstream, "api": "anthropic"}) as gateway,
         OpenAI(base_url=gateway.url + "/v1", api_key="k", max_retries=0) as sdk,
     ):
         for stream in (False, True):
@@ -340,7 +339,7 @@ def test_a_blank_stop_sequence_is_kept_by_the_gateway(fake_upstream: str, tmp_pa
             assert request["body"]["stop_sequences"] == ["zz"]
 
 
-def test_anthropics_own_stop_reasons_reach_each_client(fake_upstream: str, tmp_path: Path) -> None:
+def test_anthropics_own_stop_reasons_reach_each_client(gateway: RunningGateway) -> None:
     """``pause_turn``, ``model_context_window_exceeded`` and ``refusal`` (with its
     ``stop_details``) reach a Messages client as Anthropic sent them, streamed or not; a
     Responses client gets an incomplete response for a pause and a refusal, for the reason
@@ -359,7 +358,6 @@ def test_anthropics_own_stop_reasons_reach_each_client(fake_upstream: str, tmp_p
         ("[[refuse:No.]]", "refusal", ("incomplete", "content_filter"), "content_filter"),
     ]
     with (
-        configured_gateway(tmp_path, {"url": fake_upstream, "api": "anthropic"}) as gateway,
         Anthropic(base_url=gateway.url, api_key="k", max_retries=0) as claude,
         OpenAI(base_url=gateway.url + "/v1", api_key="k", max_retries=0) as sdk,
     ):
@@ -413,14 +411,13 @@ CITED_DOCUMENTS: Any = [
 
 
 def test_document_citations_reach_a_messages_client_as_anthropic_sent_them(
-    fake_upstream: str, tmp_path: Path
+    gateway: RunningGateway, fake_upstream: str
 ) -> None:
     """A document with ``citations`` enabled reaches Anthropic as the client sent it (its
     ``context``, a custom-content source's blocks); the answer's text blocks come back as
     Anthropic split them, each with its ``citations``, streamed (``citations_delta``) or
     not."""
     with (
-        configured_gateway(tmp_path, {"url": fake_upstream, "api": "anthropic"}) as gateway,
         Anthropic(base_url=gateway.url, api_key="k", max_retries=0) as claude,
     ):
         for stream in (False, True):
@@ -462,7 +459,7 @@ def test_document_citations_reach_a_messages_client_as_anthropic_sent_them(
 
 
 def test_a_responses_client_gets_anthropics_citations_on_the_text_part(
-    fake_upstream: str, tmp_path: Path
+    gateway: RunningGateway,
 ) -> None:
     """An ``input_file`` carrying Anthropic's ``citations`` field is cited likewise: each
     cited block a message of its own, its ``output_text`` keeping the citations as
@@ -477,7 +474,6 @@ def test_a_responses_client_gets_anthropics_citations_on_the_text_part(
     }
     question = {"type": "input_text", "text": "grass?"}
     with (
-        configured_gateway(tmp_path, {"url": fake_upstream, "api": "anthropic"}) as gateway,
         OpenAI(base_url=gateway.url + "/v1", api_key="k", max_retries=0) as sdk,
     ):
         response = sdk.responses.create(
@@ -502,13 +498,12 @@ HIT: Any = {
 
 
 def test_a_cited_answer_sent_back_reaches_anthropic_with_its_citations(
-    fake_upstream: str, tmp_path: Path
+    gateway: RunningGateway, fake_upstream: str
 ) -> None:
     """A Messages client's next turn sends Anthropic's cited text blocks back: they reach
     Anthropic as they were, citations included, beside the documents and the client's
     own ``search_result`` block they came with."""
     with (
-        configured_gateway(tmp_path, {"url": fake_upstream, "api": "anthropic"}) as gateway,
         Anthropic(base_url=gateway.url, api_key="k", max_retries=0) as claude,
     ):
         asked: Any = [
@@ -532,7 +527,7 @@ def test_a_cited_answer_sent_back_reaches_anthropic_with_its_citations(
 
 
 def test_a_responses_chain_sends_anthropics_citations_back(
-    fake_upstream: str, tmp_path: Path
+    gateway: RunningGateway, fake_upstream: str
 ) -> None:
     """The cited parts of a stored answer go back to Anthropic as cited text blocks."""
     data = base64.b64encode(CITED_TEXT.encode()).decode()
@@ -543,7 +538,6 @@ def test_a_responses_chain_sends_anthropics_citations_back(
         "citations": {"enabled": True},
     }
     with (
-        configured_gateway(tmp_path, {"url": fake_upstream, "api": "anthropic"}) as gateway,
         OpenAI(base_url=gateway.url + "/v1", api_key="k", max_retries=0) as sdk,
     ):
         first = sdk.responses.create(
@@ -560,14 +554,13 @@ def test_a_responses_chain_sends_anthropics_citations_back(
 
 @pytest.mark.parametrize("failure", ["[[fail:2]]", "[[cut:2]]"], ids=["error-event", "cut"])
 def test_a_response_failed_after_anthropic_counted_its_prompt_reports_that_count(
-    fake_upstream: str, tmp_path: Path, failure: str
+    gateway: RunningGateway, failure: str
 ) -> None:
     """``message_start`` counts the prompt, which Anthropic bills whatever follows: a
     response failed part-way (an ``error`` event, the connection dropped) reports those
     input tokens, streamed and stored; the answer's output, never counted, is not."""
     prompt = f"[[words:8]] {failure} [[only:failing-model]] counted-then-failed"
     with (
-        configured_gateway(tmp_path, {"url": fake_upstream, "api": "anthropic"}) as gateway,
         OpenAI(base_url=gateway.url + "/v1", api_key="k", max_retries=0) as sdk,
     ):
         whole = sdk.responses.create(model=MODEL, input=prompt)  # the same prompt, answered

@@ -392,11 +392,11 @@ def test_an_apply_patch_of_several_files_is_a_call_per_file(
     ]
 
 
-def test_an_apply_patch_call_over_an_anthropic_upstream(fake_upstream: str, tmp_path: Any) -> None:
-    backend = {"url": fake_upstream, "api": "anthropic"}
+def test_an_apply_patch_call_over_an_anthropic_upstream(
+    anthropic_gateway: RunningGateway, fake_upstream: str
+) -> None:
     with (
-        configured_gateway(tmp_path, backend) as gateway,
-        OpenAI(base_url=gateway.url + "/v1", api_key="k", max_retries=0) as sdk,
+        OpenAI(base_url=anthropic_gateway.url + "/v1", api_key="k", max_retries=0) as sdk,
     ):
         tools: Any = [{"type": "apply_patch"}]
         first = sdk.responses.create(model=MODEL, input=patch_directive("anthropic"), tools=tools)
@@ -422,15 +422,13 @@ def test_an_apply_patch_call_over_an_anthropic_upstream(fake_upstream: str, tmp_
 
 
 def test_unknown_tool_and_item_types_are_kept_from_an_anthropic_upstream(
-    fake_upstream: str, tmp_path: Any
+    anthropic_gateway: RunningGateway, fake_upstream: str
 ) -> None:
     """As from a Chat upstream: the Messages API has no place for them, so its model is
     not shown them, and the response echoes the tool all the same."""
-    backend = {"url": fake_upstream, "api": "anthropic"}
     odd = {"type": "future_item", "id": "fi_1", "payload": {"x": [1, 2]}}
     with (
-        configured_gateway(tmp_path, backend) as gateway,
-        OpenAI(base_url=gateway.url + "/v1", api_key="k", max_retries=0) as sdk,
+        OpenAI(base_url=anthropic_gateway.url + "/v1", api_key="k", max_retries=0) as sdk,
     ):
         items: Any = [odd, {"role": "user", "content": "draw"}]
         tools: Any = [IMAGE_TOOL, FUNCTION_TOOL]
@@ -481,14 +479,12 @@ def test_a_choice_forcing_an_unknown_tool_type_is_refused_for_a_chat_upstream(
 
 
 def test_a_choice_forcing_an_unknown_tool_type_is_refused_for_an_anthropic_upstream(
-    fake_upstream: str, tmp_path: Any
+    anthropic_gateway: RunningGateway, fake_upstream: str
 ) -> None:
     """As for a Chat upstream: the Messages API has no place for the tool either; the
     refusal is the Responses client's (the only protocol declaring such a tool)."""
-    backend = {"url": fake_upstream, "api": "anthropic"}
     with (
-        configured_gateway(tmp_path, backend) as gateway,
-        OpenAI(base_url=gateway.url + "/v1", api_key="k", max_retries=0) as sdk,
+        OpenAI(base_url=anthropic_gateway.url + "/v1", api_key="k", max_retries=0) as sdk,
     ):
         clear(fake_upstream)
         for choice in FORCING_IMAGES:
