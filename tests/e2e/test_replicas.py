@@ -60,11 +60,14 @@ def replicas(
         yield Replicas(first, second, prefix)
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def pair(
-    redis_url: str, postgres_url: str, fake_upstream: str, tmp_path: Path
+    redis_url: str, postgres_url: str, fake_upstream: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Replicas]:
-    yield from replicas(redis_url, postgres_url, fake_upstream, tmp_path / "gateway.log")
+    """Two replicas as configured by default, shared by the module's tests that need no
+    other setting: each runs, follows and ends responses of its own."""
+    log = tmp_path_factory.mktemp("pair") / "gateway.log"
+    yield from replicas(redis_url, postgres_url, fake_upstream, log)
 
 
 class Follower:
