@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from pathlib import Path
 from typing import Any
 
 import openai
@@ -104,11 +103,14 @@ async def test_a_stream_refused_before_its_output_is_retried_not_replayed(
     assert sent_upstream(fake_upstream, marker) == 2
 
 
-@pytest.fixture
-def shared(redis_url: str, postgres_url: str, fake_upstream: str, tmp_path: Path) -> Any:
-    """Two gateway processes over one PostgreSQL database and one Redis key prefix."""
+@pytest.fixture(scope="module")
+def shared(
+    redis_url: str, postgres_url: str, fake_upstream: str, tmp_path_factory: pytest.TempPathFactory
+) -> Any:
+    """Two gateway processes over one PostgreSQL database and one Redis key prefix, shared
+    by the module's tests: each sends its own markers and idempotency keys."""
     env = {"STATEWAY_REDIS_URL": redis_url, "STATEWAY_REDIS_KEY_PREFIX": f"t{uuid.uuid4().hex}:"}
-    log = tmp_path / "gateway.log"
+    log = tmp_path_factory.mktemp("shared") / "gateway.log"
     with (
         gateway(fake_upstream, postgres_url, log, env) as first,
         gateway(fake_upstream, postgres_url, log, env) as second,
