@@ -45,7 +45,8 @@ def served(fake_upstream: str, served_log: Path) -> Iterator[str]:
 
 
 def exchange(url: str, request: bytes, within: float = 10.0) -> bytes:
-    """Send raw bytes, read until the server closes or ``within`` seconds pass."""
+    """Send raw bytes, read until the server closes, the reply is whole (its
+    ``content-length``, or the head of a 101) or ``within`` seconds pass."""
     host, port = url.removeprefix("http://").split(":")
     received = b""
     with socket.create_connection((host, int(port)), timeout=within) as sock:
@@ -59,6 +60,8 @@ def exchange(url: str, request: bytes, within: float = 10.0) -> bytes:
             if not chunk:
                 break
             received += chunk
+            if received.startswith(b"HTTP/1.1 101 ") and b"\r\n\r\n" in received:
+                break  # switched protocols: the head is the whole HTTP reply
             if b"\r\n\r\n" in received and b"content-length: " in received.lower():
                 head, _, body = received.partition(b"\r\n\r\n")
                 length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
