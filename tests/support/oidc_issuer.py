@@ -32,6 +32,9 @@ from jwt.algorithms import ECAlgorithm, RSAAlgorithm
 AUDIENCE = "stateway"
 TENANT_CLAIM = "org"
 JWKS_PATH = "/jwks"
+SHUTDOWN_POLL = 0.02
+"""Seconds between the server's looks for a shutdown: the wait each issuer's end costs
+(``http.server``'s default, half a second, was most of a test's time)."""
 
 SigningKey = rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey
 
@@ -49,7 +52,11 @@ class OidcIssuer:
         self.current = self.add_key()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever,
+            args=(SHUTDOWN_POLL,),
+            daemon=True,
+        )
 
     @property
     def url(self) -> str:
