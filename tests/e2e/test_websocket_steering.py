@@ -6,7 +6,6 @@ failure code (docs/websocket.md#steering)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -234,20 +233,25 @@ async def test_each_refusal_is_a_steer_failed_event_with_its_code(
     assert abandoned[-1].response.output_text == "Hello! You said: something else"
 
 
-@pytest.fixture(params=["store", "no-store"])
-def mcp_gateway(
-    request: pytest.FixtureRequest, fake_upstream: str, tmp_path: Path
-) -> Iterator[tuple[AsyncOpenAI, bool]]:
+@pytest.fixture(scope="module")
+def mcp_served(fake_upstream: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A gateway whose responses run a real MCP server's tools (built with the ``mcp``
-    SDK), and whether its responses are stored."""
+    SDK); its URL."""
+    directory = tmp_path_factory.mktemp("steering-mcp")
     with serve_mcp() as server:
-        config = tmp_path / "stateway.toml"
+        config = directory / "stateway.toml"
         config.write_text(f'[mcp_servers.local]\nurl = "{server.url}"\n')
         args = ["--config", str(config), "--upstream", fake_upstream]
-        args += ["--database", f"sqlite:///{tmp_path / 'stateway.db'}"]
+        args += ["--database", f"sqlite:///{directory / 'stateway.db'}"]
         with start_gateway(args) as url:
-            sdk = AsyncOpenAI(base_url=url + "/v1", api_key="sk-test", max_retries=0)
-            yield sdk, request.param == "store"
+            yield url
+
+
+@pytest.fixture(params=["store", "no-store"])
+def mcp_gateway(request: pytest.FixtureRequest, mcp_served: str) -> tuple[AsyncOpenAI, bool]:
+    """The SDK on that gateway, and whether its responses are stored."""
+    sdk = AsyncOpenAI(base_url=mcp_served + "/v1", api_key="sk-test", max_retries=0)
+    return sdk, request.param == "store"
 
 
 async def test_a_steer_stops_a_tool_loop_at_its_next_round_and_its_successor_continues(
