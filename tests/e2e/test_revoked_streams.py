@@ -79,9 +79,14 @@ def events_after_revoking(
 
 def keys(gateway: AuthGateway) -> tuple[str, str, str]:
     """A key to revoke (and its name), and another of the same tenant's."""
-    name = f"streaming-{uuid.uuid4().hex}"
-    key = gateway.create_key("acme", "--name", name)
+    name, key = key_to_revoke(gateway)
     return name, key, gateway.create_key("acme", "--name", f"other-{name}")
+
+
+def key_to_revoke(gateway: AuthGateway) -> tuple[str, str]:
+    """A key to revoke, and its name (each made by the CLI: a second's start-up)."""
+    name = f"streaming-{uuid.uuid4().hex}"
+    return name, gateway.create_key("acme", "--name", name)
 
 
 def bearer(key: str) -> dict[str, str]:
@@ -155,7 +160,7 @@ def test_a_background_watch_ends_and_the_run_completes(gateway: AuthGateway) -> 
 def test_a_messages_stream_ends_with_an_authentication_error_event(
     gateway: AuthGateway,
 ) -> None:
-    name, key, _ = keys(gateway)
+    name, key = key_to_revoke(gateway)
     body = {
         "model": MODEL,
         "max_tokens": 200,
@@ -181,7 +186,7 @@ def test_a_messages_stream_ends_with_an_authentication_error_event(
 def test_a_relayed_chat_stream_ends_with_an_error_chunk(gateway: AuthGateway) -> None:
     """The fast path (a Chat upstream, no gateway tools): the relay is cut, its upstream
     request closed, and the stream ends with the error line a relay ends a failure with."""
-    name, key, _ = keys(gateway)
+    name, key = key_to_revoke(gateway)
     body = {"model": MODEL, "stream": True, "messages": [{"role": "user", "content": SLOW}]}
     with httpx2.stream(
         "POST", gateway.url + "/v1/chat/completions", json=body, headers=bearer(key), timeout=60
@@ -208,7 +213,7 @@ def until_closed(socket: Any, frames: list[dict[str, Any]]) -> ConnectionClosed:
 def test_a_websocket_sending_no_frame_is_closed_all_the_same(gateway: AuthGateway) -> None:
     """No request frame comes to check the key: the timer does, and the connection gets
     the 401 error frame and the 1008 close as a frame's check would give it."""
-    name, key, _ = keys(gateway)
+    name, key = key_to_revoke(gateway)
     url = gateway.url.replace("http://", "ws://", 1) + "/v1/responses"
     frames: list[dict[str, Any]] = []
     with connect(url, additional_headers=bearer(key)) as socket:
@@ -228,7 +233,7 @@ def test_a_websocket_sending_no_frame_is_closed_all_the_same(gateway: AuthGatewa
 
 def test_an_unrevoked_keys_stream_runs_to_its_end(gateway: AuthGateway) -> None:
     """Checked all along (every 0.2 s here), a key that holds changes nothing."""
-    _, key, _ = keys(gateway)
+    _, key = key_to_revoke(gateway)
     body = {"model": MODEL, "input": "[[slow:100]] [[words:10]]", "stream": True}
     with httpx2.stream(
         "POST", gateway.url + "/v1/responses", json=body, headers=bearer(key), timeout=60
