@@ -20,6 +20,7 @@ from stateway.core.inference import Delta, Finish, TextDelta, UsageReport
 from stateway.core.loop import Loop
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.run_registry import RunRegistry
+from stateway.core.runs import CancelReason
 from stateway.core.usage import Usage
 from stateway.surfaces.http.app import build_http_app
 from stateway.surfaces.http.chat import ChatRoutes
@@ -172,3 +173,57 @@ async def test_a_keyed_chat_request_keeps_the_fast_path() -> None:
     assert keyed.body == retried.body == completion  # relayed, then remembered as it went
     assert (backend.forwarded, backend.requests) == ([BODIES[CHAT]], [])
     assert relay.closed.is_set()
+
+
+@pytest.mark.parametrize("path", [CHAT, MESSAGES])
+async def test_a_key_reused_with_another_request_is_a_409_and_runs_nothing(path: str) -> None:
+    backend = ScriptedBackend(SCRIPT)
+    app = build(backend)
+    first = await post(app, path, False)
+    headers = [(b"idempotency-key", b"k1"), (b"anthropic-version", b"2023-06-01")]
+    other = await call(app, "POST", path, STREAMS[path], headers=headers)
+
+    assert (first.status, other.status) == (200, 409)
+    if path == CHAT:  # Messages' errors name no parameter
+        assert other.json()["error"]["param"] == "Idempotency-Key"
+    assert len(backend.requests) == 1
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_replayed_messages_answer_carries_a_request_id(stream: bool) -> None:
+    app = build(ScriptedBackend(SCRIPT))
+    first, retried = await post(app, MESSAGES, stream), await post(app, MESSAGES, stream)
+
+    assert first.headers["request-id"]
+    assert retried.headers["request-id"]
+    assert retried.body == first.body
+
+
+@pytest.mark.parametrize("path", [CHAT, MESSAGES])
+async def test_a_streamed_run_cancelled_is_not_remembered(path: str) -> None:
+    """A keyed run cancelled meanwhile (no error: it ends ``cancelled``) leaves no answer
+    for its retry, which runs again."""
+    gate = asyncio.Event()
+    backend = ScriptedBackend(SCRIPT, gate)
+    store = MemoryStore()
+    runs = RunRegistry()
+    router = Router([BackendEntry(backend, {}, catch_all=True)])
+    gateway = Gateway(store, router, Loop(store), runs, results=MemoryCommandResults())
+    app = build_http_app(
+        ResponsesRoutes(gateway, 1 << 20),
+        ServiceRoutes(gateway),
+        chat=ChatRoutes(gateway, 1 << 20),
+        messages=MessagesRoutes(gateway, 1 << 20),
+    )
+    first = asyncio.create_task(post(app, path, True))
+    await backend.started.wait()
+    [run] = list(runs)
+    run.cancel(CancelReason.CANCELLED)
+    gate.set()
+    await first
+    assert run.state.status == "cancelled"
+    assert run.error is None
+
+    retried = await post(app, path, True)
+    assert retried.status == 200
+    assert len(backend.requests) == 2
