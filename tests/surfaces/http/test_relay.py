@@ -8,6 +8,7 @@ import pytest
 from starlette.types import Message
 
 from stateway.core.errors import GatewayError, UpstreamError
+from stateway.protocols.chat.stream import encode_error_chunk
 from stateway.surfaces.http.relay import RelayResponse
 from tests.surfaces.http.test_chat import FakeRelay
 
@@ -42,3 +43,52 @@ async def test_a_relay_is_closed_before_the_last_message_of_its_answer(
     await answer({"type": "http"}, receive, send)
     assert closed_before[-1], "closed before the last message"
     assert not any(closed_before[:-1]), "and not before any other"
+
+
+async def relayed(relay: FakeRelay) -> list[Message]:
+    """The messages ``relay``'s answer sends."""
+    sent: list[Message] = []
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    async def receive() -> Message:
+        raise AssertionError("not read")
+
+    answer = await RelayResponse(relay).held()  # type: ignore[arg-type]
+    await answer({"type": "http"}, receive, send)
+    return sent
+
+
+@pytest.mark.parametrize(
+    ("headers", "chunks"),
+    [
+        (EVENTS, [b"data: {}\n\n", b"data: [DONE]\n\n"]),
+        ({"content-type": "application/json"}, [b"{", b"}"]),
+    ],
+    ids=["stream", "other body"],
+)
+async def test_only_the_last_message_of_a_relayed_body_ends_it(
+    headers: dict[str, str], chunks: list[bytes | GatewayError]
+) -> None:
+    """Each chunk goes on with more to come; only the last message ends the body (a
+    server answers no message after that one)."""
+    sent = await relayed(FakeRelay(200, headers, chunks, None))  # type: ignore[arg-type]
+    start, *body, last = sent
+    assert start["type"] == "http.response.start"
+    assert [m["body"] for m in body] == chunks
+    assert all(m["more_body"] is True for m in body)
+    assert last["more_body"] is False
+
+
+async def test_a_stream_failing_before_its_first_event_sends_its_error_line_alone() -> None:
+    """No event went out before it: the error line needs no line break before it."""
+    sent = await relayed(FakeRelay(200, EVENTS, [CUT], None))  # type: ignore[list-item]
+    body = b"".join(m.get("body", b"") for m in sent[1:])
+    assert body == encode_error_chunk(CUT)
+
+
+async def test_an_empty_body_that_is_no_stream_is_relayed_empty() -> None:
+    relay = FakeRelay(502, {"content-type": "application/json"}, [], None)
+    sent = await relayed(relay)
+    assert (sent[0]["status"], b"".join(m.get("body", b"") for m in sent[1:])) == (502, b"")
