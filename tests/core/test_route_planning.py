@@ -354,6 +354,8 @@ def test_a_choice_forcing_only_unmodelled_tools_is_a_400_where_no_candidate_carr
         router(chat).plan(chat, forcing(choice))
     assert (refused.value.param, refused.value.code) == ("tool_choice", "unsupported_capability")
     assert "'image_generation'" in refused.value.message
+    why = "('image_generation': offered only to an upstream speaking the Responses API)"
+    assert refused.value.message.count(why) == 1
     assert "does not model" in refused.value.message
     assert "backend 'chat'" in refused.value.message
 
@@ -378,6 +380,16 @@ def test_a_choice_forcing_only_unmodelled_tools_goes_to_a_candidate_carrying_the
         {"type": "function", "name": "f"},
         {"type": "allowed_tools", "mode": "required", "tools": [IMAGE_TOOL, FUNCTION_TOOL]},
         {"type": "allowed_tools", "mode": "auto", "tools": [IMAGE_TOOL]},
+        {"type": "allowed_tools", "mode": "required", "tools": []},
+        {
+            "type": "allowed_tools",
+            "mode": "required",
+            "tools": [IMAGE_TOOL, {"type": "web_search"}],
+        },
+        {"type": "allowed_tools", "mode": "required", "tools": ["image_generation"]},
+        # named: a tool chosen by its name, not by its type
+        {"type": "image_generation", "name": "x"},
+        {"type": "allowed_tools", "mode": "required", "tools": [{**IMAGE_TOOL, "name": "x"}]},
     ],
 )
 def test_a_choice_a_model_can_meet_without_unmodelled_tools_is_served_by_any_candidate(
