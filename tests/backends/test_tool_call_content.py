@@ -286,6 +286,32 @@ async def test_the_fast_path_sends_a_client_s_null_content_as_the_backend_config
     assert server.sent[-1] == orjson.dumps(plain, option=orjson.OPT_INDENT_2)
 
 
+async def test_the_fast_path_texts_only_an_assistant_message_s_null_content(
+    loopback: Loopback,
+) -> None:
+    """Only an assistant message whose content is null or absent gets ``""``: another
+    role's null, and an assistant's text, go as they came (the upstream judges them); a
+    body with neither, or whose ``messages`` is no list, goes in the very bytes sent."""
+    server = Server(loopback)
+    backend = await server.backend(tool_call_content="")
+    calls = CLIENT_CALLS["messages"][1]["tool_calls"]
+    messages = [
+        {"role": "user", "content": None},
+        {"role": "user", "content": "add"},  # not made one: roles are not alternated
+        {"role": "assistant", "content": "let me add", "tool_calls": calls},
+        {"role": "assistant", "tool_calls": calls},
+    ]
+    await forwarded(backend, {"model": "m", "messages": messages})
+    *asked, said, called = messages
+    assert server.bodies[-1]["messages"] == [*asked, said, {**called, "content": ""}]
+    for untouched in (
+        {"model": "m", "messages": [*asked, said]},
+        {"model": "m", "messages": "add"},
+    ):
+        await forwarded(backend, untouched)
+        assert server.sent[-1] == orjson.dumps(untouched, option=orjson.OPT_INDENT_2)
+
+
 async def test_the_fast_path_sends_empty_text_once_a_translated_call_learned_to(
     loopback: Loopback,
 ) -> None:

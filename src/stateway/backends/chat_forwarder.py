@@ -101,7 +101,7 @@ class OpenAIChatBackend(ChatBackend):
         self._refuses_null()
         return await self._client.relay("/chat/completions", self._forwarded(body, texted=True))
 
-    def _forwarded(self, body: bytes, *, texted: bool = False) -> bytes:
+    def _forwarded(self, body: bytes, *, texted: bool) -> bytes:
         """``body`` re-encoded with what the backend changes in it (``texted``: its
         assistant messages' null content made ``""``); the very bytes when that is
         nothing."""
