@@ -4,12 +4,18 @@ closed) is given back before its client can learn that the answer ended."""
 
 from __future__ import annotations
 
-import pytest
-from starlette.types import Message
+import asyncio
+import time
 
-from stateway.core.errors import GatewayError, UpstreamError
+import pytest
+from starlette.types import Message, Scope
+
+from stateway.core.errors import CredentialRevoked, GatewayError, UpstreamError
+from stateway.core.principal import Principal
 from stateway.protocols.chat.stream import encode_error_chunk
+from stateway.surfaces.auth.authenticator import IDENTITY, Identity
 from stateway.surfaces.http.relay import RelayResponse
+from stateway.surfaces.http.sse import UNBUFFERED
 from tests.surfaces.http.test_chat import FakeRelay
 
 EVENTS = {"content-type": "text/event-stream"}
@@ -45,8 +51,8 @@ async def test_a_relay_is_closed_before_the_last_message_of_its_answer(
     assert not any(closed_before[:-1]), "and not before any other"
 
 
-async def relayed(relay: FakeRelay) -> list[Message]:
-    """The messages ``relay``'s answer sends."""
+async def relayed(relay: FakeRelay, scope: Scope | None = None) -> list[Message]:
+    """The messages ``relay``'s answer sends (to a request of ``scope``)."""
     sent: list[Message] = []
 
     async def send(message: Message) -> None:
@@ -56,7 +62,7 @@ async def relayed(relay: FakeRelay) -> list[Message]:
         raise AssertionError("not read")
 
     answer = await RelayResponse(relay).held()  # type: ignore[arg-type]
-    await answer({"type": "http"}, receive, send)
+    await answer(scope or {"type": "http"}, receive, send)
     return sent
 
 
@@ -92,3 +98,32 @@ async def test_an_empty_body_that_is_no_stream_is_relayed_empty() -> None:
     relay = FakeRelay(502, {"content-type": "application/json"}, [], None)
     sent = await relayed(relay)
     assert (sent[0]["status"], b"".join(m.get("body", b"") for m in sent[1:])) == (502, b"")
+
+
+def token(expires_in: float) -> Scope:
+    """A request's scope, authenticated by a token expiring in ``expires_in`` seconds."""
+    identity = Identity(
+        Principal("acme", "user"), authenticated=True, expires_at=time.time() + expires_in
+    )
+    return {"type": "http", IDENTITY: identity}
+
+
+async def test_a_stream_relayed_under_an_expiring_token_goes_out_as_it_came() -> None:
+    """Watched for its credential's end meanwhile (which does not come), each event goes
+    on as it came, after the upstream's headers and the unbuffered one."""
+    chunks = [b"data: {}\n\n", b"data: [DONE]\n\n"]
+    sent = await relayed(FakeRelay(200, EVENTS, chunks, None), token(3600))
+    start, *body, last = sent
+    assert (b"content-type", b"text/event-stream") in start["headers"]
+    assert all(header in start["headers"] for header in UNBUFFERED)
+    assert body == [{"type": "http.response.body", "body": c, "more_body": True} for c in chunks]
+    assert last == {"type": "http.response.body", "body": b"", "more_body": False}
+
+
+async def test_a_stream_whose_token_expires_ends_with_its_error_line() -> None:
+    """The upstream says nothing more meanwhile: the credential's end cuts it off."""
+    relay = FakeRelay(200, EVENTS, [b"data: {}\n\n"], asyncio.Event())  # its gate never set
+    sent = await relayed(relay, token(-1))
+    body = b"".join(m.get("body", b"") for m in sent[1:])
+    assert body == b"data: {}\n\n" + encode_error_chunk(CredentialRevoked("The token has expired."))
+    assert relay.closed.is_set()
