@@ -47,6 +47,15 @@ async def test_a_round_goes_with_the_backend_s_settings_applied(loopback: Loopba
     assert body["chat_template_kwargs"] == {"enable_thinking": True}
 
 
+async def test_thinking_disabled_switches_it_off_whatever_the_effort(loopback: Loopback) -> None:
+    server = Server(loopback)
+    backend = await server.backend(thinking_switch="enable_thinking")
+    settings = GenerationSettings(reasoning_effort="high", reasoning_disabled=True)
+    body = await sent(backend, server, settings)
+
+    assert body["chat_template_kwargs"] == {"enable_thinking": False}
+
+
 async def test_a_round_goes_as_built_without_those_settings(loopback: Loopback) -> None:
     server = Server(loopback)
     backend = await server.backend()

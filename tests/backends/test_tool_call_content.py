@@ -56,10 +56,12 @@ class Server:
         self.bodies: list[dict[str, Any]] = []
         self.sent: list[bytes] = []
         """Each body as its bytes came."""
+        self.paths: list[str] = []
         self.refusal: dict[str, Any] = LM_STUDIO_REFUSAL
 
     async def answer(self, incoming: web.Request) -> web.Response:
         self.sent.append(raw := await incoming.read())
+        self.paths.append(incoming.path)
         body = orjson.loads(raw)
         self.bodies.append(body)
         null = any(m.get("content") is None for m in body["messages"])
@@ -290,20 +292,25 @@ async def test_the_fast_path_texts_only_an_assistant_message_s_null_content(
     loopback: Loopback,
 ) -> None:
     """Only an assistant message whose content is null or absent gets ``""``: another
-    role's null, and an assistant's text, go as they came (the upstream judges them); a
-    body with neither, or whose ``messages`` is no list, goes in the very bytes sent."""
+    role's null, and an assistant's text, go as they came (the upstream judges them), and
+    user messages in a row stay apart (``alternate_roles`` is off); a body with neither,
+    or whose ``messages`` is no list, goes in the very bytes sent."""
     server = Server(loopback)
     backend = await server.backend(tool_call_content="")
     calls = CLIENT_CALLS["messages"][1]["tool_calls"]
     messages = [
         {"role": "user", "content": None},
-        {"role": "user", "content": "add"},  # not made one: roles are not alternated
+        {"role": "user", "content": "add"},
         {"role": "assistant", "content": "let me add", "tool_calls": calls},
         {"role": "assistant", "tool_calls": calls},
     ]
     await forwarded(backend, {"model": "m", "messages": messages})
     *asked, said, called = messages
     assert server.bodies[-1]["messages"] == [*asked, said, {**called, "content": ""}]
+    assert server.paths[-1].endswith("/chat/completions")
+    runs = [{"role": "user", "content": "add"}, {"role": "user", "content": "please"}, called]
+    await forwarded(backend, {"model": "m", "messages": runs})
+    assert server.bodies[-1]["messages"] == [*runs[:2], {**called, "content": ""}]
     for untouched in (
         {"model": "m", "messages": [*asked, said]},
         {"model": "m", "messages": "add"},

@@ -358,6 +358,17 @@ def test_a_choice_forcing_only_unmodelled_tools_is_a_400_where_no_candidate_carr
     assert refused.value.message.count(why) == 1
     assert "does not model" in refused.value.message
     assert "backend 'chat'" in refused.value.message
+    assert "model 'assistant'" in refused.value.message
+
+
+def test_required_forcing_several_unmodelled_types_names_each() -> None:
+    code = {"type": "code_interpreter"}
+    command = ask(TEXT, tool_choice="required", tools=[IMAGE_TOOL, code])
+    needs = Needs.of(command, Prior([]), Toolset([IMAGE_TOOL, code], [], native=[IMAGE_TOOL, code]))
+    chat = route(candidate(Named("chat")))
+    with pytest.raises(InvalidRequest) as refused:
+        router(chat).plan(chat, needs)
+    assert "('code_interpreter', 'image_generation': offered only" in refused.value.message
 
 
 @pytest.mark.parametrize("choice", FORCED_NATIVE)
