@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import weakref
 from collections.abc import Callable
 
@@ -290,3 +291,28 @@ async def test_a_log_kept_after_its_final_save_is_written_held_by_its_own_gatewa
     await asyncio.sleep(0)
     assert not runs._writes
     assert len(store.events["t", "resp_1"]) == 5
+
+
+@pytest.mark.parametrize("fails", [False, True])
+async def test_a_late_log_write_that_failed_is_logged_and_one_that_did_not_is_not(
+    fails: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A log kept after its run's final save is written apart: its failure, raised
+    nowhere, is logged naming the response; whoever waits for it is let go either way."""
+    store = MemoryStore()
+    store.fail_events = fails
+    run, journal = await started(store, deferred=RunRegistry())
+    announced(run, 2)
+    terminal = ev.ResponseFinished(run.state)
+    assert await journal.close(terminal) is None
+    stored = journal.keep()
+    assert stored is not None
+    with caplog.at_level(logging.WARNING, logger="stateway.core.journal"):
+        journal.sealed()
+        run.emit(terminal)
+        await stored
+        await asyncio.sleep(0)
+
+    failures = [r.getMessage() for r in caplog.records if r.name == "stateway.core.journal"]
+    said = "storing the event log of response resp_1 failed: Storage failed"
+    assert [message.startswith(said) for message in failures] == ([True] if fails else [])
