@@ -251,3 +251,28 @@ def test_compaction_items_never_reach_an_upstream() -> None:
     counted = InferenceRequest("m", None, items, GenerationSettings(), False)
     assert to_upstream(counted)["messages"] == [{"role": "user", "content": "hi"}]
     assert [item["type"] for item in responses_body(counted)["input"]] == ["message"]
+
+
+async def test_a_count_is_of_the_body_a_call_would_send(loopback: Loopback) -> None:
+    """The counted body is built as a round's: an assistant message of tool calls alone with
+    the content the backend sends, earlier reasoning under the fields it sends it in."""
+    server = LlamaCpp()
+    client = loopback.adopt(
+        UpstreamClient(UpstreamTarget("up", await loopback.serve(server.handle)))
+    )
+    counter = OpenAIChatBackend(client, reasoning_fields=("reasoning",), tool_call_content="")
+    reasoning = {
+        "type": "reasoning",
+        "summary": [],
+        "content": [{"type": "reasoning_text", "text": "add"}],
+    }
+    call = {"type": "function_call", "call_id": "c1", "name": "add", "arguments": "{}"}
+    output = {"type": "function_call_output", "call_id": "c1", "output": "5"}
+    asked = request()
+    items = [*asked.items, reasoning, call, output]
+    await counter.count_tokens(InferenceRequest("m", None, items, GenerationSettings(), False))
+
+    [called] = [m for m in server.bodies[0]["messages"] if m["role"] == "assistant"]
+    assert called["content"] == ""
+    assert called["reasoning"] == "add"
+    assert "reasoning_content" not in called
