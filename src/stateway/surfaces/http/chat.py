@@ -42,7 +42,7 @@ from stateway.surfaces.auth.authenticator import principal_of
 from stateway.surfaces.http import idempotency
 from stateway.surfaces.http.errors import error_answer
 from stateway.surfaces.http.keyed_relay import relayed_once
-from stateway.surfaces.http.keyed_runs import KeyedCreate, answered_once
+from stateway.surfaces.http.keyed_runs import KeyedCreate, created_once
 from stateway.surfaces.http.relay import RelayResponse
 from stateway.surfaces.http.run_answers import failure_after_output, handed_over, wait_for_output
 from stateway.surfaces.http.sessions import session_of
@@ -197,7 +197,7 @@ class ChatRoutes:
         )
         gateway = self._gateway
         try:
-            return await answered_once(gateway, principal, key, digest, keyed, scope, receive, send)
+            return await created_once(gateway, principal, key, digest, keyed, scope, receive, send)
         except asyncio.CancelledError:
             if not watches or not watches[0].left():
                 raise

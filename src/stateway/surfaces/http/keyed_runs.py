@@ -57,7 +57,7 @@ class KeyedCreate:
     (:func:`~.keyed_relay.relayed_once`). None: the route relays nothing."""
 
 
-async def answered_once(
+async def created_once(
     gateway: Gateway,
     principal: Principal,
     key: str,

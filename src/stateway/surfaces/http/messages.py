@@ -46,7 +46,7 @@ from stateway.surfaces.asgi.bodies import header, read_body, require_json
 from stateway.surfaces.auth.authenticator import principal_of
 from stateway.surfaces.http import idempotency
 from stateway.surfaces.http.errors import error_answer
-from stateway.surfaces.http.keyed_runs import KeyedCreate, answered_once
+from stateway.surfaces.http.keyed_runs import KeyedCreate, created_once
 from stateway.surfaces.http.run_answers import (
     failure_after_output,
     started,
@@ -130,7 +130,7 @@ class MessagesRoutes:
                 {REQUEST_ID: request_id},
             )
             gateway = self._gateway
-            return await answered_once(gateway, principal, key, digest, keyed, scope, receive, send)
+            return await created_once(gateway, principal, key, digest, keyed, scope, receive, send)
         except GatewayError as error:
             _raise_named(error, body, command.input)
 
