@@ -13,6 +13,7 @@ import pytest
 from starlette.applications import Starlette
 
 from stateway.coordination import MemoryCommandResults
+from stateway.core.coordination import CommandKey, Outcome
 from stateway.core.errors import UpstreamError
 from stateway.core.gateway import Gateway
 from stateway.core.loop import Loop
@@ -32,10 +33,27 @@ FRAME = b'data: {"object": "chat.completion.chunk", "choices": []}\n\n'
 DONE = b"data: [DONE]\n\n"
 
 
-def build(backend: ForwardingBackend) -> Starlette:
+class WatchedResults(MemoryCommandResults):
+    """Outcomes in process, telling when a claim has been asked for ``waits`` times: the
+    last asker then waits on the claim under way (nothing suspends it before)."""
+
+    def __init__(self, waits: int) -> None:
+        super().__init__()
+        self._waits = waits
+        self.waiting = asyncio.Event()
+
+    async def claim(self, key: CommandKey, fingerprint: str) -> Outcome | None:
+        self._waits -= 1
+        if self._waits == 0:
+            self.waiting.set()
+        return await super().claim(key, fingerprint)
+
+
+def build(backend: ForwardingBackend, results: MemoryCommandResults | None = None) -> Starlette:
     store = MemoryStore()
     router = Router([BackendEntry(backend, {}, catch_all=True)])
-    gateway = Gateway(store, router, Loop(store), RunRegistry(), results=MemoryCommandResults())
+    results = MemoryCommandResults() if results is None else results
+    gateway = Gateway(store, router, Loop(store), RunRegistry(), results=results)
     return build_http_app(
         ResponsesRoutes(gateway, 1 << 20), ServiceRoutes(gateway), chat=ChatRoutes(gateway, 1 << 20)
     )
@@ -95,4 +113,32 @@ async def test_a_client_leaving_a_keyed_relay_closes_it_and_leaves_nothing() -> 
     backend.relay = FakeRelay(200, SSE, [FRAME, DONE], None)
     retried = await keyed(app, True)
     assert retried.body == FRAME + DONE
+    assert len(backend.forwarded) == 2
+
+
+async def test_a_retry_waiting_for_a_relay_its_client_left_is_relayed_itself() -> None:
+    """The first client leaves its relay while a retry waits for its answer: the key is
+    let go, and the retry is relayed (it neither hangs nor gets the relay cut short)."""
+    silent = FakeRelay(200, SSE, [FRAME], asyncio.Event())  # its gate never set
+    backend = ForwardingBackend(silent)
+    results = WatchedResults(waits=2)
+    app = build(backend, results)
+    relaying = asyncio.Event()
+
+    def watch(message: Mapping[str, Any]) -> None:
+        if message.get("body"):
+            relaying.set()
+
+    leave = asyncio.Event()
+    first = asyncio.create_task(keyed(app, True, leave=leave, watch=watch))
+    await relaying.wait()
+    backend.relay = FakeRelay(200, SSE, [FRAME, DONE], None)  # what the retry is relayed
+    retry = asyncio.create_task(keyed(app, True))
+    await results.waiting.wait()  # the retry waits for the first's answer
+    leave.set()
+
+    await first
+    retried = await retry
+    assert silent.closed.is_set()
+    assert (retried.status, retried.body) == (200, FRAME + DONE)
     assert len(backend.forwarded) == 2

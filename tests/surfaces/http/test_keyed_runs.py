@@ -28,7 +28,7 @@ from stateway.surfaces.http.messages import MessagesRoutes
 from stateway.surfaces.http.responses import ResponsesRoutes
 from stateway.surfaces.http.service import ServiceRoutes
 from tests.core.fakes import MemoryStore, ScriptedBackend
-from tests.surfaces.http import test_chat, test_messages
+from tests.surfaces.http import test_chat, test_keyed_relay, test_messages
 from tests.surfaces.http.asgi import Reply, call
 
 SCRIPT: list[Delta | GatewayError] = [TextDelta("a"), UsageReport(Usage(3, 1)), Finish("stop")]
@@ -102,6 +102,33 @@ async def test_a_keyed_run_goes_on_when_its_client_leaves(path: str, stream: boo
 
     assert retried.status == 200
     if stream:  # the whole stream, to its end
+        assert retried.body.endswith(b"data: [DONE]\n\n" if path == CHAT else b'message_stop"}\n\n')
+    assert len(backend.requests) == 1
+
+
+@pytest.mark.parametrize(("path", "stream"), REQUESTS)
+async def test_a_retry_waiting_while_the_first_client_leaves_gets_the_whole_answer(
+    path: str, stream: bool
+) -> None:
+    """The first client leaves while a retry waits for its answer: the run goes on, and
+    the retry gets all of it (a stream to its end), the model asked once."""
+    gate = asyncio.Event()
+    backend = ScriptedBackend(SCRIPT, gate)
+    results = test_keyed_relay.WatchedResults(waits=2)
+    app = build(backend, results)
+    leave = asyncio.Event()
+    leave.set()  # the first client is gone as soon as it can be seen gone
+    first = asyncio.create_task(post(app, path, stream, leave))
+    await backend.started.wait()
+    retry = asyncio.create_task(post(app, path, stream))
+    await results.waiting.wait()
+    gate.set()
+    await first
+    retried, again = await retry, await post(app, path, stream)
+
+    assert retried.status == again.status == 200
+    assert retried.body == again.body
+    if stream:
         assert retried.body.endswith(b"data: [DONE]\n\n" if path == CHAT else b'message_stop"}\n\n')
     assert len(backend.requests) == 1
 
@@ -184,6 +211,7 @@ async def test_a_key_reused_with_another_request_is_a_409_and_runs_nothing(path:
     other = await call(app, "POST", path, STREAMS[path], headers=headers)
 
     assert (first.status, other.status) == (200, 409)
+    assert other.headers["x-should-retry"] == "false"  # the SDKs do not send it again
     if path == CHAT:  # Messages' errors name no parameter
         assert other.json()["error"]["param"] == "Idempotency-Key"
     assert len(backend.requests) == 1
