@@ -227,10 +227,11 @@ async def test_a_replayed_messages_answer_carries_a_request_id(stream: bool) -> 
     assert retried.body == first.body
 
 
+@pytest.mark.parametrize("stream", [False, True])
 @pytest.mark.parametrize("path", [CHAT, MESSAGES])
-async def test_a_streamed_run_cancelled_is_not_remembered(path: str) -> None:
+async def test_a_run_cancelled_is_not_remembered(path: str, stream: bool) -> None:
     """A keyed run cancelled meanwhile (no error: it ends ``cancelled``) leaves no answer
-    for its retry, which runs again."""
+    for its retry, which runs again, streamed or not."""
     gate = asyncio.Event()
     backend = ScriptedBackend(SCRIPT, gate)
     store = MemoryStore()
@@ -243,7 +244,7 @@ async def test_a_streamed_run_cancelled_is_not_remembered(path: str) -> None:
         chat=ChatRoutes(gateway, 1 << 20),
         messages=MessagesRoutes(gateway, 1 << 20),
     )
-    first = asyncio.create_task(post(app, path, True))
+    first = asyncio.create_task(post(app, path, stream))
     await backend.started.wait()
     [run] = list(runs)
     run.cancel(CancelReason.CANCELLED)
@@ -252,6 +253,6 @@ async def test_a_streamed_run_cancelled_is_not_remembered(path: str) -> None:
     assert run.state.status == "cancelled"
     assert run.error is None
 
-    retried = await post(app, path, True)
+    retried = await post(app, path, stream)
     assert retried.status == 200
     assert len(backend.requests) == 2

@@ -85,7 +85,8 @@ async def created_once(
         if not create.stream:
             await run.wait()
             answer = create.whole(run)
-            once.remember(bytes(answer.body))
+            if run.state.status not in _UNANSWERED:
+                once.remember(bytes(answer.body))
             return answer
         await create.live(run)(scope, receive, send)
         await run.wait()  # its client may have left: the run went on for a retry
