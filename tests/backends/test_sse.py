@@ -48,6 +48,7 @@ def test_an_event_with_empty_data_is_not_dispatched() -> None:
     JSON failed the answer)."""
     assert feed_all([b"data:\n\n", b"data: \n\n", STREAM]) == feed_all([STREAM])
     assert feed_all([b"data:\ndata:\n\n"]) == [ServerSentEvent(None, b"\n")]
+    assert feed_all([b"data: \n\n\n"]) == []  # and a blank line more: still none
 
 
 def test_crlf_and_cr_line_endings() -> None:
@@ -55,10 +56,13 @@ def test_crlf_and_cr_line_endings() -> None:
     cr = STREAM.replace(b"\n", b"\r")
     assert feed_all([crlf]) == feed_all([STREAM])
     assert feed_all([cr]) == feed_all([STREAM])
+    mixed = [b"data: x\r\n\n", b"data: y\rid: 1\n\n"]  # a line ends with each
+    assert feed_all(mixed) == [ServerSentEvent(None, b"x"), ServerSentEvent(None, b"y")]
 
 
 def test_crlf_split_between_cr_and_lf() -> None:
     assert feed_all([b"data: x\r", b"\n\r", b"\n"]) == [ServerSentEvent(None, b"x")]
+    assert feed_all([b"data: a\r", b"\ndata: b\r\n\r\n"]) == [ServerSentEvent(None, b"a\nb")]
 
 
 def test_multiline_data_joins_with_lf() -> None:
@@ -163,3 +167,19 @@ def test_an_error_line_is_an_error_event() -> None:
         ServerSentEvent("error", b'{"code": 500}'),
         ServerSentEvent(None, b"[DONE]"),
     ]
+
+
+def test_a_chunk_is_taken_alone_only_when_it_is_one_whole_event() -> None:
+    """A read shaped like one token's chunk is not one when it goes on a line read before
+    (a comment's words or a data line's) or goes on past its first line with another line
+    and no blank one: no event until the blank line, and then of every line."""
+    assert feed_all([b": ", b"data: x\n\n"]) == []  # a comment that says "data: x"
+    assert feed_all([b"data: ", b"data: x\n\n"]) == [ServerSentEvent(None, b"data: x")]
+    assert feed_all([b"data: a\n:\n", b"data: b\n\n"]) == [ServerSentEvent(None, b"a\nb")]
+    assert feed_all([b"data: a\nd", b"ata: b\n\n"]) == [ServerSentEvent(None, b"a\nb")]
+
+
+def test_field_names_are_case_sensitive() -> None:
+    """As the WHATWG rules say: ``DATA`` is no ``data`` field, ``EVENT`` no ``event``."""
+    assert feed_all([b"DATA: x\n\n", b"Data: y\n\n"]) == []
+    assert feed_all([b"EVENT: e\ndata: z\n\n"]) == [ServerSentEvent(None, b"z")]
