@@ -510,18 +510,32 @@ async def test_a_finish_reason_written_with_spaces_is_read_too(
     same(error, await streamed_failure(loopback, b"".join(chunks)))
 
 
-async def test_a_read_after_done_undoes_nothing(loopback: Loopback) -> None:
-    """A comment read after the read of ``[DONE]`` (a proxy's last keepalive): the stream
-    was told done, and is not judged again at its end as if cut."""
-    chunks = [ROLE, OUTPUT, DONE, b": bye\n\n"]
+@pytest.mark.parametrize(
+    "after",
+    [
+        pytest.param(b": bye\n\n", id="comment"),
+        pytest.param(finished("abort"), id="given-up"),
+    ],
+)
+async def test_a_read_after_done_undoes_nothing(loopback: Loopback, after: bytes) -> None:
+    """A comment read after the read of ``[DONE]`` (a proxy's last keepalive), or an event:
+    the stream was told done, and is not judged again at its end as if cut, or given up
+    on by a finish a run reads no more."""
+    chunks = [ROLE, OUTPUT, DONE, after]
     assert await relayed_whole(await forwarded(loopback, *chunks)) == b"".join(chunks)
     await streamed_answer(loopback, b"".join(chunks))
 
 
-async def test_done_in_a_comment_ends_nothing(loopback: Loopback) -> None:
+@pytest.mark.parametrize(
+    "chunks",
+    [
+        pytest.param([ROLE, OUTPUT, b": [DONE]\n\n"], id="done"),
+        pytest.param([ROLE, b": data: [DONE]\n\n"], id="done-line-no-output"),
+    ],
+)
+async def test_done_in_a_comment_ends_nothing(loopback: Loopback, chunks: list[bytes]) -> None:
     """Only a data line says a stream is done: a stream ending on a comment that says
-    ``[DONE]`` was cut short."""
-    chunks = [ROLE, OUTPUT, b": [DONE]\n\n"]
+    ``[DONE]``, or the whole ``data: [DONE]`` line, was cut short."""
     relayed, error = await relayed_until(await forwarded(loopback, *chunks))
     assert relayed == b"".join(chunks)
     assert error.code == "upstream_stream_cut"
