@@ -693,3 +693,30 @@ async def test_a_first_read_apart_cut_part_way_is_not_relayed(
     relayed, error = await relayed_until(relay)
     assert relayed == b""
     assert error.status == 502
+
+
+async def test_a_done_line_with_more_data_in_its_event_ends_nothing(loopback: Loopback) -> None:
+    """``[DONE]`` then another data line before the blank line: the event's data is
+    ``[DONE]`` and more, no end; the body ending after it is a cut."""
+    chunks = [ROLE, OUTPUT, b"data: [DONE]\ndata: more\n\n"]
+    relayed, error = await relayed_until(await forwarded(loopback, *chunks))
+    assert relayed == b"".join(chunks)
+    assert error.code == "upstream_stream_cut"
+
+
+@pytest.mark.parametrize(
+    "unread",
+    [
+        pytest.param(b"data: not json\n\n", id="no-json"),
+        pytest.param(b'data: {"choices": 5}\n\n', id="malformed"),
+    ],
+)
+async def test_an_event_relayed_unread_hides_no_finish_after_it(
+    loopback: Loopback, unread: bytes
+) -> None:
+    """A data line that is no JSON, or a chunk of no known shape, is relayed as it came:
+    the events after it are still read, a finish saying the server gave up among them."""
+    chunks = [ROLE, unread, finished("abort"), DONE]
+    _, error = await relayed_until(await forwarded(loopback, *chunks))
+    assert error.code == "upstream_error"
+    assert "finish_reason 'abort'" in error.message
