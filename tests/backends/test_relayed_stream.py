@@ -720,3 +720,37 @@ async def test_an_event_relayed_unread_hides_no_finish_after_it(
     _, error = await relayed_until(await forwarded(loopback, *chunks))
     assert error.code == "upstream_error"
     assert "finish_reason 'abort'" in error.message
+
+
+async def test_the_blank_line_ending_an_event_read_apart_goes_out_at_once(
+    loopback: Loopback,
+) -> None:
+    """An answer's chunk read to its data line's end and a keepalive comment after it (both
+    relayed: the comment's line ended), then a read beginning with the blank line that
+    ends that event and going on into the next: the blank line is relayed at once (a
+    client's reader dispatches the event only then), not held with the next event."""
+    read, sent = asyncio.Event(), asyncio.Event()
+    rest = b'lo"}}]}\n\n' + finished("stop") + DONE
+
+    async def answers(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        await response.write(OUTPUT[:-1] + b": ping\n")
+        await read.wait()  # read apart from the blank line after it
+        await response.write(b"\n" + CUT_CHUNK)
+        await sent.wait()  # the rest, only once the blank line went out
+        await response.write(rest)
+        await response.write_eof()
+        return response
+
+    client = UpstreamClient(UpstreamTarget("up", await loopback.serve(answers)))
+    relay = await OpenAIChatBackend(loopback.adopt(client)).forward_chat(
+        b'{"stream": true}', orjson.loads(b'{"stream": true}')
+    )
+    chunks = reads_told(relay, read.set).chunks()
+    async with asyncio.timeout(5):
+        assert await anext(chunks) == OUTPUT[:-1] + b": ping\n"
+        assert await anext(chunks) == b"\n"
+    sent.set()
+    assert b"".join([chunk async for chunk in chunks]) == CUT_CHUNK + rest
+    await relay.aclose()
