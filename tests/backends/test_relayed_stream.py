@@ -754,3 +754,20 @@ async def test_the_blank_line_ending_an_event_read_apart_goes_out_at_once(
     sent.set()
     assert b"".join([chunk async for chunk in chunks]) == CUT_CHUNK + rest
     await relay.aclose()
+
+
+@pytest.mark.parametrize(
+    "cut",
+    [
+        pytest.param([CUT_CHUNK], id="one-read"),
+        pytest.param([CUT_CHUNK[:20], CUT_CHUNK[20:]], id="two"),
+    ],
+)
+async def test_an_event_cut_after_the_answers_finish_is_relayed_as_it_came(
+    loopback: Loopback, cut: list[bytes]
+) -> None:
+    """A stream answered (its finish read) whose body ends inside an event after it: no
+    cut, and the event's bytes, held for its end, are relayed as they came."""
+    writes = [ROLE, OUTPUT, finished("stop"), *cut]
+    relay = await forwarded(loopback, *writes, ending="read")
+    assert await relayed_whole(relay) == b"".join(writes)
