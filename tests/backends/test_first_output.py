@@ -31,12 +31,19 @@ def upstream(loopback: Loopback, url: str, **settings: Any) -> UpstreamClient:
     return loopback.adopt(UpstreamClient(UpstreamTarget("up", url, **settings)))
 
 
-def paced(loopback: Loopback, *pieces: bytes | float, gone: asyncio.Event | None = None) -> Any:
-    """A handler streaming ``pieces`` (bytes written, floats slept) after its headers; with
-    ``gone``, one that then stays silent, and sets it once the request is closed."""
+def paced(
+    loopback: Loopback,
+    *pieces: bytes | float,
+    gone: asyncio.Event | None = None,
+    content_type: str | None = None,
+) -> Any:
+    """A handler streaming ``pieces`` (bytes written, floats slept) after its headers (of
+    ``content_type``, if given); with ``gone``, one that then stays silent, and sets it once
+    the request is closed."""
 
     async def handler(request: web.Request) -> web.StreamResponse:
-        response = web.StreamResponse()
+        headers = {"Content-Type": content_type} if content_type else None
+        response = web.StreamResponse(headers=headers)
         await response.prepare(request)
         for piece in pieces:
             if isinstance(piece, float):
@@ -110,11 +117,13 @@ async def test_unset_or_without_a_first_output_the_wait_is_unbounded(
     assert await read(client, waiting) == b"data: text\n\n"
 
 
+@pytest.mark.parametrize("content_type", [None, "text/event-stream"], ids=["whole", "stream"])
 async def test_a_relay_whose_first_chunk_is_late_fails_before_relaying(
-    loopback: Loopback,
+    loopback: Loopback, content_type: str | None
 ) -> None:
+    """A whole answer's relay, and an event stream's (read event by event)."""
     gone = asyncio.Event()
-    url = await loopback.serve(paced(loopback, gone=gone))
+    url = await loopback.serve(paced(loopback, gone=gone, content_type=content_type))
     client = upstream(loopback, url, first_token_timeout=WAIT)
     relay = await client.relay("/chat/completions", b"{}")
     chunks = relay.chunks()
