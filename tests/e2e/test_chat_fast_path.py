@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -104,16 +106,21 @@ class Setup:
         self.upstream = upstream
 
 
-@pytest.fixture(scope="module")
-def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
+@contextmanager
+def canned_gateway(directory: Path) -> Iterator[Setup]:
+    """A gateway whose one Chat backend is a :class:`CannedUpstream` (its fast path)."""
     upstream = CannedUpstream()
     with (
         serve_app(upstream, lifespan=False) as base,
-        configured_gateway(
-            tmp_path_factory.mktemp("fast"), {"url": base + "/v1", "api": "chat"}
-        ) as gateway,
+        configured_gateway(directory, {"url": base + "/v1", "api": "chat"}) as gateway,
     ):
         yield Setup(gateway, upstream)
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
+    with canned_gateway(tmp_path_factory.mktemp("fast")) as running:
+        yield running
 
 
 async def exchange(setup: Setup, body: bytes) -> tuple[int, dict[str, str], bytes]:

@@ -18,30 +18,22 @@ import aiohttp
 import orjson
 import pytest
 
-from tests.e2e.configured import configured_gateway
 from tests.e2e.test_chat_fast_path import (
     CANNED_FRAMES,
     CANNED_JSON,
     TEAPOT,
-    CannedUpstream,
     Setup,
+    canned_gateway,
 )
 from tests.e2e.test_upstream_mapping import upstream_requests
-from tests.support.mcp_server import serve_app
 
 CHAT = "/v1/chat/completions"
 
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
-    upstream = CannedUpstream()
-    with (
-        serve_app(upstream, lifespan=False) as base,
-        configured_gateway(
-            tmp_path_factory.mktemp("keyed"), {"url": base + "/v1", "api": "chat"}
-        ) as gateway,
-    ):
-        yield Setup(gateway, upstream)
+    with canned_gateway(tmp_path_factory.mktemp("keyed")) as running:
+        yield running
 
 
 @pytest.fixture
