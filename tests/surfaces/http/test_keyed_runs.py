@@ -256,3 +256,28 @@ async def test_a_run_cancelled_is_not_remembered(path: str, stream: bool) -> Non
     retried = await post(app, path, stream)
     assert retried.status == 200
     assert len(backend.requests) == 2
+
+
+async def test_a_messages_key_retried_with_other_betas_is_a_409() -> None:
+    """The ``anthropic-beta`` features shape what a Messages request asks (a context
+    edit, interleaved thinking): a retry naming others is another request, a 409, not
+    the first answer; the same features in another order, or named twice, are the same."""
+    backend = ScriptedBackend(SCRIPT)
+    app = build(backend)
+    base = [(b"idempotency-key", b"k-betas"), (b"anthropic-version", b"2023-06-01")]
+    body = BODIES[MESSAGES]
+
+    async def sent(*betas: bytes) -> Reply:
+        headers = base + [(b"anthropic-beta", beta) for beta in betas]
+        return await call(app, "POST", MESSAGES, body, headers=headers)
+
+    first = await sent(b"interleaved-thinking-2025-05-14, context-1m-2025-08-07")
+    same = await sent(
+        b"context-1m-2025-08-07", b"interleaved-thinking-2025-05-14,context-1m-2025-08-07"
+    )
+    other = await sent(b"context-1m-2025-08-07")
+    plain = await sent()
+
+    assert (first.status, same.status, other.status, plain.status) == (200, 200, 409, 409)
+    assert same.body == first.body
+    assert len(backend.requests) == 1

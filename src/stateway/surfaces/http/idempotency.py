@@ -13,7 +13,7 @@ leaves no answer behind: its retry runs again.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from urllib.parse import parse_qsl, urlencode
 
 from starlette.requests import Request
@@ -34,14 +34,17 @@ def command_id(request: Request) -> str | None:
     return request.headers.get(HEADER)
 
 
-def request_digest(request: Request, body: bytes = b"") -> str:
+def request_digest(request: Request, body: bytes = b"", betas: Sequence[str] = ()) -> str:
     """The request's method, path, query (an append's ``include`` shapes its answer) and
     body; a request without a query digests as it did before the query counted, so an
-    answer remembered then still answers its retry."""
+    answer remembered then still answers its retry. ``betas``: the ``anthropic-beta``
+    features a Messages request names, which shape what it asks (in any order)."""
     parts = [request.method.encode(), request.url.path.encode(), body]
     query = ordered_query(request.scope.get("query_string", b""))
     if query:
         parts.append(query)
+    if betas:
+        parts.append(b"anthropic-beta:" + ",".join(sorted(betas)).encode())
     return fingerprint(*parts)
 
 

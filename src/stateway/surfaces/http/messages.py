@@ -120,7 +120,7 @@ class MessagesRoutes:
         try:
             if key is None:
                 return await self._answer(scope, receive, request_id, principal, command, body)
-            digest = idempotency.request_digest(Request(scope), body)
+            digest = idempotency.request_digest(Request(scope), body, named)
             keyed = KeyedCreate(
                 command.stream,
                 partial(self._gateway.execute, principal, command),
