@@ -395,18 +395,17 @@ class Marks:
         self.sent.append((tenant_id, response_id, logged, question))
 
 
-class Runs:
-    """A registry of one run, of tenant ``t``, with three events logged."""
-
-    def __init__(self, journaled: bool) -> None:
-        self.run = SimpleNamespace(
-            state=SimpleNamespace(tenant_id="t"),
-            journal=object() if journaled else None,
-            events=[None] * 3,
-        )
-
-    def get(self, response_id: str) -> object | None:
-        return self.run if response_id == "resp_1" else None
+def runs(journaled: bool) -> RunRegistry:
+    """A registry of one run, ``resp_1`` of tenant ``t``, with three events logged."""
+    registry = RunRegistry()
+    run = SimpleNamespace(
+        id="resp_1",
+        state=SimpleNamespace(tenant_id="t"),
+        journal=object() if journaled else None,
+        events=[None] * 3,
+    )
+    registry.add(run)  # type: ignore[arg-type]
+    return registry
 
 
 @pytest.mark.parametrize(
@@ -423,6 +422,5 @@ def test_only_the_process_running_a_journaled_run_of_that_tenant_answers(
     journaled: bool, tenant: str, response: str, answered: bool
 ) -> None:
     marks = Marks()
-    runs = Runs(journaled)
-    owner_position.answer(runs, marks, tenant, response, "0f3a9c")  # type: ignore[arg-type]
+    owner_position.answer(runs(journaled), marks, tenant, response, "0f3a9c")  # type: ignore[arg-type]
     assert marks.sent == ([("t", "resp_1", 3, "0f3a9c")] if answered else [])

@@ -242,10 +242,8 @@ def _live(
 ) -> Run | None:
     """The stored response's run (or ``unstored`` one's), when this process runs it for
     ``principal``."""
-    run = runs.get(response_id)
-    if run is None or run.state.tenant_id != principal.tenant_id:
-        return None
-    return run if run.state.store or unstored else None
+    run = runs.of(principal.tenant_id, response_id)
+    return run if run is not None and (run.state.store or unstored) else None
 
 
 def _running_elsewhere(response_id: str, why: str) -> InvalidRequest:

@@ -89,8 +89,8 @@ class SignalledCancels:
     def received(self, tenant_id: str, response_id: str) -> None:
         """A cancel (or a ``DELETE``) sent for ``response_id``: acted on when its run is
         here."""
-        run = self._runs.get(response_id)
-        if run is None or run.state.tenant_id != tenant_id:
+        run = self._runs.of(tenant_id, response_id)
+        if run is None:
             return
         if run.state.background:
             run.cancel(CancelReason.CANCELLED)

@@ -52,8 +52,8 @@ def answer(
 ) -> None:
     """The owner's side: answer ``question`` with a mark of how many events the journaled
     run of ``response_id`` has logged, when it runs here (any other process stays silent)."""
-    run = runs.get(response_id)
-    if run is None or run.state.tenant_id != tenant_id or run.journal is None:
+    run = runs.of(tenant_id, response_id)
+    if run is None or run.journal is None:
         return
     fanout.mark(tenant_id, response_id, len(run.events), question)
 

@@ -68,6 +68,12 @@ class RunRegistry:
     def get(self, response_id: str) -> Run | None:
         return self._runs.get(response_id)
 
+    def of(self, tenant_id: str, response_id: str) -> Run | None:
+        """The run of ``response_id`` when this process runs it for ``tenant_id``: another
+        tenant's is none of the caller's."""
+        run = self._runs.get(response_id)
+        return run if run is not None and run.state.tenant_id == tenant_id else None
+
     def storing_log(self, tenant_id: str, response_id: str, stored: asyncio.Future[None]) -> None:
         """The log of ``response_id`` was kept once its run's end was being saved, and is
         stored after it (:meth:`RunJournal.keep <stateway.core.journal.RunJournal.keep>`):

@@ -11,13 +11,13 @@ from stateway.core.commands import InterruptResponse, SteerResponse
 from stateway.core.principal import Principal
 from stateway.core.results import Noted
 from stateway.core.run_registry import RunRegistry
-from stateway.core.runs import CancelReason, Run
+from stateway.core.runs import CancelReason
 
 
 def interrupt(runs: RunRegistry, principal: Principal, command: InterruptResponse) -> None:
     """Stop the run at once: it ends ``incomplete`` (``interrupted``) with what it had
     completed; one finishing ends as it would have."""
-    run = _running(runs, principal, command.response_id)
+    run = runs.of(principal.tenant_id, command.response_id)
     if run is not None:
         run.cancel(CancelReason.INTERRUPTED)
 
@@ -25,18 +25,10 @@ def interrupt(runs: RunRegistry, principal: Principal, command: InterruptRespons
 def steer(runs: RunRegistry, principal: Principal, command: SteerResponse) -> Noted:
     """Log the steer's notice in the run's stream and, with ``stop``, have the run stop at
     its next safe boundary (before another round of its gateway tool loop)."""
-    run = _running(runs, principal, command.response_id)
+    run = runs.of(principal.tenant_id, command.response_id)
     if run is None:
         return Noted(logged=False)
     logged = run.note(command.notice)
     if command.stop and not run.closed:
         run.steered = True
     return Noted(logged)
-
-
-def _running(runs: RunRegistry, principal: Principal, response_id: str) -> Run | None:
-    """The run of ``response_id`` when this process runs it for ``principal``'s tenant."""
-    run = runs.get(response_id)
-    if run is None or run.state.tenant_id != principal.tenant_id:
-        return None
-    return run

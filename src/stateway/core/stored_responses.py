@@ -42,8 +42,8 @@ class StoredResponses:
         self._settler = settler
 
     async def get(self, principal: Principal, response_id: str) -> ResponseState:
-        run = self._runs.get(response_id)
-        if run is not None and not (run.state.store and run.state.tenant_id == principal.tenant_id):
+        run = self._runs.of(principal.tenant_id, response_id)
+        if run is not None and not run.state.store:
             run = None
         if run is not None and not run.has_row:
             return run.snapshot()  # generating here; stored when it ends
@@ -59,9 +59,7 @@ class StoredResponses:
 
     async def delete(self, principal: Principal, response_id: str) -> Deleted:
         tenant_id = principal.tenant_id
-        run = self._runs.get(response_id)
-        if run is not None and run.state.tenant_id != tenant_id:
-            run = None
+        run = self._runs.of(tenant_id, response_id)
         unfinished = False
         if run is None and self._deletes is not None:  # whether a run elsewhere may hold it
             record = await self._store.get(tenant_id, response_id)
