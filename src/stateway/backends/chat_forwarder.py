@@ -24,6 +24,7 @@ from typing import Any
 
 import orjson
 
+from stateway.backends.chat_request import with_call_content
 from stateway.backends.chat_system_messages import merge_user_turns
 from stateway.backends.openai_chat import ChatBackend
 from stateway.backends.read_relay import ReadRelay
@@ -109,9 +110,9 @@ class OpenAIChatBackend(ChatBackend):
         effort = fields.get("reasoning_effort")
         level = level_sent(self._efforts, effort)
         messages = fields.get("messages")
-        merged = _alternated(messages) if self._alternate else messages
-        if texted:
-            merged = _texted(merged)
+        merged = with_call_content(messages) if texted else messages
+        if self._alternate:
+            merged = _alternated(merged)
         flags = fields.get(KWARGS)
         if self._switch is not None:
             switch_thinking(fields, self._switch, thinking_asked(effort), self._target.extra_body)
@@ -139,18 +140,6 @@ def _null_content(messages: object) -> bool:
         ):
             return True
     return False
-
-
-def _texted(messages: Any) -> Any:
-    """``messages`` (a list: :func:`_null_content` found one) with ``""`` for each
-    assistant message's null content, as the translated path sends it
-    (:func:`~stateway.backends.chat_request.with_call_content`)."""
-    return [
-        {**m, "content": ""}
-        if type(m) is dict and m.get("role") == "assistant" and m.get("content") is None
-        else m
-        for m in messages
-    ]
 
 
 def _alternated(messages: object) -> object:

@@ -204,11 +204,14 @@ def _messages(
     return place_system_messages(messages), null_content
 
 
-def with_call_content(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``messages`` with ``""`` for the null content of each assistant message of tool
-    calls alone (what ``tool_call_content = ""`` would have sent)."""
+def with_call_content(messages: list[Any]) -> list[Any]:
+    """``messages`` with ``""`` for the null (or absent) content of each assistant message
+    of tool calls alone (what ``tool_call_content = ""`` would have sent); a client's own
+    (the fast path's) as well, anything in them that is no message left as it came."""
     return [
-        {**m, "content": ""} if m["role"] == "assistant" and m.get("content") is None else m
+        {**m, "content": ""}
+        if type(m) is dict and m.get("role") == "assistant" and m.get("content") is None
+        else m
         for m in messages
     ]
 
