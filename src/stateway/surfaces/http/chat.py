@@ -42,9 +42,9 @@ from stateway.surfaces.auth.authenticator import principal_of
 from stateway.surfaces.http import idempotency
 from stateway.surfaces.http.errors import error_answer
 from stateway.surfaces.http.keyed_relay import relayed_once
-from stateway.surfaces.http.keyed_runs import KeyedCreate, created_once
+from stateway.surfaces.http.keyed_runs import KeyedCreate, created_once, stay
 from stateway.surfaces.http.relay import RelayResponse
-from stateway.surfaces.http.run_answers import failure_after_output, handed_over, wait_for_output
+from stateway.surfaces.http.run_answers import ended_state, handed_over, wait_for_output
 from stateway.surfaces.http.sessions import session_of
 from stateway.surfaces.http.sse import KEEPALIVE_INTERVAL, Chunks, SSEResponse
 from stateway.surfaces.http.transport import DisconnectWatch, watch_disconnect
@@ -191,7 +191,7 @@ class ChatRoutes:
             call.stream,
             start,
             _whole,
-            lambda run: self._streamed(scope, decoded(), _stay, run),
+            lambda run: self._streamed(scope, decoded(), stay, run),
             lambda run: _recorded(decoded().include_usage, run),
             relayed=relayed,
         )
@@ -270,18 +270,10 @@ async def _frames(run: Run, include_usage: bool) -> Chunks:
 
 def _whole(run: Run) -> JSONResponse:
     """An ended run's answer as one completion; raises its error when it failed."""
-    if run.error is not None:
-        raise run.error
-    if run.state.status == "failed":
-        raise failure_after_output(run.state)
-    return JSONResponse(encode_completion(run.state))
+    return JSONResponse(encode_completion(ended_state(run)))
 
 
 def _recorded(include_usage: bool, run: Run) -> bytes:
     """An ended run's stream, all of it (:func:`_frames`), for a keyed request's retry."""
     stream = ChatStream(include_usage)
     return b"".join([stream.encode(event) for event in run.events])
-
-
-def _stay() -> None:
-    """A keyed stream's client leaving cancels nothing: its retry takes over."""

@@ -99,12 +99,13 @@ def replayed(body: bytes, create: KeyedCreate) -> ASGIApp:
     """The first answer again: its JSON body, or its stream's events in one chunk."""
     if not create.stream:
         return Response(body, media_type=JSONResponse.media_type, headers=create.headers)
-    return SSEResponse(_once(body), _stay, headers=create.headers)
+    return SSEResponse(_once(body), stay, headers=create.headers)
 
 
 async def _once(body: bytes) -> Chunks:
     yield body, True
 
 
-def _stay() -> None:
-    """A replay's client leaving changes nothing."""
+def stay() -> None:
+    """What a keyed stream's client leaving does: nothing. Its run goes on for its retry
+    to take over; a replay's leaving changes nothing either."""

@@ -46,9 +46,9 @@ from stateway.surfaces.asgi.bodies import header, read_body, require_json
 from stateway.surfaces.auth.authenticator import principal_of
 from stateway.surfaces.http import idempotency
 from stateway.surfaces.http.errors import error_answer
-from stateway.surfaces.http.keyed_runs import KeyedCreate, created_once
+from stateway.surfaces.http.keyed_runs import KeyedCreate, created_once, stay
 from stateway.surfaces.http.run_answers import (
-    failure_after_output,
+    ended_state,
     started,
     wait_for_output,
     wait_watched,
@@ -125,7 +125,7 @@ class MessagesRoutes:
                 command.stream,
                 partial(self._gateway.execute, principal, command),
                 partial(_whole, command, request_id),
-                partial(self._streamed, scope, request_id, command, body, _stay),
+                partial(self._streamed, scope, request_id, command, body, stay),
                 partial(_recorded, command.input),
                 {REQUEST_ID: request_id},
             )
@@ -197,21 +197,14 @@ class MessagesRoutes:
 
 def _whole(command: CreateResponse, request_id: str, run: Run) -> JSONResponse:
     """An ended run's answer as one message; raises its error when it failed."""
-    if run.error is not None:
-        raise run.error
-    if run.state.status == "failed":
-        raise failure_after_output(run.state)
-    return JSONResponse(encode_message(run.state, command.input), headers={REQUEST_ID: request_id})
+    message = encode_message(ended_state(run), command.input)
+    return JSONResponse(message, headers={REQUEST_ID: request_id})
 
 
 def _recorded(earlier: list[Item], run: Run) -> bytes:
     """An ended run's stream, all of it (:func:`_frames`), for a keyed request's retry."""
     stream = MessagesStream(earlier)
     return b"".join([stream.encode(event) for event in run.events])
-
-
-def _stay() -> None:
-    """A keyed stream's client leaving cancels nothing: its retry takes over."""
 
 
 async def _answered(handler: Handler, request: Request) -> Response:

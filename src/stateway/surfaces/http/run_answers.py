@@ -31,6 +31,17 @@ async def wait_for_output(run: Run, shows: Callable[[Event], bool] | None = None
         raise run.error
 
 
+def ended_state(run: Run) -> ResponseState:
+    """An ended run's response, for a protocol answering it whole that has no way to show
+    partial output (Chat Completions, Messages): raises the run's error, or the failure
+    after its output (:func:`failure_after_output`)."""
+    if run.error is not None:
+        raise run.error
+    if run.state.status == "failed":
+        raise failure_after_output(run.state)
+    return run.state
+
+
 def failure_after_output(state: ResponseState) -> GatewayError:
     """The error of a response that failed after some output, for a protocol that has no
     way to show partial output (Chat Completions, Messages): not retryable once the
