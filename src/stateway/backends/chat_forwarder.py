@@ -96,7 +96,7 @@ class OpenAIChatBackend(ChatBackend):
         if is_event_stream(relay.headers) or not _null_content(fields.get("messages")):
             return relay
         read = await ReadRelay.of(relay)
-        if parse_error(b"".join(read.read))[1] != NULL_CONTENT_UNSUPPORTED:
+        if parse_error(await read.body())[1] != NULL_CONTENT_UNSUPPORTED:
             return read
         await relay.aclose()
         self._refuses_null()

@@ -24,7 +24,7 @@ tools it is not offered need no tool calls of it. But a ``tool_choice`` forcing 
 of them alone (``required`` where they are all the request's tools, a choice naming one,
 an ``allowed_tools`` choice of mode ``required`` allowing only them) asks what such a
 candidate cannot give: it cannot serve, and a route none of whose candidates carries
-them answers a 400 on ``tool_choice`` (:func:`forced_unoffered`), as the hosted APIs
+them answers a 400 on ``tool_choice`` (:func:`unmet`), as the hosted APIs
 refuse a choice forcing a tool they are not given, instead of an answer in text
 (:meth:`Needs._forced`).
 """
