@@ -152,24 +152,29 @@ async def test_a_server_refusing_null_in_lm_studio_s_words_is_sent_the_call_agai
     assert server.contents() == [None, "", ""]
 
 
+def holding(server: Server, count: int) -> Server:
+    """``server``, holding each answer (a refusal) until ``count`` requests came."""
+    arrived = asyncio.Event()
+    answer = server.answer
+
+    async def held(incoming: web.Request) -> web.Response:
+        reply = await answer(incoming)
+        if len(server.bodies) == count:
+            arrived.set()
+        await arrived.wait()
+        return reply
+
+    server.answer = held  # type: ignore[method-assign]
+    return server
+
+
 async def test_calls_refused_at_once_on_a_fresh_backend_are_each_sent_again_once(
     loopback: Loopback, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Calls already sent with null when the first refusal comes are each refused and
     sent again once with ``""`` (a 400 costs no tokens), never more; the log says it once,
     and every later call goes with ``""`` from the start."""
-    server = Server(loopback, strict=True)
-    arrived = asyncio.Event()
-    answer = server.answer
-
-    async def held(incoming: web.Request) -> web.Response:  # each refusal once all came
-        reply = await answer(incoming)
-        if len(server.bodies) == 3:
-            arrived.set()
-        await arrived.wait()
-        return reply
-
-    server.answer = held  # type: ignore[method-assign]
+    server = holding(Server(loopback, strict=True), 3)
     backend = await server.backend()
     with caplog.at_level(logging.INFO, logger="stateway.backends.openai_chat"):
         answers = await asyncio.gather(*(answered(backend, [USER, CALL, OUTPUT]) for _ in "abc"))
@@ -372,18 +377,7 @@ async def test_requests_refused_at_once_on_the_fast_path_are_each_sent_again_onc
 ) -> None:
     """Requests already forwarded with null when the first refusal comes are each sent
     again once with ``""``; the log says it once."""
-    server = Server(loopback, strict=True)
-    arrived = asyncio.Event()
-    answer = server.answer
-
-    async def held(incoming: web.Request) -> web.Response:  # each refusal once all came
-        reply = await answer(incoming)
-        if len(server.bodies) == 3:
-            arrived.set()
-        await arrived.wait()
-        return reply
-
-    server.answer = held  # type: ignore[method-assign]
+    server = holding(Server(loopback, strict=True), 3)
     backend = await server.backend()
     with caplog.at_level(logging.INFO, logger="stateway.backends.openai_chat"):
         statuses = await asyncio.gather(*(forwarded(backend, CLIENT_CALLS) for _ in "abc"))

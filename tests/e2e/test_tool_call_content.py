@@ -70,9 +70,10 @@ def responses_round_trip(sdk: OpenAI) -> str:
     return second.output_text
 
 
-def chat_round_trip(sdk: OpenAI) -> str | None:
+def chat_round_trip(sdk: OpenAI, *, stream: bool = False, keyed: bool = False) -> str | None:
     """A Chat Completions client's call and its output, the assistant's message as the
-    SDK gives it back (``content: null``); the answer's text."""
+    SDK gives it back (``content: null``), its second request (the one sending it back)
+    streamed or not, sent with an ``Idempotency-Key`` or not: the answer's text."""
     messages: list[Any] = [{"role": "user", "content": '[[tool:add:{"a": 1}]] add'}]
     first = sdk.chat.completions.create(model=MODEL, messages=messages, tools=[CHAT_ADD])
     called = first.choices[0].message
@@ -81,7 +82,14 @@ def chat_round_trip(sdk: OpenAI) -> str | None:
         called.model_dump(exclude_none=False, include={"role", "content", "tool_calls"}),
         {"role": "tool", "tool_call_id": called.tool_calls[0].id, "content": "2"},
     ]
-    second = sdk.chat.completions.create(model=MODEL, messages=messages, tools=[CHAT_ADD])
+    options: dict[str, Any] = {}
+    if keyed:
+        options["extra_headers"] = {"Idempotency-Key": str(uuid.uuid4())}
+    if stream:
+        return streamed_text(sdk, messages, **options)
+    second = sdk.chat.completions.create(
+        model=MODEL, messages=messages, tools=[CHAT_ADD], **options
+    )
     return second.choices[0].message.content
 
 
@@ -206,28 +214,6 @@ def streamed_text(sdk: OpenAI, messages: list[Any], **options: Any) -> str:
     return "".join(chunk.choices[0].delta.content or "" for chunk in chunks if chunk.choices)
 
 
-def second_round(sdk: OpenAI, *, stream: bool, keyed: bool) -> str | None:
-    """:func:`chat_round_trip`, its second request (the one sending ``content: null``
-    back) streamed or not, sent with an ``Idempotency-Key`` or not: the answer's text."""
-    messages: list[Any] = [{"role": "user", "content": '[[tool:add:{"a": 1}]] add'}]
-    first = sdk.chat.completions.create(model=MODEL, messages=messages, tools=[CHAT_ADD])
-    called = first.choices[0].message
-    assert called.tool_calls
-    messages += [
-        called.model_dump(exclude_none=False, include={"role", "content", "tool_calls"}),
-        {"role": "tool", "tool_call_id": called.tool_calls[0].id, "content": "2"},
-    ]
-    options: dict[str, Any] = {}
-    if keyed:
-        options["extra_headers"] = {"Idempotency-Key": str(uuid.uuid4())}
-    if stream:
-        return streamed_text(sdk, messages, **options)
-    second = sdk.chat.completions.create(
-        model=MODEL, messages=messages, tools=[CHAT_ADD], **options
-    )
-    return second.choices[0].message.content
-
-
 @pytest.mark.parametrize(
     ("stream", "keyed"),
     [(False, False), (True, False), (False, True), (True, True)],
@@ -245,11 +231,11 @@ def test_the_fast_path_learns_lm_studio_s_refusal_of_a_chat_client_s_null_conten
         OpenAI(base_url=gateway.url + "/v1", api_key="k", max_retries=0) as sdk,
     ):
         clear(lm_studio)
-        assert second_round(sdk, stream=stream, keyed=keyed)
+        assert chat_round_trip(sdk, stream=stream, keyed=keyed)
         assert forwarded_contents(lm_studio) == [None, ""]  # refused, then sent again
         assert len(upstream_requests(lm_studio)) == 3  # the first round's, and those two
         clear(lm_studio)
-        assert second_round(sdk, stream=stream, keyed=keyed)
+        assert chat_round_trip(sdk, stream=stream, keyed=keyed)
         assert forwarded_contents(lm_studio) == [""]
         assert len(upstream_requests(lm_studio)) == 2
     said = gateway.log.read_text()
