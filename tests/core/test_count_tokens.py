@@ -221,6 +221,28 @@ async def test_mcp_tools_are_counted_as_the_chains_listing_shows_them_and_never_
     assert names(narrower) == ["docs__add"]
 
 
+async def test_a_deferred_servers_tools_are_counted_once_a_search_in_the_chain_loaded_them() -> (
+    None
+):
+    """As a run offers them: held back behind the tool search, but for those a search of
+    the chain loaded; the search's description, which names the server, is counted."""
+    setup = Setup([answer()])
+    tools = [{**MCP_TOOL, "defer_loading": True}, {"type": "tool_search"}]
+    first = await setup.create(tools)
+    later = await counted_request(setup, tools, previous_response_id=first.id)
+    assert names(later) == ["tool_search"]
+    assert "- docs (the tools of an MCP server)" in later.tools[0]["description"]
+    loaded = {"type": "mcp", "server_label": "docs", "allowed_tools": ["slow"]}
+    call = {"type": "tool_search_call", "call_id": "c", "execution": "client", "arguments": {}}
+    output = {"type": "tool_search_output", "call_id": "c", "execution": "client"}
+    resent = [call, {**output, "tools": [loaded]}]
+    client = [tools[0], {"type": "tool_search", "execution": "client"}]
+    settings = GenerationSettings(tools=client)
+    count = CreateResponse("m", resent, settings=settings, previous_response_id=first.id)
+    await setup.gateway.execute(Principal(), CountTokens(count))
+    assert names(setup.backend.counted[-1]) == ["tool_search", "docs__slow"]
+
+
 async def test_an_allowed_tools_choice_narrows_what_is_counted_as_it_narrows_a_run() -> None:
     setup = Setup([answer()])
     other = {"type": "function", "name": "g", "parameters": {"type": "object"}}

@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import json
 import re
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -854,3 +855,40 @@ def test_a_client_function_named_as_an_mcp_tool_is_offered_beside_it(setup: Setu
     transcript = second.output_text  # each call under the name it is offered by
     assert 'assistant->gateway_local__add({"a":2,"b":3})' in transcript
     assert 'assistant->local__add({"terms":"x"})' in transcript
+
+
+def test_a_deferred_servers_tools_wait_for_a_tool_search_to_load_them(
+    setup: Setup, fake_upstream: str
+) -> None:
+    """``defer_loading`` on an ``mcp`` tool with a ``tool_search`` tool (the OpenAI Agents
+    SDK's ``HostedMCPTool`` beside its ``ToolSearchTool``): the model is offered only the
+    search, which names the server; the search loads the tool it finds, which is called."""
+    deferred = {**LOCAL, "defer_loading": True, "server_description": "Arithmetic."}
+    prompt = '[[tool:tool_search:{"query":"add integers"}]] [[then:local__add:{"a":2,"b":3}]]'
+    response = setup.sdk.responses.create(
+        model="m",
+        input=prompt,
+        tools=[deferred, {"type": "tool_search"}],  # type: ignore[list-item]
+    )
+    assert response.status == "completed"
+    assert [item.type for item in response.output] == [
+        "mcp_list_tools",
+        "tool_search_call",
+        "tool_search_output",
+        "mcp_call",
+        "message",
+    ]
+    found, call = response.output[2], response.output[3]
+    assert found.type == "tool_search_output"
+    assert [tool.model_dump(exclude_none=True) for tool in found.tools] == [
+        {"type": "mcp", "server_label": "local", "allowed_tools": ["add"]}
+    ]
+    assert call.type == "mcp_call"
+    assert (call.name, call.output) == ("add", "5")
+    assert response.tools[0].defer_loading is True  # type: ignore[union-attr]
+    with urllib.request.urlopen(fake_upstream.removesuffix("/v1") + "/_fake/requests") as reply:
+        first, second, third = [r["body"] for r in json.loads(reply.read())["data"][-3:]]
+    assert offered_names(first) == ["tool_search"]
+    described = first["tools"][0].get("description") or first["tools"][0]["function"]["description"]
+    assert "- local (the tools of an MCP server): Arithmetic." in described
+    assert offered_names(second) == offered_names(third) == ["tool_search", "local__add"]

@@ -168,3 +168,30 @@ def test_bad_search_items_are_named(item: dict[str, Any], param: str, code: str)
     with pytest.raises(InvalidRequest) as caught:
         decode(input=[item])
     assert (caught.value.param, caught.value.code) == (param, code)
+
+
+def test_an_mcp_servers_defer_loading_is_kept_and_must_be_a_boolean() -> None:
+    server = {"type": "mcp", "server_label": "docs", "defer_loading": True}
+    assert decode(tools=[server]).settings.tools == [server]
+    assert decode(tools=[{**server, "defer_loading": None}]).settings.tools == [
+        {"type": "mcp", "server_label": "docs"}
+    ]
+    with pytest.raises(InvalidRequest) as refused:
+        decode(tools=[{**server, "defer_loading": "yes"}])
+    assert (refused.value.param, refused.value.code) == ("tools[0].defer_loading", "invalid_type")
+
+
+def test_a_search_output_may_load_an_mcp_servers_tools() -> None:
+    loaded = {
+        "type": "tool_search_output",
+        "call_id": "c",
+        "execution": "client",
+        "tools": [{"type": "mcp", "server_label": "docs", "allowed_tools": ["add"]}],
+    }
+    call = {"type": "tool_search_call", "call_id": "c", "execution": "client", "arguments": {}}
+    command = decode(input=[call, loaded], tools=[{"type": "tool_search"}])
+    assert command.input[-1]["tools"] == loaded["tools"]
+    bad = {**loaded, "tools": [{"type": "mcp", "server_label": "docs", "allowed_tools": 3}]}
+    with pytest.raises(InvalidRequest) as refused:
+        decode(input=[call, bad], tools=[{"type": "tool_search"}])
+    assert refused.value.param == "input[1].tools[0].allowed_tools"

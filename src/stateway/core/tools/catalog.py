@@ -95,6 +95,28 @@ def loaded(tools: Iterable[Any]) -> list[Item]:
     return out
 
 
+def loaded_mcp(tools: Iterable[Any]) -> dict[str, tuple[str, ...] | None]:
+    """The MCP servers' tools a ``tool_search_output``'s ``mcp`` entries load, by server
+    label: their names in the order given, each once (``allowed_tools``: a list, or a
+    filter's ``tool_names``), None for all of the server's (an entry naming none)."""
+    out: dict[str, tuple[str, ...] | None] = {}
+    for tool in tools:
+        if not isinstance(tool, dict) or tool.get("type") != "mcp":
+            continue
+        label = tool.get("server_label")
+        if not isinstance(label, str):
+            continue
+        allowed = tool.get("allowed_tools")
+        if isinstance(allowed, dict):
+            allowed = allowed.get("tool_names")
+        if not isinstance(allowed, list):
+            out[label] = None
+        elif label not in out or out[label] is not None:
+            names = (*(out.get(label) or ()), *(n for n in allowed if isinstance(n, str)))
+            out[label] = tuple(dict.fromkeys(names))
+    return out
+
+
 def search_execution(tool: Item) -> Literal["client", "server"]:
     """Who runs a ``tool_search`` tool's searches: the gateway unless it says ``client``."""
     return "client" if tool.get("execution") == "client" else "server"
@@ -169,9 +191,31 @@ class Catalog:
         self._offer(tools, defer=defer)
 
     def load(self, tools: list[Item]) -> list[str]:
-        """Offer the tools a search loaded (see :func:`loaded`); the model-visible names
-        newly offered."""
-        return self._offer(loaded(tools), defer=False)
+        """Offer the tools a search loaded (see :func:`loaded`, and :meth:`load_mcp`); the
+        model-visible names newly offered."""
+        return self._offer(loaded(tools), defer=False) + self.load_mcp(tools)
+
+    def load_mcp(self, tools: Iterable[Any]) -> list[str]:
+        """Offer the deferred tools of MCP servers that ``tools`` (a search's) load: an
+        ``mcp`` entry names its server by ``server_label`` and the tools loaded by
+        ``allowed_tools`` (a list of names, or a filter's ``tool_names``; none: all the
+        server's); the model-visible names newly offered. What names no deferred tool of
+        a declared server loads nothing."""
+        offered = []
+        for label, names in loaded_mcp(tools).items():
+            for name, e in self._by_name.items():
+                wanted = names is None or e.name in names
+                if e.kind == "mcp" and e.deferred and e.server_label == label and wanted:
+                    self._by_name[name] = replace(e, deferred=False)
+                    offered.append(name)
+        return offered
+
+    def renew(self, entry: Entry) -> None:
+        """Put ``entry`` in the place of the gateway tool of its usual name, offered by the
+        same name (the tool search's, once an MCP server's tools are held back too)."""
+        name = self._gateway.get(entry.function["name"])
+        if name is not None:
+            self._by_name[name] = _named(entry, name)
 
     def deferred(self) -> list[Entry]:
         """The tools a search may still load, in declaration order."""

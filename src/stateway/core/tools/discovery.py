@@ -31,7 +31,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from stateway.core import events as ev
-from stateway.core.items import MCP_APPROVAL_REQUEST, MCP_CALL, MCP_LIST_TOOLS, Item
+from stateway.core.items import (
+    MCP_APPROVAL_REQUEST,
+    MCP_CALL,
+    MCP_LIST_TOOLS,
+    TOOL_SEARCH_OUTPUT,
+    Item,
+)
 from stateway.core.tools import mcp
 from stateway.core.tools.catalog import Catalog, Entry
 from stateway.core.tools.executor import Call, Executor
@@ -82,8 +88,11 @@ class Discovery:
             self._known += [(binding.label, tool.name) for tool in tools]
             shown[binding.label] = tools
         budget = self._tools.policy.max_discovered_tools
-        for entry in _entries(self._toolset.mcp, shown, budget):
+        defer = self._toolset.tool_search is not None
+        for entry in _entries(self._toolset.mcp, shown, budget, defer=defer):
             catalog.add(entry)
+        if defer:
+            load_searched(catalog, context)
 
     async def _list(self, bindings: list[McpBinding]) -> dict[str, list[McpTool]]:
         """Each server's tools, all it lists, by label (a server that failed to list them
@@ -145,23 +154,39 @@ class Discovery:
         return None
 
 
-def listed_entries(context: list[Item], bindings: list[McpBinding], budget: int) -> list[Entry]:
+def listed_entries(
+    context: list[Item], bindings: list[McpBinding], budget: int, *, defer: bool = False
+) -> list[Entry]:
     """The entries a response would offer of ``bindings``' tools as the last listings in
     ``context`` show them, asking no server (a server no turn listed: none), within
-    ``budget`` offered tools: what a token count can know of them."""
+    ``budget`` offered tools: what a token count can know of them (``defer``: a tool
+    search is declared, see :func:`mcp.entries`)."""
     shown = {label: listing.tools for label, listing in _listed(context).items()}
-    return _entries(bindings, shown, budget)
+    return _entries(bindings, shown, budget, defer=defer)
+
+
+def load_searched(catalog: Catalog, context: list[Item]) -> None:
+    """Offer the deferred MCP tools that earlier searches in ``context`` loaded (their
+    ``tool_search_output`` items: the gateway's, or the client's answer to its own), as a
+    declared deferred function is offered once a search in the context loaded it."""
+    for item in context:
+        if item.get("type") == TOOL_SEARCH_OUTPUT:
+            catalog.load_mcp(item.get("tools") or ())
 
 
 def _entries(
-    bindings: list[McpBinding], shown: Mapping[str, list[McpTool]], budget: int
+    bindings: list[McpBinding],
+    shown: Mapping[str, list[McpTool]],
+    budget: int,
+    *,
+    defer: bool = False,
 ) -> list[Entry]:
     """Each binding's tools among those ``shown`` by its label that it offers, in the order
     the servers are declared, within one budget of ``budget`` offered tools."""
     out: list[Entry] = []
     for binding in bindings:
         offered = binding.offered(shown.get(binding.label, []))
-        out += mcp.entries(binding, offered[:budget])
+        out += mcp.entries(binding, offered[:budget], defer=defer)
         budget = max(0, budget - len(offered))
     return out
 

@@ -92,8 +92,14 @@ def _hints(annotations: Any) -> dict[str, Any] | None:
     return hints or None
 
 
-def entries(binding: McpBinding, tools: list[McpTool]) -> list[Entry]:
-    """The model-visible functions of the server's tools the binding offers."""
+def entries(binding: McpBinding, tools: list[McpTool], *, defer: bool = False) -> list[Entry]:
+    """The model-visible functions of the server's tools the binding offers; ``defer``: a
+    tool search is declared, so a server declared ``defer_loading`` has its tools held
+    back until a search loads them (:meth:`.catalog.Catalog.load_mcp`)."""
+    deferred = defer and binding.deferred
+    declared: Item = {"type": "mcp", "server_label": binding.label}
+    if binding.description:
+        declared["server_description"] = binding.description
     out = []
     for tool in tools:
         if not binding.offers(tool.name, tool.read_only):
@@ -111,11 +117,12 @@ def entries(binding: McpBinding, tools: list[McpTool]) -> list[Entry]:
             Entry(
                 kind="mcp",
                 function=function,
-                tool={"type": "mcp", "server_label": binding.label},
+                tool=declared,
                 server_label=binding.label,
                 name=tool.name,
                 approval=binding.approval.required(tool.name, tool.read_only),
                 parallel_safe=tool.parallel_safe,
+                deferred=deferred,
             )
         )
     return out

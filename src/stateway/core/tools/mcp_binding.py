@@ -97,6 +97,9 @@ class McpBinding:
     description: str | None = None
     """What the server is for, told to the model with each of its tools: the request's
     ``server_description``, else the configured server's ``description``."""
+    deferred: bool = False
+    """Declared ``defer_loading: true``: with a ``tool_search`` tool declared, its tools
+    are held back until a search loads them (:mod:`.discovery`)."""
 
     @property
     def label(self) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import orjson
 
 from stateway.core.items import Item
-from stateway.core.tools.catalog import NAMESPACE, loaded
+from stateway.core.tools.catalog import NAMESPACE, loaded, loaded_mcp
 from stateway.core.tools.model_names import model_name
 
 
@@ -128,6 +128,11 @@ def tool_search_output(item: Item) -> str:
             names += [model_name(str(m.get("name")), tool.get("name")) for m in tool["tools"]]
         else:
             names.append(str(tool.get("name")))
+    for label, loaded_names in loaded_mcp(item.get("tools") or ()).items():
+        if loaded_names is None:
+            names.append(f"the tools of the MCP server '{label}'")
+        else:
+            names += [model_name(name, label) for name in loaded_names]
     if not names:
         return "No tools matched the search."
     return f"Loaded tools: {', '.join(names)}. They can be called now."

@@ -63,9 +63,13 @@ def searched_text(candidate: Entry, namespaces: dict[str, Item]) -> tuple[str, s
     descriptions (Anthropic's search reads "tool names, descriptions, argument names, and
     argument descriptions")."""
     tool = candidate.tool
+    if candidate.kind == "mcp":  # its function's: a server's tool is declared by no one
+        tool = {**candidate.function, "name": candidate.name}
     name = str(tool.get("name") or "")
     if candidate.namespace is not None:
         name = f"{candidate.namespace}__{name}"
+    elif candidate.kind == "mcp":
+        name = f"{candidate.server_label}__{name}"
     rest = [str(tool.get("description") or "")]
     group = namespaces.get(candidate.namespace or "") or {}
     rest.append(str(group.get("description") or ""))

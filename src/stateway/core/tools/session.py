@@ -42,7 +42,7 @@ from stateway.core.tools import mcp, tool_search, web_search
 from stateway.core.tools.approvals import approved, approved_entry
 from stateway.core.tools.catalog import Catalog, Entry
 from stateway.core.tools.context_offers import with_context_tools
-from stateway.core.tools.discovery import Discovery, listed_entries
+from stateway.core.tools.discovery import Discovery, listed_entries, load_searched
 from stateway.core.tools.executor import Executor, Outcome
 from stateway.core.tools.invocations import Invocations, PendingCall
 from stateway.core.tools.open_items import Emit, OpenItems
@@ -91,9 +91,22 @@ def counted_catalog(toolset: Toolset, context: list[Item], max_discovered_tools:
     server no turn listed yet adds none: a run would list it first, which a count does not
     (a round trip to each server for every count)."""
     catalog = offered_catalog(toolset, context)
-    for entry in listed_entries(context, toolset.mcp, max_discovered_tools):
+    defer = toolset.tool_search is not None
+    for entry in listed_entries(context, toolset.mcp, max_discovered_tools, defer=defer):
         catalog.add(entry)
+    if defer:
+        load_searched(catalog, context)
+        renew_search(toolset, catalog)
     return catalog
+
+
+def renew_search(toolset: Toolset, catalog: Catalog) -> None:
+    """The tool search's function described anew once MCP servers' tools joined the
+    catalog: a deferred server is searchable too (its label and description listed)."""
+    if toolset.tool_search is not None and any(e.kind == "mcp" for e in catalog.deferred()):
+        catalog.renew(
+            tool_search.entry(toolset.tool_search, catalog.deferred(), catalog.namespaces)
+        )
 
 
 class ToolSession:
@@ -153,6 +166,7 @@ class ToolSession:
             self.sources.extend(web_search.turn_sources(context))
         if self._toolset.mcp:
             await self._discovered().offer(context, self.catalog)
+            renew_search(self._toolset, self.catalog)
 
     async def resume_approvals(
         self, context: list[Item], new_input: list[Item], limit: int | None = None
@@ -194,6 +208,7 @@ class ToolSession:
         search to load again); an ``additional_tools`` item is kept, and its tools. The
         gateway's own tools stay offered: the request declares them."""
         self.catalog.reoffer(offered_catalog(self._toolset, context))
+        renew_search(self._toolset, self.catalog)
 
     def unoffered(self, name: str) -> Entry | None:
         """A model's call of a function this request does not offer, named as a declared

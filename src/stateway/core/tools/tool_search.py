@@ -190,9 +190,7 @@ def search(
     terms = list(dict.fromkeys(_words(query)))[:MAX_QUERY_WORDS]
     scored = []
     for order, candidate in enumerate(deferred):
-        group = namespaces.get(candidate.namespace or "") or {}
-        named = _words(candidate.tool.get("name"), candidate.namespace)
-        described = _words(candidate.tool.get("description"), group.get("description"))
+        named, described = _searched_words(candidate, namespaces)
         score = sum(3 if _found(t, named) else 1 if _found(t, described) else 0 for t in terms)
         if score:
             scored.append((-score, order, candidate))
@@ -212,10 +210,34 @@ async def search_as_declared(
     return _public(await search_syntax.search(syntax, query, deferred, namespaces), namespaces)
 
 
+def _searched_words(candidate: Entry, namespaces: dict[str, Item]) -> tuple[list[str], list[str]]:
+    """The words of a tool's name (its namespace's, or its MCP server's label, included)
+    and of its description (its namespace's too; an MCP tool's tells its server's)."""
+    if candidate.kind == "mcp":
+        named = _words(candidate.name, candidate.server_label)
+        return named, _words(candidate.function.get("description"))
+    group = namespaces.get(candidate.namespace or "") or {}
+    named = _words(candidate.tool.get("name"), candidate.namespace)
+    return named, _words(candidate.tool.get("description"), group.get("description"))
+
+
 def _public(found: list[Entry], namespaces: dict[str, Item]) -> list[Item]:
+    """The tools ``found`` as a search's output lists them: as declared, a namespace's
+    members under their namespace, an MCP server's under its ``mcp`` entry (its
+    ``server_label`` and the tools loaded as ``allowed_tools``)."""
     out: list[Item] = []
     groups: dict[str, Item] = {}
+    servers: dict[str, Item] = {}
     for candidate in found:
+        if candidate.kind == "mcp":
+            label = str(candidate.server_label)
+            server = servers.get(label)
+            if server is None:
+                server = {"type": "mcp", "server_label": label, "allowed_tools": []}
+                servers[label] = server
+                out.append(server)
+            server["allowed_tools"].append(candidate.name)
+            continue
         if candidate.namespace is None:
             out.append(candidate.tool)
             continue
@@ -235,11 +257,20 @@ def _public(found: list[Entry], namespaces: dict[str, Item]) -> list[Item]:
 
 
 def _listing(deferred: list[Entry], namespaces: dict[str, Item]) -> str:
-    """One line per deferred function, or per namespace with deferred members."""
+    """One line per deferred function, or per namespace with deferred members, or per MCP
+    server with deferred tools (as hosted shows a namespace or a server: by its name and
+    description)."""
     lines: list[str] = []
     seen: set[str] = set()
+    servers: set[str] = set()
     for candidate in deferred:
-        if candidate.namespace is not None:
+        if candidate.kind == "mcp":
+            label = str(candidate.server_label)
+            if label not in servers:
+                servers.add(label)
+                described = {"description": candidate.tool.get("server_description")}
+                lines.append(_line(f"{label} (the tools of an MCP server)", described))
+        elif candidate.namespace is not None:
             if candidate.namespace in seen:
                 continue
             seen.add(candidate.namespace)

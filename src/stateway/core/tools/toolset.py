@@ -271,7 +271,8 @@ class GatewayTools:
             )
         default = configured.require_approval if configured is not None else True
         approval = approval_of(tool.get("require_approval"), default)
-        return McpBinding(server, allowed, read_only, approval, description)
+        deferred = tool.get("defer_loading") is True
+        return McpBinding(server, allowed, read_only, approval, description, deferred)
 
 
 def _web_search_binding(tool: Item) -> WebSearchBinding:

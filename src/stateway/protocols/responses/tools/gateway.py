@@ -117,6 +117,7 @@ def decode_mcp(tool: dict[str, Any], path: str) -> Item:
     approval = tool.get("require_approval")
     if approval is not None:
         out["require_approval"] = _approval(approval, f"{path}.require_approval")
+    copy_typed(tool, out, "defer_loading", path, bool, "a boolean")
     return out
 
 
