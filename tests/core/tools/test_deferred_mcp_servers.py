@@ -175,3 +175,16 @@ def test_a_pattern_search_reads_a_servers_tool_by_its_flat_name_and_its_function
     name, rest = searched_text(add, {})
     assert name == "docs__add"
     assert rest.split("\n") == ["Add", "", "MCP server 'docs': Arithmetic.", "a", "b"]
+
+
+async def test_a_choice_of_a_deferred_server_or_its_tool_is_sent_as_auto() -> None:
+    """As hosted, a choice cannot force what is not offered (the Agents SDK's docs: a
+    deferred-only tool cannot be targeted): a forced server with nothing of it offered
+    would be ``required`` with no tool to call."""
+    setup = Setup([answer(), answer()])
+    server = {"type": "mcp", "server_label": "docs"}
+    await setup.create([DEFERRED, SERVER], settings={"tool_choice": server})
+    await setup.create([DEFERRED, SERVER], settings={"tool_choice": {**server, "name": "add"}})
+    first, second = setup.backend.requests
+    assert (first.tool_choice, offered(first)) == ("auto", ["tool_search"])
+    assert (second.tool_choice, offered(second)) == ("auto", ["tool_search"])

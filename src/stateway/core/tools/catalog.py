@@ -331,10 +331,13 @@ class Catalog:
             wanted = [e for e in self._by_name.values() if e.kind == kind]
         elif kind == "mcp":
             label = choice.get("server_label")
-            wanted = [
+            wanted = [  # a deferred tool is not offered: a choice of one falls back to auto
                 e
                 for e in self._by_name.values()
-                if e.kind == "mcp" and e.server_label == label and (name is None or e.name == name)
+                if e.kind == "mcp"
+                and e.server_label == label
+                and (name is None or e.name == name)
+                and not e.deferred
             ]
             if name is None and len(wanted) > 1:
                 self._forced_server = label
