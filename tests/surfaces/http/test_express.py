@@ -5,6 +5,7 @@ another method, and errors in their protocol's shape (Anthropic's for Messages).
 
 from __future__ import annotations
 
+import re
 import sys
 from typing import Any
 
@@ -42,6 +43,16 @@ every = pytest.mark.parametrize(
 )
 
 
+_MUTANT_NAME = re.compile(r"xǁ[^ǁ.]+ǁ([^.]+?)__mutmut_(?:orig|\d+)")
+
+
+def source_name(qualname: str) -> str:
+    """A function's qualified name as its source spells it: mutmut renames each method it
+    mutates (``Express.xǁExpressǁ__call____mutmut_orig``) and calls it from a trampoline,
+    and these tests, which name the functions a request runs in, run under it too."""
+    return _MUTANT_NAME.sub(r"\1", qualname)
+
+
 class Recording(Gateway):
     """Remembers who each command was executed for."""
 
@@ -60,7 +71,7 @@ class Framed(Recording):
     async def execute(self, principal: Principal, command: Any) -> Any:
         frame, names = sys._getframe(), []
         while frame is not None:
-            names.append(frame.f_code.co_qualname)
+            names.append(source_name(frame.f_code.co_qualname))
             frame = frame.f_back  # type: ignore[assignment]
         self.frames.append(names)
         return await super().execute(principal, command)
@@ -87,7 +98,7 @@ class Upgrades:
         await receive()
         await send({"type": "websocket.accept"})
         self.scopes.append(scope)
-        self.senders.append(send.__qualname__)
+        self.senders.append(source_name(send.__qualname__))
         await receive()
 
 
