@@ -257,8 +257,11 @@ class SSEResponse(Response):
         self._ended = True
         try:
             with Deadline(ENDING_WAIT):
-                if self._comment is not None:
-                    await self._comment
+                comment = self._comment
+                # a comment the stream was waiting on when it was cut off was cancelled
+                # with that wait (a server has its bytes before it waits): awaiting it raises
+                if comment is not None and not comment.cancelled():
+                    await comment
                 frame = self._ending(error)
                 await send({"type": "http.response.body", "body": frame, "more_body": False})
         except TimeoutError:
