@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import logging
 import time
 import weakref
 from collections.abc import AsyncGenerator
@@ -12,9 +13,10 @@ import pytest
 from starlette.responses import Response
 from starlette.types import Message, Scope
 
-from stateway.core.errors import CredentialRevoked, GatewayError
+from stateway.core.errors import CredentialRevoked, GatewayError, NotFound, UpstreamError
 from stateway.core.principal import Principal
 from stateway.surfaces.auth.authenticator import IDENTITY, Identity
+from stateway.surfaces.http import sse
 from stateway.surfaces.http.sse import SSEResponse
 
 
@@ -81,9 +83,11 @@ async def never_leaves() -> Message:
 async def test_a_stream_whose_credential_expires_ends_with_its_error_frame() -> None:
     """Wherever it waits (here for a frame that never comes), a stream whose credential
     stops holding stops as if its client had left (its run cancelled: ``on_disconnect``,
-    once), then ends with its protocol's error frame, the body finished."""
+    once, though the client then leaves too), then ends with its protocol's error
+    frame, the body finished."""
     sent: list[Message] = []
     left: list[None] = []
+    gone = asyncio.Event()
 
     async def frames() -> AsyncGenerator[tuple[bytes, bool], None]:
         yield b"data: 0\n\n", False
@@ -92,9 +96,16 @@ async def test_a_stream_whose_credential_expires_ends_with_its_error_frame() -> 
 
     async def send(message: Message) -> None:
         sent.append(message)
+        if message.get("more_body") is False:
+            gone.set()
+            await asyncio.sleep(0.01)  # the client leaves as it reads the error frame
+
+    async def receive() -> Message:
+        await gone.wait()
+        return {"type": "http.disconnect"}
 
     response = SSEResponse(frames(), lambda: left.append(None), ending=ending)
-    await asyncio.wait_for(response(expiring(0.05), never_leaves, send), 5)
+    await asyncio.wait_for(response(expiring(0.05), receive, send), 5)
 
     assert left == [None]
     assert sent[0]["status"] == 200
@@ -168,3 +179,90 @@ async def test_a_credential_ending_while_a_keep_alive_is_written_still_ends_the_
     bodies = [m["body"] for m in sent[1:]]
     assert bodies[-1].startswith(b"event: error\ndata: invalid_api_key")
     assert sent[-1]["more_body"] is False
+
+
+async def test_an_error_frame_the_client_does_not_read_is_given_up_and_logged(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A client that reads nothing more is waited for a while only: the connection is
+    then left unfinished (closed), and the log says which stream and how long."""
+    monkeypatch.setattr(sse, "ENDING_WAIT", 0.05)
+    sent: list[Message] = []
+
+    async def frames() -> AsyncGenerator[tuple[bytes, bool], None]:
+        yield b"data: 0\n\n", False
+        raise NotFound("Response with id 'r' was deleted while it was streamed.")
+
+    async def send(message: Message) -> None:
+        if message.get("more_body") is False:
+            await asyncio.Event().wait()  # a full socket buffer: never written
+        sent.append(message)
+
+    response = SSEResponse(frames(), lambda: None, ending=ending)
+    with caplog.at_level(logging.WARNING, logger=sse.__name__):
+        await asyncio.wait_for(response(expiring(3600), never_leaves, send), 5)
+    assert [m.get("body") for m in sent[1:]] == [b"data: 0\n\n"]
+    [record] = caplog.records
+    assert record.getMessage() == (
+        "left a stream unfinished (not_found): its client did not read the last frame "
+        "within 0.05 seconds"
+    )
+
+
+async def test_a_stream_ends_with_one_error_frame_and_leaves_its_run_once() -> None:
+    """A stream already ending with an error frame (its response deleted) is not ended
+    again when its credential expires meanwhile, nor left twice when its client then
+    goes: one error frame, ``on_disconnect`` called once."""
+    sent: list[Message] = []
+    left: list[None] = []
+    gone = asyncio.Event()
+
+    async def frames() -> AsyncGenerator[tuple[bytes, bool], None]:
+        yield b"data: 0\n\n", False
+        raise NotFound("Response with id 'r' was deleted while it was streamed.")
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+        if message.get("more_body") is False:
+            await asyncio.sleep(0.1)  # read slowly: the credential expires meanwhile
+            gone.set()
+            await asyncio.sleep(0.01)  # then the client leaves
+
+    async def receive() -> Message:
+        await gone.wait()
+        return {"type": "http.disconnect"}
+
+    response = SSEResponse(frames(), lambda: left.append(None), ending=ending)
+    await asyncio.wait_for(response(expiring(0.02), receive, send), 5)
+    assert [m.get("body") for m in sent[1:]] == [
+        b"data: 0\n\n",
+        b"event: error\ndata: not_found Response with id 'r' was deleted while it was "
+        b"streamed.\n\n",
+    ]
+    assert left == [None]
+
+
+async def test_a_stream_under_an_expiring_credential_failing_before_it_opens_is_refused() -> None:
+    """Watched for its credential's end, a stream whose run fails before any output is
+    still answered with the failure's own HTTP error (the route's answer), not a
+    stream."""
+
+    async def frames() -> AsyncGenerator[tuple[bytes, bool], None]:
+        yield b"", True  # never reached
+
+    async def opening() -> None:
+        raise UpstreamError("The model server failed.", status=502)
+
+    def refusal(error: GatewayError) -> Response:
+        return Response(error.code, status_code=error.status)
+
+    sent: list[Message] = []
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    response = SSEResponse(
+        frames(), lambda: None, opening=opening, error_response=refusal, ending=ending
+    )
+    await asyncio.wait_for(response(expiring(3600), never_leaves, send), 5)
+    assert (sent[0]["status"], sent[1]["body"]) == (502, b"upstream_error")
