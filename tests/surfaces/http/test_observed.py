@@ -284,3 +284,45 @@ async def test_websocket_sessions_are_counted_while_open() -> None:
     accept = sent[0]
     assert REQUEST_ID_SHAPE.fullmatch(dict(accept["headers"])[b"x-request-id"].decode())
     assert observer.ended == [("unmatched", 101)]
+
+
+async def test_the_lifespan_passes_unobserved() -> None:
+    """Not a request: no id set, nothing reported, its messages untouched."""
+    observer = Observer()
+    sent: list[Message] = []
+    seen: list[str | None] = []
+
+    async def lifespan(scope: Scope, receive: Receive, send: Send) -> None:
+        seen.append(REQUEST_ID.get(None))
+        await send({"type": "lifespan.startup.complete"})
+
+    async def receive() -> Message:
+        return {"type": "lifespan.startup"}
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    await ObservedApp(lifespan, observer)({"type": "lifespan"}, receive, send)
+    assert sent == [{"type": "lifespan.startup.complete"}]
+    assert seen == [None]
+    assert (observer.ended, observer.spans) == ([], [])
+
+
+async def test_the_request_id_joins_the_answer_s_own_headers() -> None:
+    """Added to what the answer sends, not in place of it; and the request's id is
+    unset again once it is answered."""
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        headers = [(b"content-type", b"text/plain")]
+        await send({"type": "http.response.start", "status": 201, "headers": headers})
+        await send({"type": "http.response.body", "body": REQUEST_ID.get().encode()})
+
+    observer = Observer()
+    reply = await call(ObservedApp(app, observer), "GET", "/anything", content_type=None)
+    assert reply.status == 201
+    assert reply.headers["content-type"] == "text/plain"
+    assert reply.headers["x-request-id"] == reply.body.decode()
+    assert REQUEST_ID.get(None) is None
+    assert observer.ended == [("unmatched", 201)]
+    [(method, request_id, finished)] = observer.spans
+    assert (method, request_id, finished) == ("GET", reply.body.decode(), ("unmatched", 201))
