@@ -44,12 +44,14 @@ class Observer:
         self.spans: list[tuple[str, str, tuple[str, int] | None]] = []
         self.sockets = 0
         self.most_sockets = 0
+        self.span_headers: list[list[tuple[bytes, bytes]]] = []
 
     @contextmanager
     def request_span(
         self, method: str, request_id: str, headers: Iterable[tuple[bytes, bytes]]
     ) -> Iterator[Any]:
         finished: list[tuple[str, int]] = []
+        self.span_headers.append(list(headers))
 
         class Span:
             def finish(self, route: str, status: int) -> None:
@@ -59,7 +61,7 @@ class Observer:
         self.spans.append((method, request_id, finished[0] if finished else None))
 
     def request_ended(self, route: str, status: int, seconds: float) -> None:
-        assert seconds >= 0
+        assert 0 <= seconds < 60  # the request's own, not a clock's reading
         self.ended.append((route, status))
 
     def websocket_opened(self) -> None:
@@ -284,6 +286,9 @@ async def test_websocket_sessions_are_counted_while_open() -> None:
     accept = sent[0]
     assert REQUEST_ID_SHAPE.fullmatch(dict(accept["headers"])[b"x-request-id"].decode())
     assert observer.ended == [("unmatched", 101)]
+    assert [(method, finished) for method, _, finished in observer.spans] == [
+        ("WEBSOCKET", ("unmatched", 101))
+    ]
 
 
 async def test_the_lifespan_passes_unobserved() -> None:
@@ -318,7 +323,10 @@ async def test_the_request_id_joins_the_answer_s_own_headers() -> None:
         await send({"type": "http.response.body", "body": REQUEST_ID.get().encode()})
 
     observer = Observer()
-    reply = await call(ObservedApp(app, observer), "GET", "/anything", content_type=None)
+    traceparent = (b"traceparent", b"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
+    reply = await call(
+        ObservedApp(app, observer), "GET", "/anything", content_type=None, headers=[traceparent]
+    )
     assert reply.status == 201
     assert reply.headers["content-type"] == "text/plain"
     assert reply.headers["x-request-id"] == reply.body.decode()
@@ -326,3 +334,6 @@ async def test_the_request_id_joins_the_answer_s_own_headers() -> None:
     assert observer.ended == [("unmatched", 201)]
     [(method, request_id, finished)] = observer.spans
     assert (method, request_id, finished) == ("GET", reply.body.decode(), ("unmatched", 201))
+    [headers] = observer.span_headers
+    assert traceparent in headers  # the span continues the client's trace
+    assert (observer.sockets, observer.most_sockets) == (0, 0)  # no WebSocket opened
