@@ -63,6 +63,10 @@ async def test_what_a_refusal_needs_is_let_go_once_the_stream_opens() -> None:
     await serving
 
 
+PLAIN: Scope = {"type": "http", "method": "POST", "path": "/"}
+"""A request's scope under a credential that cannot end (no auth configured)."""
+
+
 def expiring(seconds: float) -> Scope:
     """A request's scope, authenticated by a token expiring in ``seconds``."""
     identity = Identity(
@@ -266,3 +270,48 @@ async def test_a_stream_under_an_expiring_credential_failing_before_it_opens_is_
     )
     await asyncio.wait_for(response(expiring(3600), never_leaves, send), 5)
     assert (sent[0]["status"], sent[1]["body"]) == (502, b"upstream_error")
+
+
+async def test_a_silent_stream_sends_its_idle_frame_on_each_interval() -> None:
+    """Nothing sent for a whole interval: the idle frame (a Messages ``ping`` here) goes
+    out, again each interval the silence lasts, and the stream then goes on."""
+    sent: list[Message] = []
+
+    async def frames() -> AsyncGenerator[tuple[bytes, bool], None]:
+        yield b"data: 0\n\n", False
+        await asyncio.sleep(0.2)  # the model thinks
+        yield b"data: 1\n\n", True
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    ping = b"event: ping\ndata: {}\n\n"
+    response = SSEResponse(frames(), lambda: None, keepalive=0.03, idle_frame=ping)
+    await asyncio.wait_for(response(PLAIN, never_leaves, send), 5)
+    bodies = [(m["body"], m["more_body"]) for m in sent[1:]]
+    assert bodies[0] == (b"data: 0\n\n", True)
+    assert bodies[-1] == (b"data: 1\n\n", False)
+    assert len(bodies[1:-1]) >= 2
+    assert set(bodies[1:-1]) == {(ping, True)}
+
+
+async def test_a_keep_alive_that_cannot_be_written_ends_the_stream_as_a_client_gone() -> None:
+    """A write failing (the connection reset) is the client gone: ``on_disconnect`` is
+    called, once, the stream stops, and nothing is raised into the server."""
+    sent: list[bytes] = []
+    left: list[None] = []
+
+    async def frames() -> AsyncGenerator[tuple[bytes, bool], None]:
+        yield b"data: 0\n\n", False
+        await asyncio.sleep(0.2)
+        yield b"data: 1\n\n", True
+
+    async def send(message: Message) -> None:
+        if message.get("body") == b": keep-alive\n\n":
+            raise OSError("connection reset")
+        sent.append(message.get("body", b""))
+
+    response = SSEResponse(frames(), lambda: left.append(None), keepalive=0.03)
+    await asyncio.wait_for(response(PLAIN, never_leaves, send), 5)
+    assert sent == [b"", b"data: 0\n\n"]  # the status line's message, then the first frame
+    assert left == [None]
