@@ -279,6 +279,8 @@ async def test_a_silent_stream_sends_its_idle_frame_on_each_interval() -> None:
 
     async def frames() -> AsyncGenerator[tuple[bytes, bool], None]:
         yield b"data: 0\n\n", False
+        await asyncio.sleep(0.01)
+        yield b"data: 0.5\n\n", False  # within the interval: the timer waits on from it
         await asyncio.sleep(0.2)  # the model thinks
         yield b"data: 1\n\n", True
 
@@ -289,10 +291,52 @@ async def test_a_silent_stream_sends_its_idle_frame_on_each_interval() -> None:
     response = SSEResponse(frames(), lambda: None, keepalive=0.03, idle_frame=ping)
     await asyncio.wait_for(response(PLAIN, never_leaves, send), 5)
     bodies = [(m["body"], m["more_body"]) for m in sent[1:]]
-    assert bodies[0] == (b"data: 0\n\n", True)
+    assert bodies[:2] == [(b"data: 0\n\n", True), (b"data: 0.5\n\n", True)]
     assert bodies[-1] == (b"data: 1\n\n", False)
-    assert len(bodies[1:-1]) >= 2
-    assert set(bodies[1:-1]) == {(ping, True)}
+    assert len(bodies[2:-1]) >= 2
+    assert set(bodies[2:-1]) == {(ping, True)}
+
+
+async def test_frames_ending_without_a_last_one_still_finish_the_body() -> None:
+    sent: list[Message] = []
+
+    async def frames() -> AsyncGenerator[tuple[bytes, bool], None]:
+        yield b"data: 0\n\n", False
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    await asyncio.wait_for(SSEResponse(frames(), lambda: None)(PLAIN, never_leaves, send), 5)
+    assert sent[1:] == [
+        {"type": "http.response.body", "body": b"data: 0\n\n", "more_body": True},
+        {"type": "http.response.body", "body": b"", "more_body": False},
+    ]
+
+
+async def test_a_keep_alive_being_written_goes_out_whole_before_the_error_frame() -> None:
+    """The credential stops holding while a keep-alive comment waits for a slow client:
+    the comment goes out first, then the error frame ends the stream."""
+    sent: list[Message] = []
+    reading = asyncio.Event()
+
+    async def frames() -> AsyncGenerator[tuple[bytes, bool], None]:
+        yield b"data: 0\n\n", False
+        await asyncio.Event().wait()
+        yield b"", True  # never reached
+
+    async def send(message: Message) -> None:
+        if message.get("body") == b": keep-alive\n\n":
+            await reading.wait()  # the client reads again a while after the expiry
+        sent.append(message)
+
+    response = SSEResponse(frames(), lambda: None, keepalive=0.01, ending=ending)
+    serving = asyncio.create_task(response(expiring(0.05), never_leaves, send))
+    await asyncio.sleep(0.1)
+    reading.set()
+    await asyncio.wait_for(serving, 5)
+    bodies = [m["body"] for m in sent[1:]]
+    assert bodies[:2] == [b"data: 0\n\n", b": keep-alive\n\n"]
+    assert bodies[-1].startswith(b"event: error\ndata: invalid_api_key")
 
 
 async def test_a_keep_alive_that_cannot_be_written_ends_the_stream_as_a_client_gone() -> None:
