@@ -295,10 +295,10 @@ async def test_the_lifespan_passes_unobserved() -> None:
     """Not a request: no id set, nothing reported, its messages untouched."""
     observer = Observer()
     sent: list[Message] = []
-    seen: list[str | None] = []
+    seen: list[tuple[str, str, str | None]] = []
 
     async def lifespan(scope: Scope, receive: Receive, send: Send) -> None:
-        seen.append(REQUEST_ID.get(None))
+        seen.append((scope["type"], (await receive())["type"], REQUEST_ID.get(None)))
         await send({"type": "lifespan.startup.complete"})
 
     async def receive() -> Message:
@@ -309,7 +309,7 @@ async def test_the_lifespan_passes_unobserved() -> None:
 
     await ObservedApp(lifespan, observer)({"type": "lifespan"}, receive, send)
     assert sent == [{"type": "lifespan.startup.complete"}]
-    assert seen == [None]
+    assert seen == [("lifespan", "lifespan.startup", None)]
     assert (observer.ended, observer.spans) == ([], [])
 
 
