@@ -167,7 +167,11 @@ async def test_a_response_waiting_for_tool_output_keeps_the_input_for_its_contin
     assert commit is not None
     assert [item["type"] for item in continuation.input] == ["message", "function_call_output"]
     await connection.steering.uncommitted(commit)  # its create failed
-    assert connection.sent[-1]["error"]["code"] == "successor_creation_failed"
+    assert connection.sent[-1]["error"] == {
+        "code": "successor_creation_failed",
+        "message": "The response that would take this input could not be created.",
+        "type": "invalid_request_error",
+    }
     assert connection.sent[-1]["sequence_number"] == 4
     await connection.steer(target, "gone")
     assert connection.sent[-1]["error"]["code"] == "response_not_found"
@@ -259,3 +263,103 @@ async def test_a_finished_response_keeps_none_of_its_create_s_fields() -> None:
     assert successor.settings == SETTINGS
     assert successor.frame.command.instructions == "Be brief."
     assert target.settings == {}
+
+
+async def test_each_failure_returns_the_steer_s_input_naming_the_response_and_why() -> None:
+    connection = Connection()
+    await connection.steer("resp_gone", [{"role": "user", "content": "lost"}])
+    assert connection.sent == [
+        {
+            "type": "response.steer.failed",
+            "sequence_number": 0,
+            "error": {
+                "code": "response_not_found",
+                "message": "No response 'resp_gone' to steer on this connection.",
+                "type": "invalid_request_error",
+            },
+            "steer": {
+                "input": [{"role": "user", "content": "lost"}],
+                "previous_response_id": "resp_gone",
+            },
+        }
+    ]
+
+    run, target = await connection.start(conversation_id="conv_1")
+    await connection.steer(target, "unsteerable")
+    [refused] = notices(run)
+    assert refused.fields == {
+        "error": {
+            "code": "steering_not_supported",
+            "message": "A response bound to a conversation or compacting automatically "
+            "cannot be steered.",
+            "type": "invalid_request_error",
+        },
+        "steer": {"input": "unsteerable", "previous_response_id": run.id},
+    }
+    await connection.steer(target, "again")
+    with pytest.raises(InvalidRequest) as capped:
+        await connection.steer(target)
+    assert capped.value.message.startswith("This connection reached its limit of 2 refused steers")
+
+    done_run, done = await connection.start("c")
+    end(done_run)
+    await connection.steering.finished(done, draining=False)
+    await connection.steer(done, "late")
+    assert connection.sent[-1]["error"]["message"] == "The response completed; it takes no input."
+    assert connection.sent[-1]["steer"] == {"input": "late", "previous_response_id": done_run.id}
+
+
+async def test_a_response_that_ended_before_its_end_was_seen_refuses_steers_at_once() -> None:
+    """Its run closed (failed) while its lane had yet to stream the end: the steer is
+    refused with the run's status, not accepted and failed later."""
+    connection = Connection()
+    run, target = await connection.start()
+    end(run, "failed")
+    await connection.steer(target, "too late")
+    await connection.steering.finished(target, draining=False)
+    [failed] = connection.sent
+    assert failed["type"] == "response.steer.failed"
+    assert failed["error"]["message"] == "The response ended failed; it takes no input."
+    assert failed["steer"] == {"input": "too late", "previous_response_id": run.id}
+
+
+async def test_an_accepted_steer_is_named_and_told_pending_at_once_while_input_is_owed() -> None:
+    connection = Connection()
+    run, target = await connection.start()
+    end(run, output=[TOOL_CALL])
+    assert await connection.steering.finished(target, draining=False) is None
+    await connection.steer(target, "first")
+    await connection.steer(target, "second")
+    accepted, pending, accepted_too, pending_too = connection.sent
+    assert [f["type"] for f in connection.sent] == [
+        "response.steer.accepted",
+        "response.steer.pending",
+    ] * 2
+    assert [f["sequence_number"] for f in connection.sent] == [2, 3, 4, 5]
+    assert accepted["steer"]["id"].startswith("steer_")
+    assert accepted["steer"] == {"id": accepted["steer"]["id"], "previous_response_id": run.id}
+    assert pending["steer"] == accepted["steer"]
+    assert pending_too["steer"] == accepted_too["steer"] != accepted["steer"]
+    assert pending["required_input"] == [
+        {"type": "function_call_output", "call_id": "c1", "name": "f"}
+    ]
+
+
+async def test_a_lane_s_next_request_fails_the_steers_its_target_queued() -> None:
+    connection = Connection()
+    run, target = await connection.start()
+    await connection.steer(target, "queued")
+    assert await connection.steering.begin("a", None) is None
+    accepted, failed = notices(run)
+    assert failed.fields == {
+        "error": {
+            "code": "response_not_active",
+            "message": "The response was not continued; its queued input was not taken.",
+            "type": "invalid_request_error",
+        },
+        "steer": {
+            "input": "queued",
+            "previous_response_id": run.id,
+            "id": accepted.fields["steer"]["id"],
+        },
+    }
