@@ -33,12 +33,14 @@ def surface(
     gate: asyncio.Event | None = None,
     config: WebSocketConfig | None = None,
     max_frame_bytes: int = 1 << 20,
+    backend: ScriptedBackend | None = None,
     **options: Any,
 ) -> WebSocketResponses:
-    """The app over a gateway in memory whose one backend answers ``script`` (after
-    ``gate``, when given)."""
+    """The app over a gateway in memory whose one backend (``backend``, else one) answers
+    ``script`` (after ``gate``, when given)."""
     store = MemoryStore()
-    backend = ScriptedBackend(script or [TextDelta("ok"), Finish("stop")], gate)
+    if backend is None:
+        backend = ScriptedBackend(script or [TextDelta("ok"), Finish("stop")], gate)
     router = Router([BackendEntry(backend, {}, catch_all=True)])
     results = MemoryCommandResults()
     gateway = Gateway(

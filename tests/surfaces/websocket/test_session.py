@@ -267,3 +267,15 @@ async def test_the_drain_lets_the_request_in_flight_end_then_closes() -> None:
         "reason": "The server is shutting down.",
     }
     await client.leave()
+
+
+async def test_a_create_past_the_input_items_bound_is_refused_as_its_post_would_be() -> None:
+    client = Client(surface(max_input_items=2))
+    message = {"type": "message", "role": "user", "content": "x"}
+    client.put(**{**CREATE, "input": [message] * 3})
+    client.put(**{**CREATE, "input": [message] * 2})
+    frames = await client.ended(2)
+    assert errors(frames) == [(400, "array_above_max_length")]
+    assert frames[0]["error"]["param"] == "input"
+    assert frames[-1]["type"] == "response.completed"
+    await client.leave()
