@@ -225,13 +225,19 @@ async def test_an_interrupt_stops_a_response_this_connection_runs() -> None:
     await client.leave()
 
 
-async def test_a_client_that_stops_reading_is_closed_with_4429_and_its_run_goes_on() -> None:
+async def test_a_client_that_stops_reading_is_closed_with_4429_and_its_run_goes_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     script = [TextDelta("x" * 64) for _ in range(200)] + [Finish("stop")]
     app = surface(script, config=WebSocketConfig(outbox_bytes=1024))
     client = Client(app, reads=1)
     client.put(**CREATE)
     await client.until(lambda c: bool(c.closes), seconds=10)
     assert client.closes == [(4429, "The client did not read its events fast enough.")]
+    assert (
+        "closing a WebSocket connection (4429) whose client stopped reading while its runs "
+        "went on; it can resume them with response.resume"
+    ) in caplog.text
     [created] = client.frames
     await client.leave()
     run = app.gateway.runs.get(created["response"]["id"])
@@ -257,6 +263,9 @@ async def test_the_drain_lets_the_request_in_flight_end_then_closes() -> None:
     client.put(**CREATE, stream_id="late")
     await client.until(lambda c: bool(errors(c.frames)))
     assert errors(client.frames) == [(503, "server_shutting_down")]
+    assert client.frames[-1]["error"]["message"] == (
+        "The server is shutting down; send this request on a new connection."
+    )
     assert not draining.done()
     gate.set()
     await asyncio.wait_for(draining, 5)
@@ -278,4 +287,37 @@ async def test_a_create_past_the_input_items_bound_is_refused_as_its_post_would_
     assert errors(frames) == [(400, "array_above_max_length")]
     assert frames[0]["error"]["param"] == "input"
     assert frames[-1]["type"] == "response.completed"
+    await client.leave()
+
+
+async def test_a_refused_steer_naming_a_kept_response_leaves_it_kept() -> None:
+    """Only a refused create forgets the response it continues."""
+    client = Client(surface())
+    client.put(**CREATE, store=False)
+    parent = (await client.ended(1))[-1]["response"]["id"]
+    client.put(type="response.steer", previous_response_id=parent)  # no input
+    client.put(type="response.steer", previous_response_id="resp_gone", input="x")
+    await client.until(lambda c: len(errors(c.frames)) == 1)
+    client.put(**CREATE, store=False, previous_response_id=parent)
+    frames = await client.ended(3)
+    assert errors(frames) == [(400, "missing_required_parameter")]
+    [failed] = [f for f in frames if f["type"] == "response.steer.failed"]
+    assert (failed["error"]["code"], failed["sequence_number"]) == ("response_not_found", 0)
+    assert frames[-1]["type"] == "response.completed"
+    await client.leave()
+
+
+async def test_a_connection_keeps_the_steering_targets_of_its_lanes_and_the_default_one() -> None:
+    """``max_lanes`` named lanes and the default lane: past them, the oldest ended
+    target is let go (a steer naming it is not found)."""
+    client = Client(surface(config=WebSocketConfig(max_lanes=1)))
+    ids = []
+    for n, lane in enumerate(["a", "b", None]):
+        client.put(**CREATE, stream_id=lane)
+        ids.append((await client.ended(n + 1))[-1]["response"]["id"])
+    for response_id in ids[:2]:
+        client.put(type="response.steer", previous_response_id=response_id, input="x")
+    await client.until(lambda c: sum(f["type"] == "response.steer.failed" for f in c.frames) == 2)
+    failures = [f["error"]["code"] for f in client.frames if f["type"] == "response.steer.failed"]
+    assert failures == ["response_not_found", "response_already_completed"]
     await client.leave()
