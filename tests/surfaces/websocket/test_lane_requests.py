@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 import pytest
 
-from stateway.core.commands import CreateResponse, WatchResponse
+from stateway.core.commands import CreateResponse, ListInputItems, WatchResponse
 from stateway.core.errors import InternalError, InvalidRequest, RateLimited
 from stateway.core.gateway import Gateway
 from stateway.core.inference import Finish, TextDelta
@@ -249,3 +249,24 @@ async def test_a_steer_queued_as_the_server_drains_is_failed_not_run() -> None:
     assert frames[-1]["error"]["code"] == "successor_creation_failed"
     assert sum(f["type"] == "response.created" for f in frames) == 1
     await client.leave()
+
+
+@pytest.mark.parametrize(
+    ("parent_stored", "stored"),
+    [(False, ["first", "ok", "second"]), (True, ["second"])],
+    ids=["unstored", "stored"],
+)
+async def test_a_stored_continuation_of_a_kept_response_stores_what_the_store_lacks(
+    parent_stored: bool, stored: list[str]
+) -> None:
+    """The store has no chain to an unstored parent: the stored child holds the context
+    it ran on. A stored parent's items are the store's already."""
+    app = surface()
+    client = Client(app)
+    client.put(**{**CREATE, "input": "first"}, store=parent_stored)
+    parent = (await client.ended(1))[-1]["response"]["id"]
+    client.put(**{**CREATE, "input": "second"}, store=True, previous_response_id=parent)
+    child = (await client.ended(2))[-1]["response"]["id"]
+    await client.leave()
+    page = await app.gateway.execute(Principal("default"), ListInputItems(child, order="asc"))
+    assert [item["content"][0]["text"] for item in page.items] == stored
