@@ -60,10 +60,13 @@ class Client:
         headers: list[tuple[bytes, bytes]] | None = None,
         extensions: dict[str, Any] | None = None,
         reads: int | None = None,
+        closing: asyncio.Event | None = None,
     ) -> None:
         """``reads``: the frames the client reads, then none (the app's sends of frames
-        wait, as over a full transport; its close still arrives)."""
+        wait, as over a full transport; its close still arrives); ``closing``: the send
+        of the close waits for it."""
         self._reads = reads
+        self._closing = closing
         self._inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self._inbox.put_nowait({"type": "websocket.connect"})
         self.sent: list[dict[str, Any]] = []
@@ -110,6 +113,8 @@ class Client:
 
     async def _send(self, message: dict[str, Any]) -> None:
         message = dict(message)
+        if message["type"] == "websocket.close" and self._closing is not None:
+            await self._closing.wait()
         if message["type"] == "websocket.send":
             if self._reads is not None:
                 if self._reads == 0:

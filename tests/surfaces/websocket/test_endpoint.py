@@ -164,3 +164,18 @@ async def test_the_drain_refuses_new_requests_and_closes_every_session_with_1001
     for client in clients:
         assert client.closes == [(1001, "The server is shutting down.")]
         await client.leave()
+
+
+async def test_the_drain_returns_once_the_close_went_out() -> None:
+    """The server's shutdown goes on after it: a close still on its way would be lost."""
+    app = surface()
+    sent = asyncio.Event()
+    client = Client(app, closing=sent)
+    await client.until(lambda c: bool(c.sent))
+    draining = asyncio.create_task(app.drain())
+    await asyncio.sleep(0.05)
+    assert not draining.done()
+    sent.set()
+    await asyncio.wait_for(draining, 5)
+    assert client.closes == [(1001, "The server is shutting down.")]
+    await client.leave()

@@ -16,7 +16,9 @@ from stateway.core.errors import CredentialRevoked
 from stateway.core.inference import Finish, TextDelta
 from stateway.core.principal import Credential, Principal
 from stateway.surfaces.auth.authenticator import KEY_EXPIRED, TOKEN_EXPIRED, Identity
+from stateway.surfaces.websocket import session
 from stateway.websocket_config import WebSocketConfig
+from tests.core.fakes import ScriptedBackend
 from tests.surfaces.websocket.client import Client, Frame, surface
 
 CREATE: dict[str, Any] = {"type": "response.create", "model": "m", "input": "hi"}
@@ -321,3 +323,44 @@ async def test_a_connection_keeps_the_steering_targets_of_its_lanes_and_the_defa
     failures = [f["error"]["code"] for f in client.frames if f["type"] == "response.steer.failed"]
     assert failures == ["response_not_found", "response_already_completed"]
     await client.leave()
+
+
+async def test_a_continuation_naming_no_valid_lane_leaves_the_default_lane_s_parent() -> None:
+    """Its ``invalid_stream_id`` goes out on the default lane, but it continued from no
+    lane: the default lane's response is not forgotten."""
+    client = Client(surface())
+    client.put(**CREATE, store=False)
+    parent = (await client.ended(1))[-1]["response"]["id"]
+    client.put(**CREATE, store=False, stream_id="not a lane!", previous_response_id=parent)
+    client.put(**CREATE, store=False, previous_response_id=parent)
+    frames = await client.ended(3)
+    assert errors(frames) == [(400, "invalid_stream_id")]
+    assert frames[-1]["type"] == "response.completed"
+    await client.leave()
+
+
+async def test_a_revoked_key_s_connection_is_closed_even_while_its_client_reads_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The close waits for the frames queued before it at most ``LOG_WAIT``."""
+    monkeypatch.setattr(session, "LOG_WAIT", 0.05)
+    key = Key()
+    key.revoked = True
+    principal = Principal("t", "key_1", Credential.API_KEY)
+    client = Client(surface(), Identity(principal, authenticated=True, recheck=key), reads=0)
+    client.put(**CREATE)
+    await client.until(lambda c: bool(c.closes))
+    assert client.closes == [(1008, "This API key was revoked.")]
+    assert client.frames == []
+    await client.leave()
+
+
+async def test_a_frame_after_a_slow_client_s_close_starts_nothing() -> None:
+    script = [TextDelta("x" * 64) for _ in range(200)] + [Finish("stop")]
+    backend = ScriptedBackend(script)
+    client = Client(surface(backend=backend, config=WebSocketConfig(outbox_bytes=1024)), reads=1)
+    client.put(**CREATE)
+    await client.until(lambda c: bool(c.closes), seconds=10)
+    client.put(**CREATE, stream_id="late")
+    await client.leave()
+    assert len(backend.requests) == 1

@@ -124,6 +124,9 @@ async def test_a_refused_steer_leaves_the_run_going_and_an_incomplete_end_fails_
     [failed] = connection.sent  # numbered on after the end
     assert failed["type"] == "response.steer.failed"
     assert failed["error"]["code"] == "response_not_active"
+    assert failed["error"]["message"] == "The response ended incomplete; its input was not taken."
+    assert await connection.steering.begin("b", None) is None  # the lane's next request
+    assert len(connection.sent) == 1
 
 
 async def test_a_steer_while_finishing_waits_for_the_terminal_event_then_is_numbered_on() -> None:
