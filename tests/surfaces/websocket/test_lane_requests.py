@@ -135,32 +135,32 @@ async def test_a_continuation_whose_start_fails_forgets_its_parent_but_a_rate_li
     client = Client(surface())
     client.put(**CREATE, store=False, stream_id="s")
     parent = (await client.ended(1))[-1]["response"]["id"]
-    for text in ("limit", "hi", "refuse", "hi"):
-        client.put(
-            **{**CREATE, "input": text}, store=False, stream_id="s", previous_response_id=parent
-        )
+    lanes = [("limit", "s"), ("hi", "fork"), ("refuse", "s"), ("hi", "s")]
+    for text, lane in lanes:  # a fork's success leaves the parent to its lane
+        continuation = {**CREATE, "input": text, "previous_response_id": parent}
+        client.put(**continuation, store=False, stream_id=lane)
     frames = await client.ended(5)
     assert errors(frames) == [
         (429, "rate_limit_exceeded"),
         (400, "refused"),
         (400, "previous_response_not_found"),
     ]
-    assert {f["stream_id"] for f in frames} == {"s"}
     await client.leave()
 
 
 async def test_a_continuation_whose_run_fails_forgets_its_parent_and_is_kept_by_none() -> None:
     backend = ScriptedBackend(OK)
     client = Client(surface(backend=backend))
-    client.put(**CREATE, store=False)
+    client.put(**CREATE, store=False, stream_id="s")
     parent = (await client.ended(1))[-1]["response"]["id"]
     backend.script = [InternalError()]
-    client.put(**CREATE, store=False, previous_response_id=parent)
+    client.put(**CREATE, store=False, stream_id="s", previous_response_id=parent)
     failed = (await client.ended(2))[-1]
     assert failed["type"] == "response.failed"
     backend.script = OK
-    client.put(**CREATE, store=False, previous_response_id=failed["response"]["id"])
-    client.put(**CREATE, store=False, previous_response_id=parent)
+    failed_id = failed["response"]["id"]
+    client.put(**CREATE, store=False, stream_id="s", previous_response_id=failed_id)
+    client.put(**CREATE, store=False, stream_id="s", previous_response_id=parent)
     frames = await client.ended(4)
     assert errors(frames) == [(400, "previous_response_not_found")] * 2
     await client.leave()
