@@ -135,6 +135,7 @@ async def test_without_a_share_any_number_of_connections_are_served() -> None:
     for client in clients:
         await client.leave()
     assert not app.sessions
+    assert not app._held  # nothing counted without a share
 
 
 async def test_a_connection_that_ends_before_its_upgrade_is_not_served() -> None:

@@ -170,8 +170,11 @@ async def test_a_command_id_runs_once_and_another_body_under_it_is_refused() -> 
     replayed = client.frames[len(client.frames) // 2 :]
     assert replayed[-1]["response"]["id"] == first["response"]["id"]
     assert replayed[-1]["stream_id"] == "other"
+    client.put(command_id="c1", input="hi", model="m", type="response.create")  # reordered
+    again = (await client.ended(3))[-1]
+    assert again["response"]["id"] == first["response"]["id"]
     client.put(**{**CREATE, "input": "another"}, command_id="c1")
-    refused = (await client.ended(3))[-1]
+    refused = (await client.ended(4))[-1]
     assert (refused["status"], refused["error"]["code"]) == (409, "idempotency_key_reused")
     assert refused["error"]["param"] == "command_id"
     await client.leave()
@@ -364,3 +367,14 @@ async def test_a_frame_after_a_slow_client_s_close_starts_nothing() -> None:
     client.put(**CREATE, stream_id="late")
     await client.leave()
     assert len(backend.requests) == 1
+
+
+async def test_a_frame_past_a_mebibyte_is_decoded_aside_and_runs() -> None:
+    limit = 4 << 20
+    client = Client(surface(max_frame_bytes=limit))
+    client.put_text(padded(session.INLINE_DECODE_BYTES + 1))
+    client.put_text("{" + " " * session.INLINE_DECODE_BYTES)
+    frames = await client.ended(2)
+    assert errors(frames) == [(400, "invalid_json")]
+    assert any(f["type"] == "response.completed" for f in frames)  # answered first
+    await client.leave()

@@ -92,9 +92,11 @@ async def test_an_unexpected_failure_is_a_500_frame_and_the_next_request_runs(
 
         monkeypatch.setattr(starts, "_start", start)
     create = {"type": "response.create", "model": "m"}
-    frames = await converse([{**create, "input": FAILING}, {**create, "input": "hi"}], ends=2)
+    failing = {**create, "input": FAILING, "stream_id": "a"}
+    frames = await converse([failing, {**create, "input": "hi"}], ends=2)
     [error] = [f for f in frames if f["type"] == "error"]
     assert error["status"] == 500
+    assert error["stream_id"] == "a"  # on its lane
     assert error["error"]["code"] == "internal_error"
     assert "secret" not in orjson.dumps(error).decode()
     assert frames[-1]["type"] == "response.completed"
