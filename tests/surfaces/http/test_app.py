@@ -502,7 +502,8 @@ async def upgrade(
     app: Starlette, path: str, extensions: dict[str, object] | None = None
 ) -> list[dict[str, object]]:
     """A WebSocket upgrade of ``path``: what the app sent back (``extensions``: the
-    server's, such as the HTTP answer to an upgrade it refuses)."""
+    server's, such as the HTTP answer to an upgrade it refuses; None: a server that sets
+    no ``extensions`` key, which ASGI allows)."""
     sent: list[dict[str, object]] = []
 
     async def receive() -> dict[str, object]:
@@ -522,7 +523,52 @@ async def upgrade(
         "client": ("127.0.0.1", 1),
         "subprotocols": [],
         "state": {},
-        "extensions": extensions or {},
     }
+    if extensions is not None:
+        scope["extensions"] = extensions
     await app(scope, receive, send)
     return sent
+
+
+async def test_an_upgrade_of_v1_responses_without_websocket_mode_is_refused_with_426() -> None:
+    """An app composed without WebSocket mode tells a client that tries it first (Codex)
+    to use HTTP: a 426 in the OpenAI shape, or, where the server cannot answer an upgrade
+    over HTTP, a close with 1008 and the same words."""
+    app = build()
+    words = "WebSocket mode is not served here; send POST /v1/responses over HTTP."
+    sent = await upgrade(app, "/v1/responses", {"websocket.http.response": {}})
+    start, body = sent[0], b"".join(m.get("body", b"") for m in sent[1:])
+    assert (start["type"], start["status"]) == ("websocket.http.response.start", 426)
+    error = orjson.loads(body)["error"]
+    assert (error["code"], error["message"]) == ("websocket_not_supported", words)
+    [closed] = await upgrade(app, "/v1/responses")
+    assert closed == {"type": "websocket.close", "code": 1008, "reason": words}
+
+
+async def test_delete_answers_the_deleted_object() -> None:
+    app = build()
+    created = (await call(app, "POST", "/v1/responses", b'{"model": "m", "input": "hi"}')).json()
+    deleted = await call(app, "DELETE", f"/v1/responses/{created['id']}")
+    assert deleted.status == 200
+    assert deleted.json() == {"id": created["id"], "object": "response.deleted", "deleted": True}
+    assert (await call(app, "GET", f"/v1/responses/{created['id']}")).status == 404
+
+
+@pytest.mark.parametrize("path", ["", "/input_items"], ids=["retrieve", "input_items"])
+async def test_a_reads_include_is_taken_in_either_spelling_and_checked(path: str) -> None:
+    """``include[]=`` (the SDKs') and ``include=``, in that order, each value checked as
+    hosted checks it: an unknown one is refused naming its index."""
+    app = build()
+    created = (await call(app, "POST", "/v1/responses", b'{"model": "m", "input": "hi"}')).json()
+    read = f"/v1/responses/{created['id']}{path}"
+    known = "message.output_text.logprobs"
+    for query, param in [
+        ("include[]=bogus", "include[0]"),
+        ("include=bogus", "include[0]"),
+        (f"include[]={known}&include=bogus", "include[1]"),
+        (f"include={known}&include[]=bogus", "include[0]"),
+    ]:
+        reply = await call(app, "GET", read, query=query)
+        assert reply.status == 400, query
+        assert reply.json()["error"]["param"] == param, query
+    assert (await call(app, "GET", read, query=f"include[]={known}&include={known}")).status == 200

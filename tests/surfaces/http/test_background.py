@@ -6,10 +6,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncGenerator
 
+import pytest
 from starlette.applications import Starlette
 from starlette.types import Message
 
-from stateway.core.errors import GatewayError, NotFound
+from stateway.core.errors import GatewayError, NotFound, UpstreamError
 from stateway.core.gateway import Gateway
 from stateway.core.inference import Finish, TextDelta
 from stateway.core.loop import Loop
@@ -28,11 +29,13 @@ BACKGROUND = b'{"model": "m", "input": "hi", "background": true}'
 BACKGROUND_STREAM = b'{"model": "m", "input": "hi", "background": true, "stream": true}'
 
 
-def build(backend: ScriptedBackend) -> tuple[Starlette, Gateway]:
-    store = MemoryStore()
+def build(
+    backend: ScriptedBackend, store: MemoryStore | None = None, **routes: float
+) -> tuple[Starlette, Gateway]:
+    store = store or MemoryStore()
     router = Router([BackendEntry(backend, {}, catch_all=True)])
     gateway = Gateway(store, router, Loop(store), RunRegistry(), encoder=encode_event_json)
-    app = build_http_app(ResponsesRoutes(gateway, 4096), ServiceRoutes(gateway))
+    app = build_http_app(ResponsesRoutes(gateway, 4096, **routes), ServiceRoutes(gateway))
     return app, gateway
 
 
@@ -54,6 +57,73 @@ async def test_a_background_request_is_answered_once_stored_as_first_announced()
     done = (await call(app, "GET", f"/v1/responses/{body['id']}")).json()
     assert (done["status"], done["background"]) == ("completed", True)
     assert done["output"][0]["content"][0]["text"] == "a"
+
+
+@pytest.mark.parametrize("body", [BACKGROUND, BACKGROUND_STREAM], ids=["whole", "stream"])
+async def test_a_background_request_whose_row_cannot_be_stored_gets_its_http_error(
+    body: bytes,
+) -> None:
+    """Nothing was announced: the client gets the storage failure (503), not a queued
+    response it could never read back, nor a stream of nothing."""
+    app, gateway = build(
+        ScriptedBackend([TextDelta("a"), Finish("stop")]), MemoryStore(fail_save=True)
+    )
+
+    reply = await call(app, "POST", "/v1/responses", body)
+
+    assert reply.status == 503, reply.body
+    assert reply.headers["content-type"] == "application/json"
+    assert reply.json()["error"]["message"] == "The response could not be stored."
+    await settled(gateway)
+
+
+@pytest.mark.parametrize("body", [BACKGROUND, BACKGROUND_STREAM], ids=["whole", "stream"])
+async def test_a_background_run_failing_once_announced_is_still_answered_as_queued(
+    body: bytes,
+) -> None:
+    """Its failure is the stored response's to tell (read with GET), not the create's."""
+    app, gateway = build(ScriptedBackend([UpstreamError("Down.")]))
+
+    reply = await call(app, "POST", "/v1/responses", body)
+    await settled(gateway)
+
+    assert reply.status == 200, reply.body
+    created = reply.json() if body == BACKGROUND else events(reply.body)[0]["response"]
+    assert created["status"] == "queued"
+    stored = (await call(app, "GET", f"/v1/responses/{created['id']}")).json()
+    assert stored["status"] == "failed"
+
+
+@pytest.mark.parametrize("read", [False, True], ids=["created", "retrieved"])
+async def test_a_silent_background_stream_gets_keep_alive_comments_at_the_routes_interval(
+    read: bool,
+) -> None:
+    """Streamed as created or read with ``stream=true``: the route's keep-alive interval,
+    not the default 15 s, so a proxy with a shorter idle timeout keeps the stream open."""
+    gate = asyncio.Event()
+    comments = 0
+
+    def watch(message: Message) -> None:
+        nonlocal comments
+        if message.get("body", b"") == b": keep-alive\n\n":
+            comments += 1
+            if comments == 2:
+                gate.set()
+
+    app, gateway = build(ScriptedBackend([TextDelta("a"), Finish("stop")], gate), keepalive=0.05)
+    if read:
+        created = (await call(app, "POST", "/v1/responses", BACKGROUND)).json()
+        path, body, query = f"/v1/responses/{created['id']}", b"", "stream=true"
+    else:
+        path, body, query = "/v1/responses", BACKGROUND_STREAM, ""
+    reply = await asyncio.wait_for(
+        call(app, "GET" if read else "POST", path, body, query, watch=watch), timeout=10
+    )
+    await settled(gateway)
+
+    assert reply.status == 200
+    assert comments == 2
+    assert events(reply.body)[-1]["type"] == "response.completed"
 
 
 async def test_leaving_a_background_stream_does_not_cancel_it_and_a_replay_is_identical() -> None:
