@@ -94,6 +94,22 @@ async def test_a_background_run_failing_once_announced_is_still_answered_as_queu
     assert stored["status"] == "failed"
 
 
+async def test_a_background_stream_opens_once_stored_not_at_its_first_output() -> None:
+    """Its ``response.created`` (queued) is sent while the model has said nothing yet."""
+    gate = asyncio.Event()
+
+    def watch(message: Message) -> None:
+        if b"response.created" in message.get("body", b""):
+            gate.set()
+
+    app, gateway = build(ScriptedBackend([TextDelta("a"), Finish("stop")], gate))
+    reply = await asyncio.wait_for(
+        call(app, "POST", "/v1/responses", BACKGROUND_STREAM, watch=watch), timeout=5
+    )
+    await settled(gateway)
+    assert events(reply.body)[0]["response"]["status"] == "queued"
+
+
 @pytest.mark.parametrize("read", [False, True], ids=["created", "retrieved"])
 async def test_a_silent_background_stream_gets_keep_alive_comments_at_the_routes_interval(
     read: bool,

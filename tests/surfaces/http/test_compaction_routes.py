@@ -68,9 +68,12 @@ async def test_where_bodies_are_decoded(decoding_threads: list[int], path: str) 
 
 
 @pytest.mark.parametrize("path", ["/v1/responses/compact", "/v1/responses/input_tokens"])
-async def test_item_limit_and_content_type(path: str) -> None:
+@pytest.mark.parametrize("padding", [0, INLINE_DECODE_BYTES], ids=["inline", "offloaded"])
+async def test_item_limit_and_content_type(path: str, padding: int) -> None:
+    """The item limit holds on the event loop and in a worker thread (a large body)."""
     app = build()
-    body = orjson.dumps({"model": "m", "input": [{"role": "user", "content": "x"}] * 3})
+    item = {"role": "user", "content": "x"}
+    body = orjson.dumps({"model": "m", "input": [item, item, {**item, "content": "x" * padding}]})
     reply = await call(app, "POST", path, body)
     assert (reply.status, reply.json()["error"]["code"]) == (400, "array_above_max_length")
     text = await call(app, "POST", path, b"{}", content_type="text/plain")

@@ -60,9 +60,30 @@ async def test_large_bodies_are_decoded_off_the_event_loop(decoding_threads: lis
     assert thread != threading.get_ident()
 
 
-async def test_the_item_limit_reaches_the_decoder() -> None:
-    body = orjson.dumps({"model": "m", "input": [{"role": "user", "content": "x"}] * 3})
+@pytest.mark.parametrize("padding", [0, INLINE_DECODE_BYTES], ids=["inline", "offloaded"])
+async def test_the_item_limit_reaches_the_decoder(padding: int) -> None:
+    """On the event loop or in a worker thread (a body past ``INLINE_DECODE_BYTES``)."""
+    item = {"role": "user", "content": "x"}
+    body = orjson.dumps({"model": "m", "input": [item, item, {**item, "content": "x" * padding}]})
     reply = await call(build(max_input_items=2), "POST", "/v1/responses", body)
     assert reply.status == 400
     assert reply.json()["error"]["code"] == "array_above_max_length"
     assert (await call(build(max_input_items=3), "POST", "/v1/responses", body)).status == 200
+
+
+async def test_the_session_header_reaches_the_command(decoding_threads: list[int]) -> None:
+    """The session a client names (cache affinity: :mod:`.sessions`) is the create's."""
+    commands: list[CreateResponse] = []
+
+    def recording(raw: bytes, **options: Any) -> CreateResponse:
+        commands.append(decode.decode_create(raw, **options))
+        return commands[-1]
+
+    app = build()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(responses, "decode_create", recording)
+        headers = [(b"x-session-affinity", b"4f1c-9a")]
+        body = b'{"model": "m", "input": "hi"}'
+        assert (await call(app, "POST", "/v1/responses", body, headers=headers)).status == 200
+        assert (await call(app, "POST", "/v1/responses", body)).status == 200
+    assert [command.session for command in commands] == ["4f1c-9a", None]

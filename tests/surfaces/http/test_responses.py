@@ -4,18 +4,23 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
 import orjson
 import pytest
 from starlette.applications import Starlette
-from starlette.types import Message
+from starlette.requests import Request
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from stateway.core.errors import GatewayError, UpstreamError, UpstreamRejected
 from stateway.core.gateway import Gateway
 from stateway.core.inference import Delta, Finish, TextDelta
 from stateway.core.loop import Loop
+from stateway.core.principal import Principal
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.run_registry import RunRegistry
+from stateway.protocols.responses.stream import encode_event_json
+from stateway.surfaces.auth.authenticator import IDENTITY, Identity
 from stateway.surfaces.http.app import build_http_app
 from stateway.surfaces.http.responses import ResponsesRoutes
 from stateway.surfaces.http.service import ServiceRoutes
@@ -143,7 +148,10 @@ async def test_client_leaving_while_the_status_is_held_cancels_the_run() -> None
     assert record.status == "incomplete"
 
 
-async def test_body_that_never_finishes_is_a_408_that_closes_the_connection() -> None:
+@pytest.mark.parametrize(
+    "path", ["/v1/responses", "/v1/responses/compact", "/v1/responses/input_tokens"]
+)
+async def test_body_that_never_finishes_is_a_408_that_closes_the_connection(path: str) -> None:
     app = build(ScriptedBackend([Finish("stop")]), body_timeout=0.2)
     scope = {
         "type": "http",
@@ -151,8 +159,8 @@ async def test_body_that_never_finishes_is_a_408_that_closes_the_connection() ->
         "http_version": "1.1",
         "method": "POST",
         "scheme": "http",
-        "path": "/v1/responses",
-        "raw_path": b"/v1/responses",
+        "path": path,
+        "raw_path": path.encode(),
         "query_string": b"",
         "headers": [(b"content-type", b"application/json"), (b"content-length", b"40")],
         "client": ("127.0.0.1", 1),
@@ -215,3 +223,80 @@ async def test_client_leaving_mid_stream_logs_no_warning(caplog: pytest.LogCaptu
     assert record.status == "incomplete"
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
     assert any("cancelled" in r.getMessage() for r in caplog.records)
+
+
+async def expiring(
+    app: ASGIApp, path: str, body: bytes = b"", query: str = "", **path_params: str
+) -> bytes:
+    """What ``app`` (a route's) streams to a client whose credential expires in 0.5 s."""
+    identity = Identity(Principal(), authenticated=True, expires_at=time.time() + 0.5)
+    scope = {
+        "type": "http",
+        "method": "POST" if body else "GET",
+        "path": path,
+        "query_string": query.encode(),
+        "headers": [(b"content-type", b"application/json")],
+        "path_params": path_params,
+        IDENTITY: identity,
+    }
+    parts = [{"type": "http.request", "body": body, "more_body": False}]
+    sent: list[bytes] = []
+
+    async def receive() -> Message:
+        if parts:
+            return parts.pop()
+        await asyncio.Event().wait()
+        raise AssertionError
+
+    async def send(message: Message) -> None:
+        sent.append(message.get("body", b""))
+
+    await asyncio.wait_for(app(scope, receive, send), timeout=10)
+    return b"".join(sent)
+
+
+async def test_a_stream_cut_by_its_credentials_expiry_ends_with_the_next_numbered_error() -> None:
+    """The ``error`` event takes the sequence number after the last event sent."""
+    store = MemoryStore()
+    backend = ScriptedBackend([TextDelta("a")], asyncio.Event())
+    router = Router([BackendEntry(backend, {}, catch_all=True)])
+    gateway = Gateway(store, router, Loop(store), RunRegistry())
+    routes = ResponsesRoutes(gateway, 4096)
+
+    seen = events(await expiring(routes.create, "/v1/responses", STREAM))
+
+    assert [e["sequence_number"] for e in seen] == list(range(len(seen)))
+    assert (seen[-1]["type"], seen[-1]["code"]) == ("error", "invalid_api_key")
+    assert len(seen) > 2  # the text's events came first
+    await gateway.runs.settle()
+
+
+async def test_a_watch_cut_by_its_credentials_expiry_ends_with_the_next_numbered_error() -> None:
+    """Read with ``stream=true`` from after its last event: nothing more was sent, so the
+    ``error`` event takes the number after ``starting_after``."""
+    store = MemoryStore()
+    gate = asyncio.Event()
+    backend = ScriptedBackend([TextDelta("a")], gate)
+    router = Router([BackendEntry(backend, {}, catch_all=True)])
+    gateway = Gateway(store, router, Loop(store), RunRegistry(), encoder=encode_event_json)
+    routes = ResponsesRoutes(gateway, 4096)
+    app = build_http_app(routes, ServiceRoutes(gateway))
+    background = b'{"model": "m", "input": "hi", "background": true}'
+    created = (await call(app, "POST", "/v1/responses", background)).json()
+    run = gateway.runs.get(created["id"])
+    assert run is not None
+    async for _ in run.subscribe_batches():
+        if len(run.events) >= 4:  # the text's first delta logged
+            break
+    last = len(run.events) - 1
+
+    async def retrieve(scope: Scope, receive: Receive, send: Send) -> None:
+        await (await routes.retrieve(Request(scope, receive)))(scope, receive, send)
+
+    path = f"/v1/responses/{created['id']}"
+    query = f"stream=true&starting_after={last}"
+    seen = events(await expiring(retrieve, path, query=query, response_id=created["id"]))
+
+    assert [(e["type"], e["sequence_number"]) for e in seen] == [("error", last + 1)]
+    gate.set()
+    await gateway.runs.settle()
