@@ -44,13 +44,13 @@ from stateway.core.principal import Principal
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.run_registry import RunRegistry
 from stateway.core.usage import Usage
-from stateway.protocols.chat.decode import ChatCall, peek_chat
+from stateway.protocols.chat.decode import ChatCall, decode_chat, peek_chat
 from stateway.surfaces.auth.authenticator import IDENTITY, Identity
 from stateway.surfaces.http import chat as chat_module
 from stateway.surfaces.http.app import build_http_app
 from stateway.surfaces.http.chat import ChatRoutes
 from stateway.surfaces.http.relay import RelayResponse
-from stateway.surfaces.http.responses import ResponsesRoutes
+from stateway.surfaces.http.responses import INLINE_DECODE_BYTES, ResponsesRoutes
 from stateway.surfaces.http.service import ServiceRoutes
 from tests.core.fakes import MemoryStore, ScriptedBackend
 from tests.protocols.responses.test_decode import json_values
@@ -118,7 +118,12 @@ class ForwardingBackend(ScriptedBackend):
 
 
 def build(
-    backend: Any = None, *, models: Mapping[str, str] | None = None, keepalive: float = 15.0
+    backend: Any = None,
+    *,
+    models: Mapping[str, str] | None = None,
+    keepalive: float = 15.0,
+    max_body: int = 1 << 20,
+    body_timeout: float | None = None,
 ) -> Starlette:
     store = MemoryStore()
     router = Router(
@@ -128,7 +133,9 @@ def build(
     return build_http_app(
         ResponsesRoutes(gateway, 1 << 20),
         ServiceRoutes(gateway),
-        chat=ChatRoutes(gateway, 1 << 20, keepalive=keepalive, max_input_items=50),
+        chat=ChatRoutes(
+            gateway, max_body, body_timeout=body_timeout, keepalive=keepalive, max_input_items=50
+        ),
     )
 
 
@@ -257,6 +264,66 @@ async def test_an_error_on_the_whole_input_names_the_messages(stream: bool) -> N
 async def test_a_body_not_declared_json_is_refused() -> None:
     reply = await post(build(), body(), content_type="text/plain")
     assert_openai_error(reply, 415)
+
+
+async def test_a_body_that_never_finishes_is_a_408() -> None:
+    parts = [{"type": "http.request", "body": b'{"model": ', "more_body": True}]
+    sent: list[Message] = []
+
+    async def receive() -> Message:
+        if parts:
+            return parts.pop()
+        await asyncio.Event().wait()
+        raise AssertionError
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/v1/chat/completions",
+        "query_string": b"",
+        "headers": [(b"content-type", b"application/json"), (b"content-length", b"40")],
+    }
+    await asyncio.wait_for(build(body_timeout=0.1)(scope, receive, send), timeout=5)
+    assert sent[0]["status"] == 408
+    assert orjson.loads(sent[1]["body"])["error"]["code"] == "request_timeout"
+
+
+@pytest.mark.parametrize("forwarded", [True, False], ids=["fast_path", "translated"])
+async def test_a_large_body_is_read_off_the_event_loop_within_the_item_limit(
+    forwarded: bool,
+) -> None:
+    """A body past ``INLINE_DECODE_BYTES`` is parsed (and translated) in a worker thread,
+    held to the same item limit."""
+    relay = FakeRelay(200, {"content-type": "application/json"}, [b"{}"], None)
+    backend = ForwardingBackend(relay) if forwarded else ScriptedBackend(OK)
+    app = build(backend, max_body=4 * INLINE_DECODE_BYTES)
+    large = {"role": "user", "content": "x" * INLINE_DECODE_BYTES}
+    over = await post(app, body(messages=[{"role": "user", "content": "hi"}] * 50 + [large]))
+    assert assert_openai_error(over, 400, "messages")["code"] == "array_above_max_length"
+    reply = await post(app, body(messages=[{"role": "user", "content": "hi"}] * 49 + [large]))
+    assert reply.status == 200, reply.body
+    assert len(backend.forwarded if forwarded else backend.requests) == 1
+
+
+async def test_a_translated_requests_session_header_reaches_its_command(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The session a client names (cache affinity: :mod:`.sessions`)."""
+    decoded: list[Any] = []
+
+    def recording(fields: dict[str, Any], **options: Any) -> Any:
+        decoded.append(decode_chat(fields, **options))
+        return decoded[-1]
+
+    monkeypatch.setattr(chat_module, "decode_chat", recording)
+    app = build()
+    headers = [(b"x-session-affinity", b"4f1c-9a")]
+    assert (await post(app, body(), headers=headers)).status == 200
+    assert (await post(app, body())).status == 200
+    assert [d.command.session for d in decoded] == ["4f1c-9a", None]
 
 
 @pytest.mark.parametrize("stream", [False, True])

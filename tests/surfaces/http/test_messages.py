@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from starlette.applications import Starlette
 from starlette.types import Message as AsgiMessage
 
+from stateway.core.commands import CreateResponse
 from stateway.core.errors import (
     GatewayError,
     UpstreamError,
@@ -39,10 +40,12 @@ from stateway.core.routing import BackendEntry, Router
 from stateway.core.run_registry import RunRegistry
 from stateway.core.usage import Usage
 from stateway.protocols.messages.blocks import BLOCK_TYPES
+from stateway.protocols.messages.decode import decode_messages
 from stateway.sealing import AesGcmSealer
+from stateway.surfaces.http import messages as messages_module
 from stateway.surfaces.http.app import build_http_app
 from stateway.surfaces.http.messages import MessagesRoutes
-from stateway.surfaces.http.responses import ResponsesRoutes
+from stateway.surfaces.http.responses import INLINE_DECODE_BYTES, ResponsesRoutes
 from stateway.surfaces.http.service import ServiceRoutes
 from tests.core.fakes import MemoryStore, ScriptedBackend
 from tests.protocols.responses.test_decode import json_values
@@ -58,6 +61,7 @@ def build(
     keepalive: float = 15.0,
     sealer: AesGcmSealer | None = None,
     body_timeout: float | None = None,
+    max_body: int = 1 << 20,
 ) -> Starlette:
     store = MemoryStore()
     backend = backend or ScriptedBackend(OK)
@@ -68,7 +72,7 @@ def build(
         ResponsesRoutes(gateway, 1 << 20),
         ServiceRoutes(gateway),
         messages=MessagesRoutes(
-            gateway, 1 << 20, body_timeout=body_timeout, keepalive=keepalive, max_input_items=50
+            gateway, max_body, body_timeout=body_timeout, keepalive=keepalive, max_input_items=50
         ),
     )
 
@@ -162,6 +166,41 @@ async def test_a_budget_past_max_tokens_is_taken_with_interleaved_thinking() -> 
         "claude-code-20250219",
         "interleaved-thinking-2025-05-14",
     ]
+
+
+@pytest.mark.parametrize("padding", [0, INLINE_DECODE_BYTES], ids=["inline", "offloaded"])
+async def test_the_item_limit_and_the_betas_reach_the_decoder(padding: int) -> None:
+    """On the event loop or, for a body past ``INLINE_DECODE_BYTES``, in a worker thread."""
+    backend = ScriptedBackend(OK)
+    app = build(backend, max_body=4 * INLINE_DECODE_BYTES)
+    turns = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "ok"}] * 25
+    last = {"role": "user", "content": "x" * padding or "x"}
+    over = await post(app, body(messages=[*turns, last]))
+    message = assert_anthropic_error(over, 400, "invalid_request_error")
+    assert message.startswith("messages: 51 messages and blocks are more than the 50"), message
+    beta = (b"anthropic-beta", b"interleaved-thinking-2025-05-14")
+    reply = await call(
+        app, "POST", "/v1/messages", body(messages=[*turns[1:], last]), headers=[beta]
+    )
+    assert reply.status == 200, reply.body
+    [sent] = backend.requests
+    assert sent.settings.anthropic_beta == ["interleaved-thinking-2025-05-14"]
+
+
+async def test_the_session_header_reaches_the_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The session a client names (Claude Code's ``x-claude-code-session-id``)."""
+    decoded: list[CreateResponse] = []
+
+    def recording(raw: bytes, **options: Any) -> CreateResponse:
+        decoded.append(decode_messages(raw, **options))
+        return decoded[-1]
+
+    monkeypatch.setattr(messages_module, "decode_messages", recording)
+    app = build()
+    session = [(b"x-claude-code-session-id", b"4f1c-9a")]
+    assert (await call(app, "POST", "/v1/messages", body(), headers=session)).status == 200
+    assert (await call(app, "POST", "/v1/messages", body())).status == 200
+    assert [command.session for command in decoded] == ["4f1c-9a", None]
 
 
 async def test_a_stream_with_thinking_and_a_tool_call() -> None:
