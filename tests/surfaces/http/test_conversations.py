@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 
 import orjson
 import pytest
 from starlette.applications import Starlette
+from starlette.types import Message
 
 from stateway.core.conversations.commands import AddConversationItems
 from stateway.core.gateway import Gateway
@@ -25,7 +27,7 @@ from tests.core.fakes import ScriptedBackend
 from tests.surfaces.http.asgi import call
 
 
-def build(max_body: int = 4096) -> Starlette:
+def build(max_body: int = 4096, body_timeout: float | None = None) -> Starlette:
     conversations = MemoryConversations()
     store = TurnStore(conversations)
     router = Router(
@@ -35,7 +37,7 @@ def build(max_body: int = 4096) -> Starlette:
     return build_http_app(
         ResponsesRoutes(gateway, max_body),
         ServiceRoutes(gateway),
-        conversations=ConversationsRoutes(gateway, max_body),
+        conversations=ConversationsRoutes(gateway, max_body, body_timeout=body_timeout),
     )
 
 
@@ -194,3 +196,51 @@ async def test_an_item_reference_naming_nothing_is_a_404_and_adds_nothing(route:
     assert reply.status == 404, reply.body
     assert reply.json()["error"]["param"] == "items[1]"
     assert (await call(app, "GET", base + "/items")).json()["data"] == []
+
+
+async def test_item_reads_take_include_in_either_spelling_and_check_it() -> None:
+    """``include[]=`` (the SDKs') and ``include=``, in that order, each value checked: an
+    unknown one is refused naming its index."""
+    app = build()
+    conversation = (await call(app, "POST", "/v1/conversations", b"{}")).json()
+    base = f"/v1/conversations/{conversation['id']}/items"
+    added = await call(app, "POST", base, dumps({"items": [{"role": "user", "content": "hi"}]}))
+    known = "message.output_text.logprobs"
+    for method, path, body in [
+        ("POST", base, dumps({"items": [{"role": "user", "content": "hi"}]})),
+        ("GET", base, b""),
+        ("GET", f"{base}/{added.json()['data'][0]['id']}", b""),
+    ]:
+        for query, param in [
+            ("include[]=bogus", "include[0]"),
+            ("include=bogus", "include[0]"),
+            (f"include[]={known}&include=bogus", "include[1]"),
+        ]:
+            reply = await call(app, method, path, body, query)
+            assert reply.status == 400, (method, path, query)
+            assert reply.json()["error"]["param"] == param, (method, path, query)
+
+
+@pytest.mark.parametrize("path", ["/v1/conversations", "/v1/conversations/conv_1"])
+async def test_a_body_that_never_finishes_is_a_408(path: str) -> None:
+    parts = [{"type": "http.request", "body": b'{"metadata": ', "more_body": True}]
+    sent: list[Message] = []
+
+    async def receive() -> Message:
+        if parts:
+            return parts.pop()
+        await asyncio.Event().wait()
+        raise AssertionError
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": path,
+        "query_string": b"",
+        "headers": [(b"content-type", b"application/json"), (b"content-length", b"40")],
+    }
+    await asyncio.wait_for(build(body_timeout=0.1)(scope, receive, send), timeout=5)
+    assert sent[0]["status"] == 408

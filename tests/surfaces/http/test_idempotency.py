@@ -289,6 +289,27 @@ async def test_conversation_writes_with_a_key_run_once() -> None:
     assert (await call(app, "DELETE", conversation, headers=keyed("y"))).body == gone.body
 
 
+async def test_a_conversation_write_key_reused_with_another_body_is_refused() -> None:
+    """Each keyed write's digest holds its body: another body under the key is a 409 that
+    changes nothing, not the first body's answer replayed."""
+    app = build(ScriptedBackend([TextDelta("a"), Finish("stop")]))
+    first = await post(app, "/v1/conversations", b'{"metadata": {"a": "1"}}', key="c")
+    conversation = f"/v1/conversations/{first.json()['id']}"
+    item = b'{"items": [{"type": "message", "role": "user", "content": "%s"}]}'
+    for path, body, other in [
+        ("/v1/conversations", b'{"metadata": {"a": "1"}}', b'{"metadata": {"a": "2"}}'),
+        (conversation, b'{"metadata": {"b": "1"}}', b'{"metadata": {"b": "2"}}'),
+        (conversation + "/items", item % b"x", item % b"y"),
+    ]:
+        key = f"w{len(path)}"
+        assert (await post(app, path, body, key=key)).status == 200
+        refused = await post(app, path, other, key=key)
+        assert refused.status == 409, (path, refused.body)
+        assert refused.json()["error"]["param"] == "Idempotency-Key"
+    assert (await call(app, "GET", conversation)).json()["metadata"] == {"b": "1"}
+    assert len((await call(app, "GET", conversation + "/items")).json()["data"]) == 1
+
+
 async def test_a_key_too_long_is_a_400() -> None:
     app = build(ScriptedBackend([TextDelta("a"), Finish("stop")]))
     reply = await post(app, "/v1/responses", CREATE, key="k" * 256)
