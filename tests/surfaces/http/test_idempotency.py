@@ -8,6 +8,7 @@ import asyncio
 
 from starlette.applications import Starlette
 from starlette.requests import Request
+from starlette.types import Message
 
 from stateway.coordination import MemoryCommandResults
 from stateway.core.coordination import CommandResults
@@ -45,6 +46,7 @@ def build(
     backend: ScriptedBackend,
     results: CommandResults | None = None,
     authenticator: Authenticator | None = None,
+    keepalive: float = 15.0,
 ) -> Starlette:
     conversations = MemoryConversations()
     store = TurnStore(conversations)
@@ -59,7 +61,7 @@ def build(
         results=MemoryCommandResults() if results is None else results,
     )
     return build_http_app(
-        ResponsesRoutes(gateway, 4096),
+        ResponsesRoutes(gateway, 4096, keepalive=keepalive),
         ServiceRoutes(gateway),
         conversations=ConversationsRoutes(gateway, 4096),
         authenticator=authenticator,
@@ -462,3 +464,20 @@ def test_a_query_sent_in_key_order_digests_as_before_it_was_sorted() -> None:
     scope = {"type": "http", "method": "POST", "path": path.decode(), "headers": []}
     request = Request({**scope, "query_string": query})
     assert request_digest(request, body) == fingerprint(b"POST", path, body, query)
+
+
+async def test_a_keyed_streams_status_line_is_held_no_longer_than_the_interval() -> None:
+    """A stream sent with an ``Idempotency-Key`` holds its status line while its upstream
+    is silent as any stream does: for the keep-alive interval, then it goes out."""
+    gate = asyncio.Event()
+
+    def watch(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            gate.set()
+
+    app = build(ScriptedBackend([], gate=gate), keepalive=0.05)
+    reply = await asyncio.wait_for(
+        call(app, "POST", "/v1/responses", STREAM, headers=keyed("k1"), watch=watch), timeout=10
+    )
+    assert reply.status == 200
+    assert events(reply.body)[-1]["type"] == "response.completed"
