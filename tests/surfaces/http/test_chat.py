@@ -55,6 +55,7 @@ from stateway.surfaces.http.service import ServiceRoutes
 from tests.core.fakes import MemoryStore, ScriptedBackend
 from tests.protocols.responses.test_decode import json_values
 from tests.surfaces.http.asgi import Reply, call
+from tests.surfaces.http.test_responses import expiring
 
 OK: list[Delta | GatewayError] = [TextDelta("ok"), UsageReport(Usage(3, 1)), Finish("stop")]
 
@@ -717,3 +718,49 @@ async def test_a_translated_answer_goes_out_holding_no_parsed_body(
     reply = await post(build(), body(stream=stream), watch=watch)
     assert reply.status == 200
     assert held == [False]
+
+
+async def test_a_silent_translated_stream_gets_keep_alive_comments_at_the_routes_interval() -> None:
+    gate = asyncio.Event()
+    comments = 0
+
+    def watch(message: Message) -> None:
+        nonlocal comments
+        if message.get("body", b"") == b": keep-alive\n\n":
+            comments += 1
+            if comments == 2:
+                gate.set()
+
+    app = build(ScriptedBackend([TextDelta("a")], gate), keepalive=0.05)
+    reply = await asyncio.wait_for(post(app, body(stream=True), watch=watch), timeout=10)
+    assert reply.status == 200
+    assert comments == 2
+    assert reply.body.endswith(b"data: [DONE]\n\n")
+
+
+async def test_a_client_leaving_a_translated_stream_cancels_its_run() -> None:
+    backend = ScriptedBackend([TextDelta("a")], asyncio.Event())  # never finishes
+    leave = asyncio.Event()
+
+    def watch(message: Message) -> None:
+        if b"chat.completion.chunk" in message.get("body", b""):
+            leave.set()  # the first chunk arrived: the client goes away
+
+    reply = await asyncio.wait_for(
+        post(build(backend), body(stream=True), leave=leave, watch=watch), timeout=10
+    )
+    assert reply.status == 200
+    await asyncio.wait_for(backend.closed.wait(), timeout=5)  # the upstream call abandoned
+
+
+async def test_a_translated_stream_cut_by_its_credentials_expiry_ends_with_an_error_line() -> None:
+    store = MemoryStore()
+    router = Router(
+        [BackendEntry(ScriptedBackend([TextDelta("a")], asyncio.Event()), {}, catch_all=True)]
+    )
+    gateway = Gateway(store, router, Loop(store), RunRegistry())
+    routes = ChatRoutes(gateway, 1 << 20)
+    sent = await expiring(routes, "/v1/chat/completions", body(stream=True))
+    *_, last = sent.split(b"\n\n")[:-1]
+    assert orjson.loads(last.removeprefix(b"data: "))["error"]["code"] == "invalid_api_key"
+    await gateway.runs.settle()
