@@ -64,6 +64,36 @@ async def test_an_elliptic_curve_key_signs_too(issuer: OidcIssuer) -> None:
     assert verified.tenant_id == "ec-org"
 
 
+async def test_a_token_naming_no_key_is_checked_with_the_only_published_one(
+    issuer: OidcIssuer,
+) -> None:
+    verified = await verifier(issuer).verify(issuer.token(named=False, sub="no-kid"))
+
+    assert verified.subject == "no-kid"
+
+
+async def test_a_key_set_naming_no_key_serves_tokens_naming_none(issuer: OidcIssuer) -> None:
+    """A provider with one signing key may name it nowhere (``kid`` is optional in a JWK)."""
+    issuer.kids_published = False
+
+    verified = await verifier(issuer).verify(issuer.token(named=False, sub="no-kids"))
+
+    assert verified.subject == "no-kids"
+
+
+async def test_a_token_naming_no_key_is_refused_when_several_are_published(
+    issuer: OidcIssuer,
+) -> None:
+    issuer.add_key()
+
+    with pytest.raises(Unauthorized) as refused:
+        await verifier(issuer).verify(issuer.token(named=False))
+
+    assert refused.value.message == (
+        "The token is signed with a key the identity provider does not publish."
+    )
+
+
 @pytest.mark.parametrize(
     ("claims", "message"),
     [

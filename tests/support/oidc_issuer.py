@@ -44,6 +44,8 @@ class OidcIssuer:
         self.down = False
         self.named: str | None = None
         """The issuer its discovery document names, when not its own URL."""
+        self.kids_published = True
+        """Whether its key set names each key's ``kid`` (RFC 7517 makes it optional)."""
         self.discovery_fetches = 0
         self.jwks_fetches = 0
         self._keys: dict[str, SigningKey] = {}
@@ -111,15 +113,21 @@ class OidcIssuer:
         return {name: value for name, value in claims.items() if value is not None}
 
     def token(
-        self, *, kid: str | None = None, key: PrivateKeyTypes | None = None, **claims: Any
+        self,
+        *,
+        kid: str | None = None,
+        key: PrivateKeyTypes | None = None,
+        named: bool = True,
+        **claims: Any,
     ) -> str:
         """A token signed by ``kid`` (default: the current key), or by ``key`` (any key,
         published or not) under ``kid``'s name; ``claims`` override the defaults (None
-        removes one)."""
+        removes one). ``named=False``: its header names no ``kid``."""
         kid = kid or self.current
         signer = key if key is not None else self._keys[kid]
         alg = "ES256" if isinstance(signer, ec.EllipticCurvePrivateKey) else "RS256"
-        return jwt.encode(self.claims(**claims), signer, algorithm=alg, headers={"kid": kid})
+        headers = {"kid": kid} if named else None
+        return jwt.encode(self.claims(**claims), signer, algorithm=alg, headers=headers)
 
     def unsigned_token(self, **claims: Any) -> str:
         """A token with ``alg: none`` and no signature."""
@@ -152,7 +160,8 @@ class OidcIssuer:
             else:
                 jwk = ECAlgorithm.to_jwk(private.public_key(), as_dict=True)
                 jwk["alg"] = "ES256"
-            published.append({**jwk, "kid": kid, "use": "sig"})
+            named = {"kid": kid} if self.kids_published else {}
+            published.append({**jwk, **named, "use": "sig"})
         return {"keys": published}
 
     def discovery(self) -> dict[str, Any]:

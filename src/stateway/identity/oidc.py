@@ -92,7 +92,8 @@ class OidcVerifier:
         self._issuer = settings.issuer
         """As the discovery document spells it: what ``iss`` must be."""
         self._client: PyJWKClient | None = None
-        self._keys: dict[str, PyJWK] = {}
+        self._keys: tuple[PyJWK, ...] = ()
+        """The key set's signing keys, as it lists them."""
         self._fetched_at: float | None = None
         """When the key set was last fetched (``clock``), None before the first time."""
         self._attempted_at: float | None = None
@@ -126,8 +127,8 @@ class OidcVerifier:
 
     def _key(self, kid: str | None) -> PyJWK | None:
         if kid is None:  # a provider with a single key may leave kid out
-            return next(iter(self._keys.values())) if len(self._keys) == 1 else None
-        return self._keys.get(kid)
+            return self._keys[0] if len(self._keys) == 1 else None
+        return next((key for key in self._keys if key.key_id == kid), None)
 
     async def _fetched_key(self, kid: str | None) -> PyJWK:
         async with self._lock:
@@ -158,8 +159,10 @@ class OidcVerifier:
             raise _unavailable(self._settings.refetch_cooldown)
         raise Unauthorized("The token is signed with a key the identity provider does not publish.")
 
-    def _fetch(self) -> dict[str, PyJWK]:
-        """Run in a worker thread: discovery (the first time), then the key set."""
+    def _fetch(self) -> tuple[PyJWK, ...]:
+        """Run in a worker thread: discovery (the first time), then the key set's signing
+        keys, those without a ``kid`` too (a JWK need not have one: a provider with a
+        single key may name it neither there nor in its tokens)."""
         try:
             if self._client is None:
                 self._client = self._discover()
@@ -167,11 +170,7 @@ class OidcVerifier:
         except (jwt.PyJWTError, OSError, http.client.HTTPException, ValueError) as exc:
             log.warning("oidc: the identity provider %s gave no key set: %s", self._issuer, exc)
             raise _unavailable(self._settings.refetch_cooldown) from None
-        return {
-            key.key_id: key
-            for key in jwk_set.keys
-            if key.key_id and key.public_key_use in ("sig", None)
-        }
+        return tuple(key for key in jwk_set.keys if key.public_key_use in ("sig", None))
 
     def _discover(self) -> PyJWKClient:
         issuer = self._settings.issuer
