@@ -276,3 +276,34 @@ async def test_answers_are_asked_uncompressed_whatever_the_configured_headers_sa
     server = McpServer("docs", "", (("accept-encoding", "gzip"),))
     with serve_huge_results(mebibytes=0, gzip="accepted") as url:
         assert await pool.call_tool(replace(server, url=url), "add", {}) == ""
+
+
+@pytest.mark.parametrize(
+    ("status", "expected"),
+    [(401, "refused the credentials (HTTP 401)"), (500, "answered HTTP 500")],
+)
+async def test_an_sse_server_refusing_the_handshakes_post_is_told_by_its_status(
+    status: int, expected: str
+) -> None:
+    """The SSE transport leaves a refused POST unanswered, so the handshake runs out its
+    deadline: the failure names the status the POST got, not a timeout."""
+
+    async def refusing(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        if scope["method"] == "POST":
+            await Response(b"no", status_code=status)(scope, receive, send)
+            return
+        start = {"type": "http.response.start", "status": 200}
+        await send({**start, "headers": [(b"content-type", b"text/event-stream")]})
+        event = b"event: endpoint\ndata: /messages/?session_id=0123\n\n"
+        await send({"type": "http.response.body", "body": event, "more_body": True})
+        await anyio.sleep_forever()
+
+    pool = PooledMcpClient(connect_timeout=0.5)
+    try:
+        with serve_app(refusing, lifespan=False, graceful_shutdown=0) as base_url:
+            error = await error_of(pool, remote(f"{base_url}/sse", "sse"))
+    finally:
+        await pool.aclose()
+    assert error == ToolError.http(status, f"MCP server 'docs' {expected}")
