@@ -58,8 +58,13 @@ def test_usable_tenants(tenant: str) -> None:
 
 @pytest.mark.parametrize("tenant", ["", "-lead", "a/b", "a b", "é", "a\x1fb", "a" * 129])
 def test_unusable_tenants_are_refused_naming_the_rule(tenant: str) -> None:
-    with pytest.raises(ValueError, match="not a valid tenant id"):
+    with pytest.raises(ValueError, match="not a valid tenant id") as refused:
         checked_tenant(tenant)
+
+    assert str(refused.value) == (
+        f"tenant {tenant!r} is not a valid tenant id: 1 to 128 letters, digits, "
+        "'.', '_' or '-', starting with a letter or digit"
+    )
 
 
 def test_a_key_expires_at_its_expiry() -> None:

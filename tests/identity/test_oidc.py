@@ -3,6 +3,8 @@ gets, key rotation with a rate-limited refetch, and an issuer that is down."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
 from collections.abc import Iterator
 
@@ -54,6 +56,38 @@ async def test_the_key_set_is_fetched_once_for_many_tokens(issuer: OidcIssuer) -
         await checking.verify(issuer.token(sub=subject))
 
     assert (issuer.discovery_fetches, issuer.jwks_fetches) == (1, 1)
+
+
+async def test_the_key_set_is_not_fetched_again_before_it_is_old(issuer: OidcIssuer) -> None:
+    """Past the refetch cooldown, a known key still serves new tokens until the key set's
+    age is up."""
+    clock = Clock()
+    checking = verifier(issuer, clock, cooldown=1.0)
+    await checking.verify(issuer.token(sub="first"))
+    clock.now += JWKS_MAX_AGE - 1
+
+    await checking.verify(issuer.token(sub="second"))
+
+    assert issuer.jwks_fetches == 1
+
+
+async def test_tokens_arriving_together_share_one_fetch(issuer: OidcIssuer) -> None:
+    """The first tokens wait for one fetch of the key set, with no cooldown to stop a
+    second: the later ones find the keys it fetched."""
+    checking = verifier(issuer, cooldown=0.0)
+
+    verified = await asyncio.gather(*(checking.verify(issuer.token(sub=f"u{n}")) for n in range(3)))
+
+    assert [token.subject for token in verified] == ["u0", "u1", "u2"]
+    assert issuer.jwks_fetches == 1
+
+
+async def test_a_subject_of_the_longest_length_is_taken(issuer: OidcIssuer) -> None:
+    subject = "s" * oidc.MAX_SUBJECT
+
+    assert (await verifier(issuer).verify(issuer.token(sub=subject))).subject == subject
+    with pytest.raises(Unauthorized, match="'sub' claim is not a valid subject"):
+        await verifier(issuer).verify(issuer.token(sub=subject + "s"))
 
 
 async def test_an_elliptic_curve_key_signs_too(issuer: OidcIssuer) -> None:
@@ -211,15 +245,22 @@ async def test_the_key_set_is_fetched_again_once_old(issuer: OidcIssuer) -> None
 
 
 async def test_an_issuer_that_is_down_makes_tokens_unavailable_not_unauthorized(
-    issuer: OidcIssuer,
+    issuer: OidcIssuer, caplog: pytest.LogCaptureFixture
 ) -> None:
     issuer.down = True
     clock = Clock()
     checking = verifier(issuer, clock, cooldown=1.0)
 
-    with pytest.raises(IdentityUnavailable) as unavailable:
+    with (
+        caplog.at_level(logging.WARNING, "stateway.identity.oidc"),
+        pytest.raises(IdentityUnavailable) as unavailable,
+    ):
         await checking.verify(issuer.token())
     assert unavailable.value.status == 503
+    assert unavailable.value.message == (
+        "The identity provider could not be reached to check the token."
+    )
+    assert f"oidc: the identity provider {issuer.url} gave no key set: " in caplog.text
     with pytest.raises(IdentityUnavailable):  # within the cooldown: not asked again
         await checking.verify(issuer.token())
     assert issuer.discovery_fetches == 0
