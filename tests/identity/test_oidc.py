@@ -15,6 +15,7 @@ from stateway.core.errors import IdentityUnavailable, Unauthorized
 from stateway.identity import oidc
 from stateway.identity.oidc import JWKS_MAX_AGE, OidcVerifier
 from stateway.identity.oidc_settings import OidcSettings
+from tests.support.mcp_server import hanging_server
 from tests.support.oidc_issuer import AUDIENCE, TENANT_CLAIM, OidcIssuer
 
 
@@ -260,7 +261,10 @@ async def test_an_issuer_that_is_down_makes_tokens_unavailable_not_unauthorized(
     assert unavailable.value.message == (
         "The identity provider could not be reached to check the token."
     )
-    assert f"oidc: the identity provider {issuer.url} gave no key set: " in caplog.text
+    assert caplog.messages == [
+        f"oidc: the identity provider {issuer.url} gave no key set: "
+        "HTTP Error 503: Service Unavailable"
+    ]
     with pytest.raises(IdentityUnavailable):  # within the cooldown: not asked again
         await checking.verify(issuer.token())
     assert issuer.discovery_fetches == 0
@@ -314,6 +318,66 @@ async def test_a_discovery_document_naming_another_issuer_is_unusable(
     with pytest.raises(IdentityUnavailable):
         await verifier(issuer).verify(issuer.token())
     assert issuer.jwks_fetches == 0
+
+
+@pytest.mark.parametrize(("configured", "named"), [("/", ""), ("", "/")])
+async def test_an_issuer_is_the_same_with_or_without_a_trailing_slash(
+    issuer: OidcIssuer, configured: str, named: str
+) -> None:
+    """The discovery document is under the issuer's URL less its trailing slash, and may
+    spell the issuer either way; a token's ``iss`` is as the document spells it."""
+    issuer.prefix = "/realms/acme"
+    issuer.named = issuer.url + named
+    settings = OidcSettings(issuer.url + configured, AUDIENCE, TENANT_CLAIM)
+
+    verified = await OidcVerifier(settings).verify(issuer.token(iss=issuer.url + named))
+
+    assert verified.subject == "user-1"
+    assert issuer.discovery_fetches == 1
+
+
+@pytest.mark.parametrize(
+    ("document", "reason"),
+    [
+        (["not", "an", "object"], "the discovery document is not a JSON object"),
+        ({"issuer": "URL"}, "the discovery document has no jwks_uri"),
+        ({"issuer": "http://127.0.0.1:1"}, "the discovery document names another issuer: "),
+    ],
+)
+async def test_an_unusable_discovery_document_is_logged_saying_why(
+    issuer: OidcIssuer,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    document: object,
+    reason: str,
+) -> None:
+    if isinstance(document, dict):
+        document = {
+            name: issuer.url if value == "URL" else value for name, value in document.items()
+        }
+    monkeypatch.setattr(issuer, "discovery", lambda: document)
+
+    with (
+        caplog.at_level(logging.WARNING, "stateway.identity.oidc"),
+        pytest.raises(IdentityUnavailable),
+    ):
+        await verifier(issuer).verify(issuer.token())
+
+    assert caplog.messages[0].startswith(
+        f"oidc: the identity provider {issuer.url} gave no key set: {reason}"
+    )
+
+
+async def test_a_provider_that_never_answers_is_bounded_by_the_timeout(
+    issuer: OidcIssuer,
+) -> None:
+    with hanging_server() as url:
+        checking = OidcVerifier(OidcSettings(url, AUDIENCE, TENANT_CLAIM, timeout=0.2))
+        started = time.monotonic()
+        with pytest.raises(IdentityUnavailable):
+            await checking.verify(issuer.token())
+
+    assert time.monotonic() - started < 3
 
 
 async def test_a_jwks_uri_over_plain_http_elsewhere_than_loopback_is_unusable(

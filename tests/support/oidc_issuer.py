@@ -46,6 +46,8 @@ class OidcIssuer:
         """The issuer its discovery document names, when not its own URL."""
         self.kids_published = True
         """Whether its key set names each key's ``kid`` (RFC 7517 makes it optional)."""
+        self.prefix = ""
+        """The path its URL ends in (``/realms/acme``: an issuer hosted under a path)."""
         self.discovery_fetches = 0
         self.jwks_fetches = 0
         self._keys: dict[str, SigningKey] = {}
@@ -63,7 +65,7 @@ class OidcIssuer:
     @property
     def url(self) -> str:
         host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
+        return f"http://{host!s}:{port}{self.prefix}"
 
     def __enter__(self) -> OidcIssuer:
         self._thread.start()
@@ -178,10 +180,10 @@ class OidcIssuer:
             def do_GET(self) -> None:
                 if issuer.down:
                     self._answer(503, {"error": "down"})
-                elif self.path == "/.well-known/openid-configuration":
+                elif self.path == issuer.prefix + "/.well-known/openid-configuration":
                     issuer.discovery_fetches += 1
                     self._answer(200, issuer.discovery())
-                elif self.path == JWKS_PATH:
+                elif self.path == issuer.prefix + JWKS_PATH:
                     issuer.jwks_fetches += 1
                     self._answer(200, issuer.jwks())
                 else:
