@@ -170,3 +170,34 @@ async def test_an_unknown_key_created_later_moves_to_the_known_keys() -> None:
 
     assert await cache.find("new") == key("new")
     assert store.lookups == []
+
+
+async def test_as_many_keys_as_the_bound_are_kept() -> None:
+    store = Store()
+    cache = KeyCache(store, 10.0, max_entries=2, clock=Clock())
+    for digest in ("a", "b"):
+        await store.add(key(digest))
+        await cache.find(digest)
+
+    await cache.find("a")
+    await cache.find("b")
+
+    assert store.lookups == ["a", "b"]
+
+
+async def test_a_key_loaded_again_is_the_last_to_go() -> None:
+    """The bound drops the least recently loaded: a key looked up again after its TTL
+    counts as loaded then, not when it was first."""
+    store, clock = Store(), Clock()
+    cache = KeyCache(store, 10.0, max_entries=2, clock=clock)
+    for digest in ("a", "b", "c"):
+        await store.add(key(digest))
+    await cache.find("a")
+    await cache.find("b")
+    clock.now = 10.0
+    await cache.find("a")  # loaded again: now the newer of the two
+    await cache.find("c")  # pushes out "b"
+
+    await cache.find("a")
+
+    assert store.lookups == ["a", "b", "a", "c"]

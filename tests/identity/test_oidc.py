@@ -169,6 +169,39 @@ async def test_hmac_under_the_public_key_is_refused(issuer: OidcIssuer) -> None:
         await verifier(issuer).verify(token)
 
 
+@pytest.mark.parametrize("token", ["not-a-token", "a.b.c"])
+async def test_a_token_that_is_no_jwt_is_told_so(issuer: OidcIssuer, token: str) -> None:
+    with pytest.raises(Unauthorized) as refused:
+        await verifier(issuer).verify(token)
+
+    assert refused.value.message == "The bearer token is not a well-formed JWT."
+
+
+async def test_an_algorithm_not_accepted_is_refused_naming_those_that_are(
+    issuer: OidcIssuer,
+) -> None:
+    with pytest.raises(Unauthorized) as refused:
+        await verifier(issuer).verify(issuer.unsigned_token())
+
+    assert refused.value.message == (
+        "The token's signing algorithm is not accepted; use one of RS256, RS384, RS512, "
+        "PS256, PS384, PS512, ES256, ES384, ES512, EdDSA."
+    )
+
+
+async def test_a_jwks_uri_that_never_answers_is_bounded_by_the_timeout(
+    issuer: OidcIssuer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with hanging_server() as url:
+        monkeypatch.setattr(issuer, "discovery", lambda: {"issuer": issuer.url, "jwks_uri": url})
+        settings = OidcSettings(issuer.url, AUDIENCE, TENANT_CLAIM, timeout=0.2)
+        started = time.monotonic()
+        with pytest.raises(IdentityUnavailable):
+            await OidcVerifier(settings).verify(issuer.token())
+
+    assert time.monotonic() - started < 3
+
+
 async def test_a_token_signed_with_another_key_under_a_published_kid_is_refused(
     issuer: OidcIssuer,
 ) -> None:
@@ -392,9 +425,9 @@ async def test_a_jwks_uri_over_plain_http_elsewhere_than_loopback_is_unusable(
 
 async def test_a_remembered_token_still_expires(issuer: OidcIssuer) -> None:
     wall = Clock()
-    wall.now = time.time()
+    wall.now = float(int(time.time()))
     checking = verifier(issuer, wall=wall)
-    token = issuer.token(exp=int(wall.now) + 60)
+    token = issuer.token(exp=int(wall.now) + 60)  # expired at exactly that second
     await checking.verify(token)
     assert (await checking.verify(token)).subject == "user-1"  # remembered
 
