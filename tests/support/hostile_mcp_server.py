@@ -99,7 +99,9 @@ def _serve(answer: Answer, *, gzip: Compression = False) -> Iterator[str]:
         elif request["method"] == "initialize":
             await _answer(send, 200, _initialized(request))
         else:
-            accepted = dict(scope["headers"]).get(b"accept-encoding", b"")
+            accepted = b", ".join(  # every line of it, as a proxy reads them
+                value for name, value in scope["headers"] if name == b"accept-encoding"
+            )
             packed = gzip is True or (gzip == "accepted" and b"gzip" in accepted)
             await _answer(send, 200, answer(request), gzip=packed)
 
