@@ -134,3 +134,13 @@ async def test_a_compressed_json_body_is_refused_at_its_first_byte() -> None:
     assert trace.since(0) == HttpEvent(1, 200, "application/json (gzip)", False)
     with pytest.raises(BodyTooLarge):
         await read(response)
+
+
+async def test_an_answer_without_a_content_type_is_noted_without_one() -> None:
+    trace = HttpTrace()
+    response = answer(200)
+    del response.headers["content-type"]
+
+    await trace.observe(response)
+
+    assert trace.since(0) == HttpEvent(1, 200, "", session_gone=False)
