@@ -70,6 +70,11 @@ def test_a_postgres_urls_libpq_sslmode_is_asyncpgs_ssl(mode: str) -> None:
         ("postgresql://u:hunter2@h/db?application_name=gw", "parameter application_name is"),
         ("postgresql://u:hunter2@h/db?sslrootcert=/ca.pem", "PGSSLROOTCERT"),
         ("postgresql://u:hunter2@h:99999/db", "port 99999 is out of range"),
+        ("postgresql://u:hunter2@h:0/db", "port 0 is out of range"),
+        ("postgresql://u:hunter2@h/db?passfile=a&passfile=b", "parameter passfile more than"),
+        # Named as written, not as the driver's keyword it is passed as.
+        ("postgresql://u:hunter2@h/db?sslmode=require&sslmode=disable", "sslmode more than"),
+        ("postgresql://u:hunter2@h/db?ssl=require&ssl=disable", "parameter ssl more than"),
     ],
 )
 def test_postgres_urls_the_driver_would_refuse_are_refused_readably(

@@ -176,7 +176,8 @@ def _asyncpg_url(url: URL) -> URL:
                 f"{', '.join(_POSTGRES_PARAMETERS)} (e.g. {_POSTGRES_EXAMPLE})"
             )
         if not isinstance(value, str):
-            raise ValueError(f"The database URL gives its parameter {name} more than once")
+            written = mode_name if name == "ssl" else name  # sslmode, as the URL spells it
+            raise ValueError(f"The database URL gives its parameter {written} more than once")
     if "ssl" in query and query["ssl"] not in _SSL_MODES:
         raise ValueError(
             f"The database URL's {mode_name} must be one of {', '.join(_SSL_MODES)} "
