@@ -6,15 +6,20 @@ from __future__ import annotations
 import sqlite3
 import traceback
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import event, text
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DisconnectionError, InvalidatePoolError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from stateway.core.errors import StorageError
+from stateway.core.errors import StorageError, StorageFull, StorageReadOnly
+from stateway.storage.sql import engine as engine_module
 from stateway.storage.sql.engine import (
+    CONNECT_TIMEOUT,
     SQLITE_PRAGMAS,
+    Replacement,
     apply_sqlite_pragmas,
     async_url,
     create_engine,
@@ -307,3 +312,200 @@ async def test_the_sqlite_writers_failed_statements_keep_their_parameters_out_to
     finally:
         await writer.aclose()
         await engine.dispose()
+
+
+class _Clock:
+    """``time.monotonic`` for :class:`Replacement`: one tick a call, so what happened
+    first is always earlier (no two events of a test on one reading of the clock)."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def monotonic(self) -> float:
+        self.now += 1.0
+        return self.now
+
+
+class _Driver:
+    """What :class:`Replacement` reads of asyncpg's connection, and the abort it calls."""
+
+    def __init__(self) -> None:
+        self.closed = False
+        self.terminated = False
+
+    def is_closed(self) -> bool:
+        return self.closed
+
+    def terminate(self) -> None:
+        self.terminated = True
+
+
+class _Pooled:
+    """A pooled connection: the adapted connection and the pool's record of it."""
+
+    def __init__(self, replacement: Replacement) -> None:
+        self.driver = _Driver()
+        self.connection = SimpleNamespace(driver_connection=self.driver)
+        self.record = SimpleNamespace(info={})
+        replacement.opened(self.connection, self.record)  # type: ignore[arg-type]
+
+    def take(self, replacement: Replacement) -> None:
+        replacement.taken(self.connection, self.record, None)  # type: ignore[arg-type]
+
+    def close(self, replacement: Replacement) -> None:
+        replacement.closing(self.connection, self.record)  # type: ignore[arg-type]
+
+
+def _refused(pooled: _Pooled, replacement: Replacement) -> type[BaseException] | None:
+    try:
+        pooled.take(replacement)
+    except DisconnectionError as refused:
+        return type(refused)
+    return None
+
+
+@pytest.fixture
+def replacement(monkeypatch: pytest.MonkeyPatch) -> Replacement:
+    monkeypatch.setattr(engine_module, "time", _Clock())
+    return Replacement()
+
+
+def test_a_connection_the_driver_knows_closed_is_replaced_with_the_whole_pool(
+    replacement: Replacement,
+) -> None:
+    """A server restart ends every pooled connection: the one found closed invalidates
+    the pool (``InvalidatePoolError``), so those as old are replaced as they are taken."""
+    ended, alive = _Pooled(replacement), _Pooled(replacement)
+    ended.driver.closed = True
+
+    assert _refused(ended, replacement) is InvalidatePoolError
+    assert _refused(alive, replacement) is None
+
+
+def test_connections_opened_before_a_statement_timed_out_are_replaced_and_aborted(
+    replacement: Replacement,
+) -> None:
+    """The database went silent: every connection opened before the timeout most likely
+    did too. Each is replaced as it is taken (itself alone: a disconnect, not the whole
+    pool) and aborted as it is closed, not closed politely (which would wait as long
+    again); one opened since is used and closed as any other."""
+    timed_out, older = _Pooled(replacement), _Pooled(replacement)
+    replacement.invalidated(timed_out.connection, timed_out.record, TimeoutError())  # type: ignore[arg-type]
+    newer = _Pooled(replacement)
+
+    assert _refused(older, replacement) is DisconnectionError
+    assert _refused(timed_out, replacement) is DisconnectionError
+    assert _refused(newer, replacement) is None
+    for pooled in (timed_out, older, newer):
+        pooled.close(replacement)
+    assert (timed_out.driver.terminated, older.driver.terminated) == (True, True)
+    assert not newer.driver.terminated
+
+
+def test_connections_opened_before_one_was_found_read_only_are_replaced_politely(
+    replacement: Replacement,
+) -> None:
+    """A failover to a standby: connections opened before one was found read-only stay
+    read-only once a writable primary is back. Each is replaced as it is taken, and
+    closed politely (the server answers); one opened since is used."""
+    read_only, older = _Pooled(replacement), _Pooled(replacement)
+    replacement.invalidated(read_only.connection, read_only.record, StorageReadOnly("x"))  # type: ignore[arg-type]
+    newer = _Pooled(replacement)
+
+    assert _refused(older, replacement) is DisconnectionError
+    assert _refused(newer, replacement) is None
+    older.close(replacement)
+    assert not older.driver.terminated
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [None, StorageError("x"), StorageFull("x"), OSError("x")],
+    ids=["none", "storage-error", "full", "os-error"],
+)
+def test_other_invalidations_replace_no_other_connection(
+    replacement: Replacement, failure: BaseException | None
+) -> None:
+    """A connection invalidated for any other cause (a disconnect SQLAlchemy saw, the
+    pool's own recycling, a full disk) says nothing of those opened before it."""
+    first, second = _Pooled(replacement), _Pooled(replacement)
+    replacement.invalidated(second.connection, second.record, failure)  # type: ignore[arg-type]
+
+    assert _refused(first, replacement) is None
+    first.close(replacement)
+    assert not first.driver.terminated
+
+
+def test_a_connection_never_stamped_counts_as_opened_before_anything(
+    replacement: Replacement,
+) -> None:
+    """A pooled connection whose opening went unrecorded is treated as the oldest: it
+    is replaced once the database went silent, rather than trusted."""
+    unstamped = _Pooled(replacement)
+    unstamped.record.info.clear()
+    assert _refused(unstamped, replacement) is None
+
+    replacement.invalidated(unstamped.connection, unstamped.record, TimeoutError())  # type: ignore[arg-type]
+
+    assert _refused(unstamped, replacement) is DisconnectionError
+
+
+@pytest.mark.parametrize(
+    ("failure", "replaced"),
+    [(StorageReadOnly("x"), True), (StorageFull("x"), False), (OSError("x"), False)],
+    ids=["read-only", "full", "other"],
+)
+def test_a_write_refused_as_read_only_invalidates_its_connection_alone(
+    failure: BaseException, replaced: bool
+) -> None:
+    """A lease's or a conversation's write a read-only server refused: its connection is
+    handled as a disconnect (replaced, and those opened before it as they are taken),
+    without invalidating the whole pool at once."""
+    context = SimpleNamespace(
+        original_exception=failure, is_disconnect=False, invalidate_pool_on_disconnect=True
+    )
+
+    engine_module._replace_read_only(context)  # type: ignore[arg-type]
+
+    assert (context.is_disconnect, context.invalidate_pool_on_disconnect) == (
+        replaced,
+        not replaced,
+    )
+
+
+class _Asked(Exception):
+    """Raised where a PostgreSQL connection would be opened: what it was asked with."""
+
+    def __init__(self, params: dict[str, object]) -> None:
+        super().__init__("no connection opened")
+        self.params = params
+
+
+@pytest.mark.parametrize(
+    ("bound", "connecting", "statements"),
+    [(None, CONNECT_TIMEOUT, None), (3.5, 3.5, 3.5), (30.0, CONNECT_TIMEOUT, 30.0)],
+    ids=["none", "shorter", "longer"],
+)
+async def test_a_postgres_connection_is_opened_and_answered_within_its_bounds(
+    bound: float | None, connecting: float, statements: float | None
+) -> None:
+    """A PostgreSQL gone silent must not hold a request for as long as TCP keeps its
+    connection: each statement waits ``timeout`` at most (none for migrations), and
+    opening a connection ``CONNECT_TIMEOUT`` or ``timeout`` when shorter. Read off
+    asyncpg's ``connect`` arguments, no server reached."""
+    engine = create_engine("postgresql://u@127.0.0.1:1/db", timeout=bound)
+
+    def asked(_dialect: object, _record: object, _args: object, params: dict[str, object]) -> None:
+        raise _Asked(params)
+
+    event.listen(engine.sync_engine, "do_connect", asked)
+    try:
+        with pytest.raises(_Asked) as caught:
+            await engine.connect()
+    finally:
+        await engine.dispose()
+
+    assert (caught.value.params["timeout"], caught.value.params["command_timeout"]) == (
+        connecting,
+        statements,
+    )
