@@ -92,3 +92,27 @@ async def test_a_lock_writes_do_not_wait_for_leaves_the_ping_passing(
         await pg_store.ping()
         async with asyncio.timeout(5):
             await pg_store.save(_record(tenant, "r1"))
+
+
+async def test_a_lock_let_go_while_the_ping_waits_for_it_leaves_the_ping_passing(
+    pg_store: SqlResponseStore, fresh_postgres_url: str
+) -> None:
+    """The ping waits for the lock writes take for half its time (``LOCK_WAIT``), as a
+    write would wait for it: a lock held against writes for a moment (a quick ``ALTER
+    TABLE``) and let go meanwhile is no reason to leave the load balancer."""
+    holder = await asyncpg.connect(fresh_postgres_url.replace("+asyncpg", ""), timeout=5)
+    try:
+        transaction = holder.transaction()
+        await transaction.start()
+        await holder.execute("LOCK TABLE responses IN ACCESS EXCLUSIVE MODE")
+        pinging = asyncio.create_task(pg_store.ping())
+        deadline = time.monotonic() + 5
+        while not pinging.done() and not await holder.fetchval(
+            "SELECT count(*) FROM pg_locks WHERE relation = 'responses'::regclass AND NOT granted"
+        ):
+            assert time.monotonic() < deadline, "the ping never waited for the lock"
+            await asyncio.sleep(0.01)
+        await transaction.rollback()  # let go while the ping waits for it
+        await pinging
+    finally:
+        await holder.close()
