@@ -239,6 +239,7 @@ def test_descriptions_name_the_place_and_hide_the_password(tmp_path: Path) -> No
         == "PostgreSQL database gw on db.example:6543 as alice"
     )
     assert describe_url("postgres:///gw") == "PostgreSQL database gw on the default host"
+    assert describe_url("postgresql://db.example") == "PostgreSQL database (default) on db.example"
 
 
 def test_a_locked_switch_to_wal_is_left_to_the_connection_doing_it() -> None:
@@ -509,3 +510,29 @@ async def test_a_postgres_connection_is_opened_and_answered_within_its_bounds(
         connecting,
         statements,
     )
+
+
+@pytest.mark.parametrize(
+    ("place", "said"),
+    [
+        ("file/x.db", "cannot create its directory {d}/file (File exists: {d}/file)"),
+        (
+            "file/sub/x.db",
+            "cannot create its directory {d}/file/sub (Not a directory: {d}/file/sub)",
+        ),
+        (f"{'n' * 300}.db", "cannot create it (File name too long: {d}/{n}.db)"),
+    ],
+    ids=["file-for-directory", "under-a-file", "name-too-long"],
+)
+def test_a_sqlite_file_that_cannot_be_made_is_named_with_what_the_system_said(
+    tmp_path: Path, place: str, said: str
+) -> None:
+    """SQLite itself would say only "unable to open database file": the failure names
+    the directory or the file, and the system's words for it (``stateway migrate``
+    prints it; ``test_sqlite_file_errors.py`` runs that, in a process of its own)."""
+    (tmp_path / "file").write_text("not a directory")
+
+    with pytest.raises(StorageError) as caught:
+        create_engine(f"sqlite:///{tmp_path}/{place}")
+
+    assert caught.value.message == said.format(d=tmp_path, n="n" * 300)

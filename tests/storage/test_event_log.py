@@ -53,6 +53,29 @@ async def test_a_log_is_read_after_any_position_across_its_batches(
             assert log.events.first == after + 1
 
 
+async def test_a_log_is_read_apart_from_the_logs_beside_it(
+    store: SqlResponseStore, record: RecordFactory, tenant: str
+) -> None:
+    """The batch holding event ``after + 1`` is found among the response's own batches: a
+    log beside it (of another response, or another tenant's of the same id) whose batches
+    start elsewhere moves no read past events it must return."""
+    row = running(record, "r1")
+    foreign = dataclasses.replace(running(record, "r1"), tenant_id=f"{tenant}-other")
+    beside = [running(record, "r2"), foreign]
+    for saved in (row, *beside):
+        await store.save(saved)
+    await store.append_events(tenant, "r1", batch(0, 3))
+    await store.append_events(tenant, "r1", batch(3, 6))
+    for other in beside:
+        for start in range(6):  # a batch starting at every event
+            await store.append_events(other.tenant_id, other.id, batch(start, start + 1))
+
+    for after in range(-1, 6):
+        log = await store.read_events(tenant, "r1", after)
+        assert log is not None
+        assert log.events.payloads == payloads(after + 1, 6), after
+
+
 async def test_a_running_response_reads_what_is_logged_so_far(
     store: SqlResponseStore, record: RecordFactory, tenant: str
 ) -> None:
