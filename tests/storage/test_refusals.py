@@ -133,9 +133,29 @@ WRITES: dict[str, Write] = {
 }
 
 
-@pytest.mark.parametrize("write", WRITES.values(), ids=WRITES.keys())
+SAID: dict[str, str] = {
+    "a conversation created": "creating a conversation",
+    "its metadata updated": "updating a conversation",
+    "its items added": "adding conversation items",
+    "an item deleted": "deleting a conversation item",
+    "a conversation deleted": "deleting a conversation",
+    "a response deleted": "deleting a response",
+    "an owner registered": "registering a run owner",
+    "a lease renewed": "renewing a run owner's lease",
+    "owners forgotten": "removing run owners",
+    "a retention sweep": "deleting responses older than the retention",
+    "deleted conversations erased": "erasing deleted conversations",
+    "deleted responses erased": "erasing deleted responses",
+    "usage columns filled in": "filling in the usage columns",
+}
+"""What each write's refusal says it was doing (the 503's message)."""
+
+
+@pytest.mark.parametrize(
+    ("write", "action"), [(WRITES[name], SAID[name]) for name in WRITES], ids=WRITES.keys()
+)
 async def test_any_write_refused_by_a_read_only_sqlite_fails_the_ping_until_one_lands(
-    sqlite_file: Path, write: Write
+    sqlite_file: Path, write: Write, action: str
 ) -> None:
     tenant = f"tenant-{uuid.uuid4().hex}"
     url = f"sqlite:///{sqlite_file}"
@@ -152,7 +172,9 @@ async def test_any_write_refused_by_a_read_only_sqlite_fails_the_ping_until_one_
             with pytest.raises(StorageError) as refused:
                 await write(writers)
             assert (refused.value.status, refused.value.code) == (503, "storage_read_only")
-            assert "read-only" in refused.value.message
+            assert refused.value.message.startswith(
+                f"Storage failed while {action}. The database is read-only"
+            )
             for _ in range(2):
                 with pytest.raises(StorageError) as probing:
                     await store.ping()

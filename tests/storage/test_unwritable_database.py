@@ -27,7 +27,7 @@ import pytest
 from sqlalchemy import event
 from sqlalchemy.pool import Pool
 
-from stateway.core.errors import StorageError
+from stateway.core.errors import StorageError, StorageReadOnly
 from stateway.core.ports import ResponseRecord
 from stateway.storage.sql import SqlResponseStore, migrate, open_store, ping, queries
 from stateway.storage.sql.leases import SqlOwnerLeases
@@ -236,6 +236,9 @@ async def test_saves_heal_by_themselves_once_sqlite_is_writable_again(sqlite_fil
         await store.aclose()
 
 
+READ_ONLY = StorageReadOnly.cause
+
+
 @pytest.mark.postgres
 async def test_a_read_only_postgres_fails_the_ping_and_saves_until_writable_again(
     read_only: ReadOnly, pg_store: SqlResponseStore
@@ -248,7 +251,7 @@ async def test_a_read_only_postgres_fails_the_ping_and_saves_until_writable_agai
     with pytest.raises(StorageError) as probing:
         await pg_store.ping()
     assert (probing.value.status, probing.value.code) == (503, "storage_read_only")
-    assert "read-only" in probing.value.message
+    assert probing.value.message == f"Storage failed while checking the database. {READ_ONLY}"
     with pytest.raises(StorageError) as saving:
         await pg_store.save(_record(tenant, "r2"))
     assert saving.value.code == "storage_read_only"
