@@ -520,7 +520,7 @@ async def test_a_relayed_reply_declared_over_the_byte_budget_fails_before_its_bo
     client = upstream(loopback, await loopback.serve(big), max_response_bytes=100_000)
     relay = await client.relay("/chat/completions", b"{}")
     chunks = relay.chunks()
-    with pytest.raises(UpstreamResponseTooLarge):
+    with pytest.raises(UpstreamResponseTooLarge, match=r"^The model server 'up' sent a reply"):
         await anext(chunks)
     await relay.aclose()
     await client.aclose()
