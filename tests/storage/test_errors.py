@@ -7,7 +7,7 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import asyncpg
@@ -17,7 +17,7 @@ from sqlalchemy.exc import CompileError, DataError, IntegrityError, OperationalE
 
 from stateway.core.errors import StorageError, StorageRejected
 from stateway.core.ports import ResponseRecord
-from stateway.storage.sql import SqlResponseStore, migrate, open_store
+from stateway.storage.sql import SqlConversationStore, SqlResponseStore, migrate, open_store
 from stateway.storage.sql import ping as ping_module
 from stateway.storage.sql.errors import storage_errors
 from tests.storage.conftest import file_size_limit
@@ -203,6 +203,26 @@ async def test_reads_report_failures_too(tmp_path: Path) -> None:
     try:
         with pytest.raises(StorageError, match="loading a previous_response_id chain"):
             await store.load_context("t", "r")
+    finally:
+        await store.aclose()
+
+
+async def test_a_conversations_failed_reads_say_what_they_were_doing(tmp_path: Path) -> None:
+    store = open_store(f"sqlite:///{tmp_path}/never_migrated.db")  # no tables
+    conversations = SqlConversationStore(store)
+    reads: dict[str, Callable[[], Awaitable[object]]] = {
+        "reading a conversation": lambda: conversations.get("t", "c"),
+        "reading a conversation item": lambda: conversations.get_item("t", "c", "i"),
+        "loading a conversation": lambda: conversations.load_items("t", "c"),
+        "listing conversation items": lambda: conversations.list_items(
+            "t", "c", after=None, limit=2, order="asc"
+        ),
+    }
+    try:
+        for action, read in reads.items():
+            with pytest.raises(StorageError) as failed:
+                await read()
+            assert failed.value.message == f"Storage failed while {action}."
     finally:
         await store.aclose()
 

@@ -179,6 +179,9 @@ async def test_any_write_refused_by_a_read_only_sqlite_fails_the_ping_until_one_
                 with pytest.raises(StorageError) as probing:
                     await store.ping()
                 assert probing.value.code == "storage_read_only"
+                assert probing.value.message.startswith(
+                    "Storage failed while checking the database. The database is read-only"
+                )
 
         await store.ping()  # its write probe lands, on connections opened since
         await write(writers)
