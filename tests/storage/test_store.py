@@ -261,7 +261,7 @@ async def test_ping_asks_the_database_and_fails_once_it_is_gone(store: SqlRespon
         assert statements[1].startswith("DO $$BEGIN PERFORM set_config('lock_timeout', '1000'")
 
     await store.engine.dispose()
-    with pytest.raises(StorageError, match="checking the database"):
+    with pytest.raises(StorageError, match=r"^Storage failed while checking the database\."):
         await _ping_through_a_refusing_pool(store)
 
 
