@@ -7,7 +7,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 
 from stateway.core.commands import CreateResponse
-from stateway.core.errors import InvalidRequest, StorageError
+from stateway.core.errors import InternalError, InvalidRequest, StorageError
 from stateway.core.gateway import Gateway
 from stateway.core.inference import Finish, TextDelta
 from stateway.core.loop import Loop
@@ -71,8 +71,11 @@ async def test_another_tenants_uri_is_not_found_even_for_an_existing_response() 
     ],
 )
 def test_malformed_uris_are_not_found(uri: str) -> None:
-    with pytest.raises(MCPError):
+    with pytest.raises(MCPError) as caught:
         resource_of(ACME, uri)
+    assert caught.value.code == INVALID_PARAMS
+    assert caught.value.error.message == f"Resource not found: {uri}"
+    assert caught.value.error.data == {"uri": uri}  # which one, for a client reading several
 
 
 def test_uris_round_trip() -> None:
@@ -110,3 +113,10 @@ async def test_a_failing_store_is_an_internal_error_in_the_gateways_words() -> N
 def test_a_refused_request_is_invalid_params() -> None:
     error = protocol_error("stateway://acme/responses/r", InvalidRequest("No."))
     assert (error.code, error.error.message) == (INVALID_PARAMS, "No.")
+
+
+@pytest.mark.parametrize(("status", "code"), [(499, INVALID_PARAMS), (500, INTERNAL_ERROR)])
+def test_the_gateway_failing_is_an_internal_error_from_500_on(status: int, code: int) -> None:
+    """A 500 is the gateway's fault, not the caller's params (``InternalError``)."""
+    failure = InternalError() if status == 500 else InvalidRequest("No.", status=status)
+    assert protocol_error("stateway://acme/responses/r", failure).code == code

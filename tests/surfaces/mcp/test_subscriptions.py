@@ -13,14 +13,26 @@ import httpx2
 import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
-from mcp_types import INVALID_PARAMS, SubscribeRequestParams, UnsubscribeRequestParams
+from mcp_types import (
+    INVALID_PARAMS,
+    EmptyResult,
+    SubscribeRequestParams,
+    UnsubscribeRequestParams,
+)
 
+from stateway.core.commands import CreateResponse
 from stateway.core.errors import NotFound
 from stateway.core.gateway import Gateway
+from stateway.core.inference import Finish, TextDelta
+from stateway.core.loop import Loop
 from stateway.core.principal import Principal
+from stateway.core.routing import BackendEntry, Router
+from stateway.core.run_registry import RunRegistry
 from stateway.core.watch import Watch
+from stateway.protocols.responses.stream import encode_event_json
 from stateway.surfaces.mcp import limits, server
 from stateway.surfaces.mcp.updates import ResponseUpdates
+from tests.core.fakes import MemoryStore, ScriptedBackend
 from tests.surfaces.mcp.test_cutoff import call, following
 from tests.surfaces.mcp.test_server import (
     Served,
@@ -104,6 +116,79 @@ async def test_subscribing_again_and_again_holds_nothing_more_until_the_session_
     await asyncio.wait([task], timeout=5)
     assert task.cancelled()
     assert surface._subscriptions == {}
+
+
+async def test_an_unsubscription_ends_that_subscription_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One naming a URI the session never subscribed to (or a session with none at all)
+    is answered as any other: there is nothing to end."""
+    surface = server.McpSurface(cast(Gateway, object()))
+
+    async def updates(principal: Principal, uri: str) -> Endless:
+        return Endless()
+
+    monkeypatch.setattr(surface, "_updates", updates)
+    monkeypatch.setattr(server, "_principal", lambda ctx: Principal())
+    ctx: Any = SimpleNamespace(session=SimpleNamespace(), request=None)
+    first, second = (f"stateway://default/responses/resp_{n}" for n in (1, 2))
+    assert isinstance(
+        await surface._unsubscribe(ctx, UnsubscribeRequestParams(uri=first)), EmptyResult
+    )
+
+    for uri in (first, second):
+        await surface._subscribe(ctx, SubscribeRequestParams(uri=uri))
+    [subscribed] = surface._subscriptions.values()
+    tasks = dict(subscribed)
+    await surface._unsubscribe(ctx, UnsubscribeRequestParams(uri="stateway://default/x"))
+    await surface._unsubscribe(ctx, UnsubscribeRequestParams(uri=first))
+    await asyncio.wait([tasks[first]], timeout=5)
+
+    assert tasks[first].cancelled()
+    assert not tasks[second].done()
+    assert list(subscribed) == [second]
+    surface._end_subscriptions(next(iter(surface._subscriptions)))
+
+
+def gateway_over(backend: ScriptedBackend) -> Gateway:
+    store = MemoryStore()
+    router = Router([BackendEntry(backend, {}, catch_all=True)])
+    return Gateway(store, router, Loop(store), RunRegistry(), encoder=encode_event_json)
+
+
+def hello(text: str) -> list[dict[str, Any]]:
+    return [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}]
+
+
+async def test_a_response_that_had_ended_never_changes() -> None:
+    """A subscriber to a response already ended is told of no change (its read is the
+    last word), rather than once as if it had just ended."""
+    gateway = gateway_over(answering())
+    run = await gateway.execute(Principal(), CreateResponse(model="m", input=hello("hi")))
+    await run.wait()
+    updates = await ResponseUpdates.open(gateway, Principal(), run.id)
+    assert [change async for change in updates.changes()] == []
+
+
+async def test_a_background_response_changes_as_its_events_are_stored() -> None:
+    """Followed through its event log, a change per batch while it runs (not only its
+    end, as a foreground response read until it ends)."""
+    gate = asyncio.Event()
+    gateway = gateway_over(ScriptedBackend([TextDelta("a"), Finish("stop")], gate=gate))
+    command = CreateResponse(model="m", input=hello("hi"), background=True)
+    run = await gateway.execute(Principal(), command)
+    async for _ in run.subscribe_batches():  # stored, as create_response answers it
+        break
+    updates = await ResponseUpdates.open(gateway, Principal(), run.id)
+
+    async def follow() -> int:
+        changes = 0
+        async for _ in updates.changes():
+            changes += 1
+            gate.set()  # the run ends only after its first change was told
+        return changes
+
+    assert await asyncio.wait_for(follow(), 5) >= 2
 
 
 def test_idle_sessions_are_closed_and_their_number_is_bounded() -> None:
