@@ -268,6 +268,7 @@ async def test_a_response_result_links_its_resource_in_the_callers_tenant() -> N
             await client.subscribe_resource(links[0].uri)
         read = await client.read_resource(links[0].uri)
         assert response_id in read.contents[0].text  # type: ignore[union-attr]
+        assert read.contents[0].mime_type == "application/json"
 
         conversation = await client.call_tool("create_conversation", {})
         listed = await client.call_tool("list_input_items", {"response_id": response_id})

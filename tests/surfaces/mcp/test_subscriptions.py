@@ -191,6 +191,55 @@ async def test_a_background_response_changes_as_its_events_are_stored() -> None:
     assert await asyncio.wait_for(follow(), 5) >= 2
 
 
+async def test_a_foreground_response_changes_once_when_it_ends() -> None:
+    """It has no event log to follow: read until it has ended, then told once. (Streamed:
+    its id is out, and it is stored, while it runs.)"""
+    gate = asyncio.Event()
+    backend = ScriptedBackend([TextDelta("a"), Finish("stop")], gate=gate)
+    gateway = gateway_over(backend)
+    principal = Principal("acme")
+    command = CreateResponse(model="m", input=hello("hi"), stream=True)
+    run = await gateway.execute(principal, command)
+    async for _ in run.subscribe_batches():  # stored
+        break
+    updates = await ResponseUpdates.open(gateway, principal, run.id)
+
+    async def follow() -> int:
+        changes = 0
+        async for _ in updates.changes():
+            changes += 1
+        return changes
+
+    following = asyncio.create_task(follow())
+    await asyncio.sleep(0.05)
+    assert not following.done()
+    gate.set()
+    assert await asyncio.wait_for(following, 5) == 1
+
+
+async def test_updates_are_of_a_callers_own_responses_only() -> None:
+    """A conversation has none to deliver (invalid params), another tenant's or an unknown
+    response is not found (naming the URI asked for)."""
+    gateway = gateway_over(answering())
+    run = await gateway.execute(Principal("acme"), CreateResponse(model="m", input=hello("hi")))
+    await run.wait()
+    surface = server.McpSurface(gateway)
+    for tenant, kind, code in [
+        ("acme", "conversations", INVALID_PARAMS),
+        ("globex", "responses", INVALID_PARAMS),
+    ]:
+        uri = f"stateway://{tenant}/{kind}/{run.id}"
+        with pytest.raises(MCPError) as refused:
+            await surface._updates(Principal(tenant), uri)
+        assert refused.value.code == code
+        assert uri in refused.value.error.message
+    unknown = "stateway://acme/responses/resp_unknown"
+    with pytest.raises(MCPError) as missing:
+        await surface._updates(Principal("acme"), unknown)
+    assert missing.value.error.data == {"uri": unknown}
+    assert await surface._updates(Principal("acme"), f"stateway://acme/responses/{run.id}")
+
+
 def test_idle_sessions_are_closed_and_their_number_is_bounded() -> None:
     manager = server.McpSurface(cast(Gateway, object()))._manager
     assert manager.session_idle_timeout == server.SESSION_IDLE_TIMEOUT <= 300

@@ -262,3 +262,55 @@ async def test_input_items_are_counted_for_the_tool_taking_them_only() -> None:
     ).is_error
     created = await call(calls, "create_conversation", items=[user("a"), user("b"), user("c")])
     assert not created.is_error
+
+
+async def test_a_retry_under_a_command_id_gets_the_first_result() -> None:
+    """The same arguments (their objects' keys in any order) are the same call; other
+    arguments under that id are refused naming ``command_id``, and run nothing."""
+    calls = tools_over(answering())
+    first = await ok(
+        calls, "create_conversation", metadata={"a": "1", "b": "2"}, command_id="cmd-1"
+    )
+    again = await ok(
+        calls, "create_conversation", metadata={"b": "2", "a": "1"}, command_id="cmd-1"
+    )
+    assert again == first
+
+    other = await call(calls, "create_conversation", metadata={"a": "2"}, command_id="cmd-1")
+    assert error_of(other)["param"] == "command_id"
+    assert error_of(other)["type"] == "invalid_request_error"
+    # Another tool with the same arguments under that id is another call, too.
+    backend = ScriptedBackend([TextDelta("hello"), Finish("stop")], gate=asyncio.Event())
+    calls = tools_over(backend)
+    response_id = (await ok(calls, "create_response", model="m", input="hi", background=True))["id"]
+    cancelled = await ok(calls, "cancel_response", response_id=response_id, command_id="cmd-2")
+    assert cancelled["status"] == "cancelled"
+    deleted = await call(calls, "delete_response", response_id=response_id, command_id="cmd-2")
+    assert error_of(deleted)["param"] == "command_id"
+
+
+async def test_a_detached_call_cancelled_at_shutdown_leaves_no_error_behind() -> None:
+    """Its outcome retrieved as it ends (cancelled: nothing to retrieve), so the loop
+    reports nothing about it."""
+    gate = asyncio.Event()
+    backend = ScriptedBackend([TextDelta("hello"), Finish("stop")], gate=gate)
+    calls = tools_over(backend)
+    loop = asyncio.get_running_loop()
+    reported: list[dict[str, Any]] = []
+    loop.set_exception_handler(lambda _, context: reported.append(context))
+    try:
+        calling = asyncio.create_task(
+            call(calls, "create_response", model="m", input="hi", command_id="cmd-1")
+        )
+        await asyncio.wait_for(backend.started.wait(), 5)
+        [work] = calls._detached
+        calls.cancel()
+        await asyncio.wait([work], timeout=5)
+        calling.cancel()
+        await asyncio.wait([calling], timeout=5)
+        await asyncio.sleep(0)  # the done callbacks run
+    finally:
+        loop.set_exception_handler(None)
+    assert work.cancelled()
+    assert calls._detached == set()
+    assert reported == []
