@@ -10,13 +10,16 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx2
+import orjson
 import pytest
 from mcp import Client
 from mcp.client.subscriptions import SubscriptionLost
+from starlette.types import Message, Receive, Scope, Send
 
 from stateway.core.errors import CredentialRevoked
 from stateway.core.principal import Principal
-from stateway.surfaces.auth.authenticator import Identity
+from stateway.surfaces.auth.authenticator import IDENTITY, Identity
+from stateway.surfaces.mcp.cutoff import serve_until_revoked
 from tests.surfaces.mcp.test_server import (
     ACCEPT,
     Served,
@@ -195,3 +198,56 @@ MODERN = {
     "io.modelcontextprotocol/protocolVersion": MODERN_VERSION,
     "io.modelcontextprotocol/clientCapabilities": {},
 }
+
+
+async def cut_off(answer: list[Message]) -> tuple[CredentialRevoked | None, list[Message]]:
+    """What ``serve_until_revoked`` sends for a request whose app sends ``answer`` and then
+    waits, its key revoked meanwhile (and what it returns)."""
+    key = Key()
+    scope: dict[str, Any] = {"type": "http", "method": "POST", "path": "/mcp", "headers": []}
+    scope[IDENTITY] = key.identity
+    sent: list[Message] = []
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        for message in answer:
+            await send(message)
+        key.revoked.set()
+        await asyncio.Event().wait()
+
+    async def receive() -> Message:
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    revoked = await asyncio.wait_for(serve_until_revoked(app, scope, receive, send), 5)
+    return revoked, sent
+
+
+async def test_a_request_cut_off_before_its_answer_started_is_the_401() -> None:
+    revoked, sent = await cut_off([])
+    assert isinstance(revoked, CredentialRevoked)
+    [start, body] = sent
+    assert start["status"] == 401
+    error = orjson.loads(body["body"])["error"]
+    assert (error["message"], error["code"]) == (revoked.message, revoked.code)
+
+
+async def test_an_answer_cut_off_under_way_is_ended_there() -> None:
+    """Its SSE stream closed with what was sent of it: no second answer."""
+    start = {"type": "http.response.start", "status": 200, "headers": []}
+    chunk = {"type": "http.response.body", "body": b"data: 1\n\n", "more_body": True}
+    revoked, sent = await cut_off([start, chunk])
+    assert revoked is not None
+    assert sent == [start, chunk, {"type": "http.response.body", "body": b"", "more_body": False}]
+
+
+async def test_an_answer_already_whole_is_left_as_it_was() -> None:
+    """A request whose credential stopped holding after its whole answer (a listen
+    stream's app still unwinding) sends nothing more."""
+    start = {"type": "http.response.start", "status": 200, "headers": []}
+    whole = {"type": "http.response.body", "body": b"{}", "more_body": False}
+    revoked, sent = await cut_off([start, whole])
+    assert revoked is not None
+    assert sent == [start, whole]
