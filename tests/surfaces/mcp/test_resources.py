@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import orjson
 import pytest
 from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
@@ -14,7 +15,10 @@ from stateway.core.loop import Loop
 from stateway.core.principal import Principal
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.run_registry import RunRegistry
+from stateway.protocols.conversations.decode import decode_create_conversation
+from stateway.protocols.conversations.encode import encode_conversation
 from stateway.surfaces.mcp.resources import protocol_error, read, resource_of, resource_uri
+from tests.core.conversation_fakes import MemoryConversations, TurnStore
 from tests.core.fakes import MemoryStore, ScriptedBackend
 
 ACME = Principal("acme")
@@ -57,6 +61,9 @@ async def test_another_tenants_uri_is_not_found_even_for_an_existing_response() 
             await read(gateway, GLOBEX, uri)
         assert caught.value.code == INVALID_PARAMS
         assert uri in caught.value.error.message
+    # acme's own response under another tenant's name: not acme's URI of it.
+    with pytest.raises(MCPError):
+        await read(gateway, ACME, resource_uri("globex", "responses", response_id))
 
 
 @pytest.mark.parametrize(
@@ -83,6 +90,19 @@ def test_uris_round_trip() -> None:
     assert uri == "stateway://acme/conversations/conv_1"
     resource = resource_of(ACME, uri)
     assert (resource.tenant_id, resource.kind, resource.id) == ("acme", "conversations", "conv_1")
+
+
+async def test_a_principal_reads_its_own_tenants_conversation() -> None:
+    conversations = MemoryConversations()
+    store = TurnStore(conversations)
+    backend = ScriptedBackend([TextDelta("a"), Finish("stop")])
+    router = Router([BackendEntry(backend, {}, catch_all=True)])
+    gateway = Gateway(store, router, Loop(store), RunRegistry(), conversations=conversations)
+    created = await gateway.execute(ACME, decode_create_conversation(b'{"metadata":{"a":"1"}}'))
+    text = await read(gateway, ACME, resource_uri("acme", "conversations", created.id))
+    assert orjson.loads(text) == encode_conversation(created)
+    with pytest.raises(MCPError):
+        await read(gateway, GLOBEX, resource_uri("globex", "conversations", created.id))
 
 
 async def test_a_missing_conversation_is_not_found() -> None:

@@ -19,6 +19,7 @@ from mcp_types import (
     SubscribeRequestParams,
     UnsubscribeRequestParams,
 )
+from starlette.requests import Request
 
 from stateway.core.commands import CreateResponse
 from stateway.core.errors import NotFound
@@ -30,6 +31,7 @@ from stateway.core.routing import BackendEntry, Router
 from stateway.core.run_registry import RunRegistry
 from stateway.core.watch import Watch
 from stateway.protocols.responses.stream import encode_event_json
+from stateway.surfaces.auth.authenticator import IDENTITY, Identity
 from stateway.surfaces.mcp import limits, server
 from stateway.surfaces.mcp.updates import ResponseUpdates
 from tests.core.fakes import MemoryStore, ScriptedBackend
@@ -148,6 +150,63 @@ async def test_an_unsubscription_ends_that_subscription_only(
     assert not tasks[second].done()
     assert list(subscribed) == [second]
     surface._end_subscriptions(next(iter(surface._subscriptions)))
+
+
+def request_in(session_id: str, tenant: str = "acme") -> Any:
+    """A request's context: its session's id, the identity it acts for."""
+    scope = {"type": "http", "headers": [(b"mcp-session-id", session_id.encode())]}
+    scope[IDENTITY] = Identity(Principal(tenant), authenticated=True)
+    return SimpleNamespace(session=SimpleNamespace(), request=Request(scope))
+
+
+async def test_each_session_has_subscriptions_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two sessions of one tenant subscribing to one response are each told of its
+    changes; one unsubscribing leaves the other's."""
+    surface = server.McpSurface(cast(Gateway, object()))
+
+    async def updates(principal: Principal, uri: str) -> Endless:
+        return Endless()
+
+    monkeypatch.setattr(surface, "_updates", updates)
+    first, second = request_in("session-1"), request_in("session-2")
+    for ctx in (first, second):
+        await surface._subscribe(ctx, SubscribeRequestParams(uri=URI))
+    assert set(surface._subscriptions) == {
+        ("session-1", "acme", "anonymous"),
+        ("session-2", "acme", "anonymous"),
+    }
+    await surface._unsubscribe(second, UnsubscribeRequestParams(uri=URI))
+    assert list(surface._subscriptions[("session-1", "acme", "anonymous")]) == [URI]
+    assert surface._subscriptions[("session-2", "acme", "anonymous")] == {}
+    for subscriber in list(surface._subscriptions):
+        surface._end_subscriptions(subscriber)
+
+
+async def test_a_subscription_whose_response_ended_can_be_made_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Its updates over, it is no longer held: subscribing again follows the response
+    anew (a response deleted and its id reused cannot be, but one answered)."""
+    surface = server.McpSurface(cast(Gateway, object()))
+    opened: list[str] = []
+
+    class Ended:
+        async def changes(self) -> AsyncIterator[None]:
+            return
+            yield
+
+    async def updates(principal: Principal, uri: str) -> Ended:
+        opened.append(uri)
+        return Ended()
+
+    monkeypatch.setattr(surface, "_updates", updates)
+    ctx = request_in("session-1")
+    await surface._subscribe(ctx, SubscribeRequestParams(uri=URI))
+    [subscribed] = surface._subscriptions.values()
+    await asyncio.wait(list(subscribed.values()), timeout=5)
+    assert subscribed == {}
+    await surface._subscribe(ctx, SubscribeRequestParams(uri=URI))
+    assert opened == [URI, URI]
 
 
 def gateway_over(backend: ScriptedBackend) -> Gateway:
@@ -323,6 +382,7 @@ async def test_a_stream_resumed_after_an_event_id_is_opened_anew() -> None:
             assert (await http.post(served.url, json=subscribe, headers=session)).is_success
             response.change()
             lines = notifications.aiter_lines()
-            while "notifications/resources/updated" not in await anext(lines):
+            while "notifications/resources/updated" not in (line := await anext(lines)):
                 pass
+    assert URI in line  # which of the session's subscriptions changed
     assert served.escaped == []
