@@ -351,6 +351,21 @@ async def test_a_listen_stream_follows_a_uri_listed_twice_once() -> None:
     assert opened == [URI]
 
 
+async def test_a_listen_stream_follows_the_callers_own_responses_only() -> None:
+    async with serving(answering()) as served, Client(served.url) as client:
+        created = await client.call_tool("create_response", {"model": "m", "input": "hi"})
+        response_id = created.structured_content["id"]
+        own = f"stateway://acme/responses/{response_id}"
+        async with client.listen(resource_subscriptions=[own]) as subscription:
+            assert subscription.honored.resource_subscriptions == [own]
+        others = f"stateway://globex/responses/{response_id}"
+        with pytest.raises(MCPError) as refused:
+            async with client.listen(resource_subscriptions=[others]):
+                pass
+    assert refused.value.code == INVALID_PARAMS
+    assert served.escaped == []
+
+
 async def test_a_listen_stream_following_too_many_resources_is_refused() -> None:
     uris = [f"stateway://acme/responses/resp_{n}" for n in range(limits.MAX_LISTENED + 1)]
     async with serving(answering()) as served, Client(served.url) as client:
