@@ -314,3 +314,14 @@ async def test_a_detached_call_cancelled_at_shutdown_leaves_no_error_behind() ->
     assert work.cancelled()
     assert calls._detached == set()
     assert reported == []
+
+
+async def test_a_number_no_json_body_may_hold_is_an_error_result_naming_the_tool() -> None:
+    result = await call(tools_over(answering()), "list_input_items", response_id="r", limit=1e400)
+    assert error_of(result) == {
+        "message": "Invalid arguments for list_input_items: a number is NaN, infinite or "
+        "beyond the range of a 64-bit float.",
+        "type": "invalid_request_error",
+        "param": None,
+        "code": "invalid_arguments",
+    }
