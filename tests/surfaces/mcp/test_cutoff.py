@@ -129,6 +129,8 @@ async def test_a_revoked_keys_listen_stream_ends() -> None:
             with pytest.raises(SubscriptionLost):  # cut off, as a dropped stream is
                 await asyncio.wait_for(anext(events), 5)
 
+    assert served.escaped == []  # a request of no session: no subscriptions to end
+
 
 async def test_an_expiring_tokens_listen_stream_ends_at_its_expiry() -> None:
     """A token (no key to check again) expiring while its listen stream is open."""
