@@ -38,6 +38,7 @@ async def test_a_tenant_holding_its_share_is_refused_another_session() -> None:
         error = refused.json()["error"]
         assert error["code"] == "too_many_sessions"
         assert error["type"] == "invalid_request_error"
+        assert error["message"].startswith("This tenant has 2 MCP sessions open")  # its share
         assert "mcp-session-id" not in refused.headers
         assert len(served.surface._manager._server_instances) == 3  # nothing kept for it
 
