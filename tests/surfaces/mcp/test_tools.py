@@ -115,7 +115,8 @@ async def test_a_background_response_is_answered_queued_and_runs_on() -> None:
     gate = asyncio.Event()
     backend = ScriptedBackend([TextDelta("hello"), Finish("stop")], gate=gate)
     calls = tools_over(backend)
-    response = await ok(calls, "create_response", model="m", input="hi", background=True)
+    queued = ok(calls, "create_response", model="m", input="hi", background=True)
+    response = await asyncio.wait_for(queued, 5)  # not once it ended: it waits for the gate
     assert response["background"] is True
     assert response["status"] in ("queued", "in_progress")
     response_id = response["id"]
@@ -282,7 +283,8 @@ async def test_a_retry_under_a_command_id_gets_the_first_result() -> None:
     # Another tool with the same arguments under that id is another call, too.
     backend = ScriptedBackend([TextDelta("hello"), Finish("stop")], gate=asyncio.Event())
     calls = tools_over(backend)
-    response_id = (await ok(calls, "create_response", model="m", input="hi", background=True))["id"]
+    queued = ok(calls, "create_response", model="m", input="hi", background=True)
+    response_id = (await asyncio.wait_for(queued, 5))["id"]
     cancelled = await ok(calls, "cancel_response", response_id=response_id, command_id="cmd-2")
     assert cancelled["status"] == "cancelled"
     deleted = await call(calls, "delete_response", response_id=response_id, command_id="cmd-2")
