@@ -9,9 +9,16 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import orjson
 import pytest
 from mcp.shared.exceptions import MCPError
-from mcp_types import INVALID_PARAMS, CallToolRequestParams, CallToolResult, ResourceLink
+from mcp_types import (
+    INVALID_PARAMS,
+    CallToolRequestParams,
+    CallToolResult,
+    ResourceLink,
+    TextContent,
+)
 
 from stateway.coordination.memory import MemoryCommandResults
 from stateway.core.errors import UpstreamError
@@ -29,9 +36,12 @@ from tests.core.fakes import ScriptedBackend
 ACME = Principal("acme")
 
 
-def tools_over(backend: ScriptedBackend, max_input_items: int | None = None) -> ToolCalls:
+def tools_over(
+    backend: ScriptedBackend, max_input_items: int | None = None, **store_options: Any
+) -> ToolCalls:
+    """``store_options``: the ``MemoryStore``'s."""
     conversations = MemoryConversations()
-    store = TurnStore(conversations)
+    store = TurnStore(conversations, **store_options)
     gateway = Gateway(
         store,
         Router([BackendEntry(backend, {}, catch_all=True)]),
@@ -118,7 +128,7 @@ async def test_a_background_response_is_answered_queued_and_runs_on() -> None:
     queued = ok(calls, "create_response", model="m", input="hi", background=True)
     response = await asyncio.wait_for(queued, 5)  # not once it ended: it waits for the gate
     assert response["background"] is True
-    assert response["status"] in ("queued", "in_progress")
+    assert (response["status"], response["output"]) == ("queued", [])  # as first announced
     response_id = response["id"]
 
     cancelled = await ok(calls, "cancel_response", response_id=response_id)
@@ -148,6 +158,25 @@ async def test_a_failed_run_is_an_error_result_in_the_openai_shape() -> None:
         "code": "upstream_error",
     }
     assert link_of(result) is None
+
+
+async def test_a_background_response_that_could_not_be_stored_is_an_error_result() -> None:
+    """Not a queued response nobody can read, follow or cancel."""
+    backend = ScriptedBackend([TextDelta("hello"), Finish("stop")], gate=asyncio.Event())
+    calls = tools_over(backend, fail_save=True)
+    queued = call(calls, "create_response", model="m", input="hi", background=True)
+    result = await asyncio.wait_for(queued, 5)
+    assert error_of(result)["type"] == "server_error"
+    assert link_of(result) is None
+
+
+async def test_a_results_text_is_its_json_for_hosts_reading_text() -> None:
+    calls = tools_over(answering())
+    created = await call(calls, "create_conversation", metadata={"a": "1"})
+    failed = await call(calls, "get_conversation", conversation_id="conv_x")
+    for result in (created, failed):
+        [text] = [c for c in result.content if isinstance(c, TextContent)]
+        assert orjson.loads(text.text) == result.structured_content
 
 
 async def test_a_conversation_is_created_changed_and_deleted() -> None:
