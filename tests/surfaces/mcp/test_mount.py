@@ -27,6 +27,8 @@ class FakeSurface:
         self, gateway: object, version: str, limits: object = None, origins: object = None
     ) -> None:
         self.version = version
+        self.limits = limits
+        self.origins = origins
         self.running_now = False
         self.requests: list[str] = []
         self.entered = asyncio.Event()
@@ -97,6 +99,21 @@ async def test_the_first_request_starts_the_surface_and_is_served_by_it(
     assert surface.requests == ["/mcp", "/mcp"]
     await served.aclose()
     assert not surface.running_now
+
+
+async def test_the_surface_is_built_with_the_mounts_limits_and_origins(
+    fake_surface: type[FakeSurface],
+) -> None:
+    """``[server] cors_origins``' pages may call ``/mcp`` too (else their every request
+    would be refused as another site's)."""
+    limits = McpLimits(max_body_bytes=10)
+    origins = frozenset({"https://app.example"})
+    served = McpMount(cast(Gateway, object()), "1.2.3", limits, origins=origins)
+    await call(served)
+
+    [surface] = fake_surface.built
+    assert (surface.limits, surface.origins) == (limits, origins)
+    await served.aclose()
 
 
 async def test_a_body_is_read_within_its_bounds_before_the_surface_starts(
