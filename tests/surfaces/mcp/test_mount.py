@@ -67,7 +67,7 @@ async def call(mount: McpMount) -> tuple[int, bytes]:
         sent.append(message)
 
     scope = {"type": "http", "path": "/mcp", "method": "POST", "headers": []}
-    await mount(scope, receive, send)
+    await asyncio.wait_for(mount(scope, receive, send), 5)  # a start that hangs fails
     body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
     return sent[0]["status"], body
 
