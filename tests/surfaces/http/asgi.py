@@ -89,3 +89,37 @@ async def call(
 
     await app(scope, receive, send)
     return reply
+
+
+async def stalled(app: ASGIApp, path: str, start: bytes) -> list[Message]:
+    """POST to ``path`` a body that never finishes: ``start`` of a declared 40 bytes, then
+    nothing (the client neither sends more nor leaves); every message the app sent, once
+    its call ended (within 5 s)."""
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "headers": [(b"content-type", b"application/json"), (b"content-length", b"40")],
+        "client": ("127.0.0.1", 1),
+        "server": ("127.0.0.1", 80),
+        "state": {},
+    }
+    parts = [{"type": "http.request", "body": start, "more_body": True}]
+    sent: list[Message] = []
+
+    async def receive() -> Message:
+        if parts:
+            return parts.pop()
+        await asyncio.Event().wait()
+        raise AssertionError("never reached")
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    await asyncio.wait_for(app(scope, receive, send), timeout=5)
+    return sent

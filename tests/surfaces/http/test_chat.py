@@ -54,7 +54,7 @@ from stateway.surfaces.http.responses import INLINE_DECODE_BYTES, ResponsesRoute
 from stateway.surfaces.http.service import ServiceRoutes
 from tests.core.fakes import MemoryStore, ScriptedBackend
 from tests.protocols.responses.test_decode import json_values
-from tests.surfaces.http.asgi import Reply, call
+from tests.surfaces.http.asgi import Reply, call, stalled
 from tests.surfaces.http.test_responses import expiring
 
 OK: list[Delta | GatewayError] = [TextDelta("ok"), UsageReport(Usage(3, 1)), Finish("stop")]
@@ -268,26 +268,7 @@ async def test_a_body_not_declared_json_is_refused() -> None:
 
 
 async def test_a_body_that_never_finishes_is_a_408() -> None:
-    parts = [{"type": "http.request", "body": b'{"model": ', "more_body": True}]
-    sent: list[Message] = []
-
-    async def receive() -> Message:
-        if parts:
-            return parts.pop()
-        await asyncio.Event().wait()
-        raise AssertionError
-
-    async def send(message: Message) -> None:
-        sent.append(message)
-
-    scope = {
-        "type": "http",
-        "method": "POST",
-        "path": "/v1/chat/completions",
-        "query_string": b"",
-        "headers": [(b"content-type", b"application/json"), (b"content-length", b"40")],
-    }
-    await asyncio.wait_for(build(body_timeout=0.1)(scope, receive, send), timeout=5)
+    sent = await stalled(build(body_timeout=0.1), "/v1/chat/completions", b'{"model": ')
     assert sent[0]["status"] == 408
     assert orjson.loads(sent[1]["body"])["error"]["code"] == "request_timeout"
 

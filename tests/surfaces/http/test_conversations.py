@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import threading
 
 import orjson
 import pytest
 from starlette.applications import Starlette
-from starlette.types import Message
 
 from stateway.core.conversations.commands import AddConversationItems
 from stateway.core.gateway import Gateway
@@ -24,7 +22,7 @@ from stateway.surfaces.http.responses import INLINE_DECODE_BYTES, ResponsesRoute
 from stateway.surfaces.http.service import ServiceRoutes
 from tests.core.conversation_fakes import MemoryConversations, TurnStore
 from tests.core.fakes import ScriptedBackend
-from tests.surfaces.http.asgi import call
+from tests.surfaces.http.asgi import call, stalled
 
 
 def build(max_body: int = 4096, body_timeout: float | None = None) -> Starlette:
@@ -223,24 +221,5 @@ async def test_item_reads_take_include_in_either_spelling_and_check_it() -> None
 
 @pytest.mark.parametrize("path", ["/v1/conversations", "/v1/conversations/conv_1"])
 async def test_a_body_that_never_finishes_is_a_408(path: str) -> None:
-    parts = [{"type": "http.request", "body": b'{"metadata": ', "more_body": True}]
-    sent: list[Message] = []
-
-    async def receive() -> Message:
-        if parts:
-            return parts.pop()
-        await asyncio.Event().wait()
-        raise AssertionError
-
-    async def send(message: Message) -> None:
-        sent.append(message)
-
-    scope = {
-        "type": "http",
-        "method": "POST",
-        "path": path,
-        "query_string": b"",
-        "headers": [(b"content-type", b"application/json"), (b"content-length", b"40")],
-    }
-    await asyncio.wait_for(build(body_timeout=0.1)(scope, receive, send), timeout=5)
+    sent = await stalled(build(body_timeout=0.1), path, b'{"metadata": ')
     assert sent[0]["status"] == 408

@@ -49,7 +49,7 @@ from stateway.surfaces.http.responses import INLINE_DECODE_BYTES, ResponsesRoute
 from stateway.surfaces.http.service import ServiceRoutes
 from tests.core.fakes import MemoryStore, ScriptedBackend
 from tests.protocols.responses.test_decode import json_values
-from tests.surfaces.http.asgi import Reply, call
+from tests.surfaces.http.asgi import Reply, call, stalled
 
 OK: list[Delta | GatewayError] = [TextDelta("ok"), UsageReport(Usage(3, 1)), Finish("stop")]
 
@@ -502,27 +502,7 @@ async def test_a_non_json_content_type_is_refused() -> None:
 async def test_a_body_that_never_finishes_is_refused_as_hosted_refuses_it(path: str) -> None:
     """A 400 naming ``request_body_timeout`` (the SDK's ``BetaRequestBodyTimeoutError``,
     which it does not retry), where the OpenAI routes answer 408; the connection closed."""
-    scope = {
-        "type": "http",
-        "method": "POST",
-        "path": path,
-        "query_string": b"",
-        "headers": [(b"content-type", b"application/json"), (b"content-length", b"40")],
-    }
-    parts: list[AsgiMessage] = [{"type": "http.request", "body": b'{"model": ', "more_body": True}]
-    never = asyncio.Event()
-    sent: list[AsgiMessage] = []
-
-    async def receive() -> AsgiMessage:
-        if parts:
-            return parts.pop()
-        await never.wait()
-        return {"type": "http.disconnect"}
-
-    async def send(message: AsgiMessage) -> None:
-        sent.append(message)
-
-    await asyncio.wait_for(build(body_timeout=0.1)(scope, receive, send), timeout=5)
+    sent = await stalled(build(body_timeout=0.1), path, b'{"model": ')
     assert sent[0]["status"] == 400
     assert (b"connection", b"close") in sent[0]["headers"]
     error = orjson.loads(sent[1]["body"])["error"]

@@ -25,7 +25,7 @@ from stateway.surfaces.http.app import build_http_app
 from stateway.surfaces.http.responses import ResponsesRoutes
 from stateway.surfaces.http.service import ServiceRoutes
 from tests.core.fakes import MemoryStore, ScriptedBackend
-from tests.surfaces.http.asgi import call
+from tests.surfaces.http.asgi import call, stalled
 
 STREAM = b'{"model": "m", "input": "hi", "stream": true}'
 SHAPE = {"message", "type", "param", "code"}
@@ -153,34 +153,7 @@ async def test_client_leaving_while_the_status_is_held_cancels_the_run() -> None
 )
 async def test_body_that_never_finishes_is_a_408_that_closes_the_connection(path: str) -> None:
     app = build(ScriptedBackend([Finish("stop")]), body_timeout=0.2)
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": path,
-        "raw_path": path.encode(),
-        "query_string": b"",
-        "headers": [(b"content-type", b"application/json"), (b"content-length", b"40")],
-        "client": ("127.0.0.1", 1),
-        "server": ("127.0.0.1", 80),
-        "state": {},
-    }
-    parts = [{"type": "http.request", "body": b'{"model": "m", ', "more_body": True}]
-    never = asyncio.Event()
-    sent: list[Message] = []
-
-    async def receive() -> Message:
-        if parts:
-            return parts.pop()
-        await never.wait()
-        return {"type": "http.disconnect"}
-
-    async def send(message: Message) -> None:
-        sent.append(message)
-
-    await asyncio.wait_for(app(scope, receive, send), timeout=5)
+    sent = await stalled(app, path, b'{"model": "m", ')
     assert sent[0]["status"] == 408
     assert (b"connection", b"close") in sent[0]["headers"]
     error = orjson.loads(sent[1]["body"])["error"]
