@@ -123,3 +123,18 @@ async def stalled(app: ASGIApp, path: str, start: bytes) -> list[Message]:
 
     await asyncio.wait_for(app(scope, receive, send), timeout=5)
     return sent
+
+
+def opening_after_keep_alives(gate: asyncio.Event, count: int = 2) -> Callable[[Message], None]:
+    """A ``watch`` for :func:`call` that sets ``gate`` once the app has sent ``count``
+    keep-alive comments (a silent stream's model answers only then)."""
+    seen = 0
+
+    def watch(message: Message) -> None:
+        nonlocal seen
+        if message.get("body", b"") == b": keep-alive\n\n":
+            seen += 1
+            if seen == count:
+                gate.set()
+
+    return watch

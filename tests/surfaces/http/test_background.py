@@ -22,7 +22,7 @@ from stateway.surfaces.http.responses import ResponsesRoutes
 from stateway.surfaces.http.service import ServiceRoutes
 from stateway.surfaces.http.sse import SSEResponse, Watcher
 from tests.core.fakes import MemoryStore, ScriptedBackend
-from tests.surfaces.http.asgi import call
+from tests.surfaces.http.asgi import call, opening_after_keep_alives
 from tests.surfaces.http.test_responses import events
 
 BACKGROUND = b'{"model": "m", "input": "hi", "background": true}'
@@ -117,14 +117,7 @@ async def test_a_silent_background_stream_gets_keep_alive_comments_at_the_routes
     """Streamed as created or read with ``stream=true``: the route's keep-alive interval,
     not the default 15 s, so a proxy with a shorter idle timeout keeps the stream open."""
     gate = asyncio.Event()
-    comments = 0
-
-    def watch(message: Message) -> None:
-        nonlocal comments
-        if message.get("body", b"") == b": keep-alive\n\n":
-            comments += 1
-            if comments == 2:
-                gate.set()
+    watch = opening_after_keep_alives(gate)
 
     app, gateway = build(ScriptedBackend([TextDelta("a"), Finish("stop")], gate), keepalive=0.05)
     if read:
@@ -138,7 +131,7 @@ async def test_a_silent_background_stream_gets_keep_alive_comments_at_the_routes
     await settled(gateway)
 
     assert reply.status == 200
-    assert comments == 2
+    assert reply.body.count(b": keep-alive\n\n") == 2
     assert events(reply.body)[-1]["type"] == "response.completed"
 
 

@@ -54,7 +54,7 @@ from stateway.surfaces.http.responses import INLINE_DECODE_BYTES, ResponsesRoute
 from stateway.surfaces.http.service import ServiceRoutes
 from tests.core.fakes import MemoryStore, ScriptedBackend
 from tests.protocols.responses.test_decode import json_values
-from tests.surfaces.http.asgi import Reply, call, stalled
+from tests.surfaces.http.asgi import Reply, call, opening_after_keep_alives, stalled
 from tests.surfaces.http.test_responses import expiring
 
 OK: list[Delta | GatewayError] = [TextDelta("ok"), UsageReport(Usage(3, 1)), Finish("stop")]
@@ -703,19 +703,12 @@ async def test_a_translated_answer_goes_out_holding_no_parsed_body(
 
 async def test_a_silent_translated_stream_gets_keep_alive_comments_at_the_routes_interval() -> None:
     gate = asyncio.Event()
-    comments = 0
-
-    def watch(message: Message) -> None:
-        nonlocal comments
-        if message.get("body", b"") == b": keep-alive\n\n":
-            comments += 1
-            if comments == 2:
-                gate.set()
+    watch = opening_after_keep_alives(gate)
 
     app = build(ScriptedBackend([TextDelta("a")], gate), keepalive=0.05)
     reply = await asyncio.wait_for(post(app, body(stream=True), watch=watch), timeout=10)
     assert reply.status == 200
-    assert comments == 2
+    assert reply.body.count(b": keep-alive\n\n") == 2
     assert reply.body.endswith(b"data: [DONE]\n\n")
 
 
