@@ -138,23 +138,27 @@ async def test_a_server_not_deferred_beside_a_tool_search_is_offered() -> None:
 
 def test_search_outputs_name_the_loaded_tools_of_each_server_once() -> None:
     tools = [
+        {"type": "mcp"},  # names no server
+        "junk",
         {"type": "mcp", "server_label": "a", "allowed_tools": ["x", "y"]},
         {"type": "mcp", "server_label": "a", "allowed_tools": {"tool_names": ["y", "z"]}},
         {"type": "mcp", "server_label": "b", "allowed_tools": ["x"]},
         {"type": "mcp", "server_label": "b"},  # all of b's
         {"type": "mcp", "server_label": "b", "allowed_tools": ["w"]},  # still all
-        {"type": "mcp"},  # names no server
         {"type": "function", "name": "f"},
-        "junk",
+        {"type": "mcp", "server_label": "c", "allowed_tools": ["v"]},
     ]
-    assert loaded_mcp(tools) == {"a": ("x", "y", "z"), "b": None}
+    assert loaded_mcp(tools) == {"a": ("x", "y", "z"), "b": None, "c": ("v",)}
 
 
 def test_loading_a_servers_tools_offers_only_its_deferred_ones() -> None:
     binding = McpBinding(DOCS, None, False, Approval(False), deferred=True)
     other = McpBinding(DOCS.__class__("other", "http://other.test"), None, False, Approval(False))
     catalog = Catalog([])
-    for entry in [*entries(binding, [ADD, SLOW, BOOM], defer=True), *entries(other, [ADD])]:
+    for entry in [
+        *entries(binding, [ADD, SLOW, BOOM], defer=True),
+        *entries(other, [ADD], defer=True),
+    ]:
         catalog.add(entry)
     assert [tool["name"] for tool in catalog.model_tools()] == ["other__add"]
     assert catalog.load_mcp([{"type": "mcp", "server_label": "other"}]) == []
@@ -188,3 +192,27 @@ async def test_a_choice_of_a_deferred_server_or_its_tool_is_sent_as_auto() -> No
     first, second = setup.backend.requests
     assert (first.tool_choice, offered(first)) == ("auto", ["tool_search"])
     assert (second.tool_choice, offered(second)) == ("auto", ["tool_search"])
+
+
+async def test_a_search_loads_a_deferred_function_and_a_servers_tool_together() -> None:
+    """The search's description lists a deferred namespace beside the server, and one
+    search may load a function and a server's tool, both told to the model."""
+    crm = {
+        "type": "namespace",
+        "name": "crm",
+        "description": "Customer records.",
+        "defer_loading": True,
+        "tools": [{"type": "function", "name": "add_note", "description": "Add a note"}],
+    }
+    setup = Setup([tools_round(call("tool_search", {"query": "add"})), answer()])
+    run = await setup.create([crm, DEFERRED, SERVER])
+    found = run.state.output[2]
+    assert [tool["type"] for tool in found["tools"]] == ["namespace", "mcp"]
+    first, second = setup.backend.requests
+    description = search_description(first)
+    assert "- crm (a group of tools): Customer records." in description
+    assert "- docs (the tools of an MCP server): Arithmetic and slow jobs." in description
+    assert offered(second) == ["crm__add_note", "tool_search", "docs__add"]
+    assert model_items(second.items)[-1]["output"] == (
+        "Loaded tools: crm__add_note, docs__add. They can be called now."
+    )

@@ -155,7 +155,7 @@ class Discovery:
 
 
 def listed_entries(
-    context: list[Item], bindings: list[McpBinding], budget: int, *, defer: bool = False
+    context: list[Item], bindings: list[McpBinding], budget: int, *, defer: bool
 ) -> list[Entry]:
     """The entries a response would offer of ``bindings``' tools as the last listings in
     ``context`` show them, asking no server (a server no turn listed: none), within
@@ -179,7 +179,7 @@ def _entries(
     shown: Mapping[str, list[McpTool]],
     budget: int,
     *,
-    defer: bool = False,
+    defer: bool,
 ) -> list[Entry]:
     """Each binding's tools among those ``shown`` by its label that it offers, in the order
     the servers are declared, within one budget of ``budget`` offered tools."""
