@@ -68,9 +68,8 @@ async def test_a_gateway_search_loads_the_tools_it_finds_of_a_deferred_server() 
     assert (added["status"], added["output"]) == ("completed", "5")
     first, second, third = setup.backend.requests
     assert offered(first) == ["tool_search"]  # the server's tools held back
-    assert "- docs (the tools of an MCP server): Arithmetic and slow jobs." in (
-        search_description(first)
-    )
+    listed_once = "- docs (the tools of an MCP server): Arithmetic and slow jobs."
+    assert search_description(first).count(listed_once) == 1  # once, not once a tool
     assert offered(second) == ["tool_search", "docs__add"]
     assert model_items(second.items)[-1]["output"] == (
         "Loaded tools: docs__add. They can be called now."
