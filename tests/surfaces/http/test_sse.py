@@ -7,7 +7,7 @@ import gc
 import logging
 import time
 import weakref
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Awaitable, Callable
 
 import pytest
 from starlette.responses import Response
@@ -123,7 +123,6 @@ async def test_a_stream_whose_credential_expires_ends_with_its_error_frame() -> 
 async def test_a_stream_whose_credential_expires_before_it_opens_is_refused() -> None:
     """The status line not sent yet, the refusal is the 401 itself (the route's error
     answer), not a stream; without an error answer the error is raised to the app's."""
-    answered: list[GatewayError] = []
 
     async def frames() -> AsyncGenerator[tuple[bytes, bool], None]:
         yield b"", True  # never reached
@@ -131,22 +130,13 @@ async def test_a_stream_whose_credential_expires_before_it_opens_is_refused() ->
     async def opening() -> None:
         await asyncio.Event().wait()  # no output yet
 
-    def refusal(error: GatewayError) -> Response:
-        answered.append(error)
-        return Response(error.code, status_code=error.status)
-
-    sent: list[Message] = []
-
-    async def send(message: Message) -> None:
-        sent.append(message)
-
-    response = SSEResponse(
-        frames(), lambda: None, opening=opening, error_response=refusal, ending=ending
-    )
-    await asyncio.wait_for(response(expiring(0.05), never_leaves, send), 5)
+    sent, answered = await refused_before_opening(opening, expiring(0.05))
     [error] = answered
     assert isinstance(error, CredentialRevoked)
     assert (sent[0]["status"], sent[1]["body"]) == (401, b"invalid_api_key")
+
+    async def send(message: Message) -> None:
+        sent.append(message)
 
     unanswered = SSEResponse(frames(), lambda: None, opening=opening, ending=ending)
     with pytest.raises(CredentialRevoked, match="expired"):
@@ -251,24 +241,10 @@ async def test_a_stream_under_an_expiring_credential_failing_before_it_opens_is_
     still answered with the failure's own HTTP error (the route's answer), not a
     stream."""
 
-    async def frames() -> AsyncGenerator[tuple[bytes, bool], None]:
-        yield b"", True  # never reached
-
     async def opening() -> None:
         raise UpstreamError("The model server failed.", status=502)
 
-    def refusal(error: GatewayError) -> Response:
-        return Response(error.code, status_code=error.status)
-
-    sent: list[Message] = []
-
-    async def send(message: Message) -> None:
-        sent.append(message)
-
-    response = SSEResponse(
-        frames(), lambda: None, opening=opening, error_response=refusal, ending=ending
-    )
-    await asyncio.wait_for(response(expiring(3600), never_leaves, send), 5)
+    sent, _ = await refused_before_opening(opening, expiring(3600))
     assert (sent[0]["status"], sent[1]["body"]) == (502, b"upstream_error")
 
 
@@ -359,3 +335,30 @@ async def test_a_keep_alive_that_cannot_be_written_ends_the_stream_as_a_client_g
     await asyncio.wait_for(response(PLAIN, never_leaves, send), 5)
     assert sent == [b"", b"data: 0\n\n"]  # the status line's message, then the first frame
     assert left == [None]
+
+
+async def refused_before_opening(
+    opening: Callable[[], Awaitable[None]], scope: Scope
+) -> tuple[list[Message], list[GatewayError]]:
+    """A stream under ``scope`` that ends before it opens (``opening`` never returns, or
+    fails), answered by the route's error answer (its code, with its status): what was
+    sent, and the errors answered."""
+    answered: list[GatewayError] = []
+
+    async def frames() -> AsyncGenerator[tuple[bytes, bool], None]:
+        yield b"", True  # never reached
+
+    def refusal(error: GatewayError) -> Response:
+        answered.append(error)
+        return Response(error.code, status_code=error.status)
+
+    sent: list[Message] = []
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    response = SSEResponse(
+        frames(), lambda: None, opening=opening, error_response=refusal, ending=ending
+    )
+    await asyncio.wait_for(response(scope, never_leaves, send), 5)
+    return sent, answered
