@@ -176,6 +176,7 @@ def test_a_setting_on_no_line_is_named_with_the_file_alone(tmp_path: Path) -> No
         ("STATEWAY_TRACING", "maybe", "tracing.enabled"),
         ("STATEWAY_RETENTION", "3x", "storage.retention"),
         ("STATEWAY_DATABASE_TIMEOUT", "soon", "storage.database_timeout"),
+        ("STATEWAY_DATABASE_MAX_CONNECTIONS", "0", "storage.max_connections"),
         ("STATEWAY_REDIS_URL", "http://h", "coordination.redis_url"),
         ("STATEWAY_WEBSOCKET_MAX_REQUESTS", "many", "websocket.max_requests"),
         ("STATEWAY_MAX_TOOL_ROUNDS", "0", "loop.max_rounds"),

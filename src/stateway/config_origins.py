@@ -26,7 +26,7 @@ from pydantic import BaseModel, ValidationError
 
 from stateway.coordination_config import COORDINATION_ENV, RATE_LIMITS_ENV
 from stateway.server_config import SERVER_ENV
-from stateway.storage_config import DATABASE_TIMEOUT_ENV, RETENTION_ENV
+from stateway.storage_config import STORAGE_ENV
 from stateway.telemetry_config import TELEMETRY_ENV
 from stateway.tool_config import TOOL_ENV
 from stateway.websocket_config import WebSocketConfig
@@ -40,10 +40,7 @@ _NAME_PART = re.compile(r'"(?:[^"\\]|\\.)*"|\'[^\']*\'|[^.\s]+')
 def setting_variables() -> dict[str, Location]:
     """Every ``STATEWAY_*`` variable that sets one setting over the file's, with it (the
     flags' variables, and ``[security]``'s, are :mod:`stateway.config`'s)."""
-    variables: dict[str, Location] = {
-        DATABASE_TIMEOUT_ENV: ("storage", "database_timeout"),
-        RETENTION_ENV: ("storage", "retention"),
-    }
+    variables: dict[str, Location] = {var: ("storage", key) for key, var in STORAGE_ENV.items()}
     variables |= {var: ("server", key) for key, (var, _) in SERVER_ENV.items()}
     variables |= {var: ("coordination", key) for key, var in COORDINATION_ENV.items()}
     variables |= {var: ("rate_limits", key) for key, var in RATE_LIMITS_ENV.items()}

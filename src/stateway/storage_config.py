@@ -1,7 +1,8 @@
 """The configuration's ``[storage]`` table: where responses are kept, how long to wait
-for that database, and how long stored responses are kept. Environment:
-``STATEWAY_DATABASE`` (also the ``--database`` flag, read with the other flags in
-:mod:`stateway.config`), ``STATEWAY_DATABASE_TIMEOUT``, ``STATEWAY_RETENTION``.
+for that database, how many connections to hold, and how long stored responses are kept.
+Environment: ``STATEWAY_DATABASE`` (also the ``--database`` flag, read with the other
+flags in :mod:`stateway.config`), ``STATEWAY_DATABASE_TIMEOUT``,
+``STATEWAY_DATABASE_MAX_CONNECTIONS``, ``STATEWAY_RETENTION``.
 """
 
 from __future__ import annotations
@@ -13,10 +14,14 @@ from pydantic import Field, field_validator
 
 from stateway.config_section import Section
 from stateway.durations import EXAMPLES, duration_seconds
-from stateway.storage.sql.engine import async_url
+from stateway.storage.sql.engine import MAX_CONNECTIONS, async_url
 
-DATABASE_TIMEOUT_ENV: Final = "STATEWAY_DATABASE_TIMEOUT"
-RETENTION_ENV: Final = "STATEWAY_RETENTION"
+STORAGE_ENV: Final = {
+    "database_timeout": "STATEWAY_DATABASE_TIMEOUT",
+    "max_connections": "STATEWAY_DATABASE_MAX_CONNECTIONS",
+    "retention": "STATEWAY_RETENTION",
+}
+"""The ``[storage]`` setting each environment variable sets."""
 
 
 class StorageConfig(Section):
@@ -28,7 +33,13 @@ class StorageConfig(Section):
     answering without closing (a network partition, a frozen host) fails the statement
     after it, cancelled (a request's 503; a run ends failed, "could not be stored"),
     rather than holding it; opening a connection waits 10 s at most, or this when
-    shorter. Not applicable to SQLite."""
+    shorter. A statement finding every connection taken waits this long for one. Not
+    applicable to SQLite."""
+    max_connections: int = Field(default=MAX_CONNECTIONS, ge=1)
+    """PostgreSQL: connections a gateway process holds at most (10 kept open, the rest
+    opened when needed). Each replica holds its own, against the server's own
+    ``max_connections`` (100 by default): keep replicas x this below it, with room for
+    migrations and other clients. Not applicable to SQLite."""
 
     retention: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     """Seconds a stored response is kept after it was created (``"30d"``, ``"12h"``, or a
@@ -58,9 +69,8 @@ class StorageConfig(Section):
 
 
 def apply_storage_env(data: dict[str, Any], env: Mapping[str, str]) -> None:
-    """Set ``[storage] database_timeout`` and ``retention`` from the environment (over the
-    file's) in ``data``, the file's tables."""
-    if env.get(DATABASE_TIMEOUT_ENV):
-        data["storage"] = {**data.get("storage", {}), "database_timeout": env[DATABASE_TIMEOUT_ENV]}
-    if env.get(RETENTION_ENV):
-        data["storage"] = {**data.get("storage", {}), "retention": env[RETENTION_ENV]}
+    """Set ``[storage] database_timeout``, ``max_connections`` and ``retention`` from the
+    environment (over the file's) in ``data``, the file's tables."""
+    for key, variable in STORAGE_ENV.items():
+        if env.get(variable):
+            data["storage"] = {**data.get("storage", {}), key: env[variable]}

@@ -141,13 +141,22 @@ class GatewayParts:
         await self.runs.settle()
 
 
+def _configured_store(config: Config) -> SqlResponseStore:
+    """A store over the configured database, within its ``[storage]`` bounds."""
+    return open_store(
+        config.database_url,
+        timeout=config.storage.database_timeout,
+        max_connections=config.storage.max_connections,
+    )
+
+
 async def open_gateway(compiled: Compiled, flags: Overrides) -> GatewayParts:
     """The gateway as ``stateway serve`` runs it: over the configured database, with its
     server key loaded once (configured, else the database's, generated on first start;
     ``[security]`` is read at start-up only): the key of its sealer and, through a
     sub-key, of each tenant's cache salt."""
     config = compiled.config
-    store = open_store(config.database_url, timeout=config.storage.database_timeout)
+    store = _configured_store(config)
     try:
         key = await open_server_key(config, store)
     except BaseException:
@@ -208,7 +217,7 @@ def build_gateway(
     (``open_gateway`` always gives both)."""
     config = compiled.config
     if store is None:
-        sql_store = open_store(config.database_url, timeout=config.storage.database_timeout)
+        sql_store = _configured_store(config)
         store, conversations = sql_store, SqlConversationStore(sql_store)
         leases = SqlOwnerLeases(sql_store)
         usage = SqlUsageLedger(sql_store.reader)

@@ -46,6 +46,12 @@ with), and a new one reaches that primary. A write through the engine itself (a
 lease's, a conversation's) refused so invalidates its connection
 (:func:`_replace_read_only`), as the writer does its own, so such writes heal by
 themselves, no probe nor save between.
+
+A process holds ``max_connections`` PostgreSQL connections at most (``POOL_SIZE`` kept
+open, the rest opened as needed and closed once let go): with several replicas, each
+counts against the server's own ``max_connections``. A statement finding all of them
+taken waits for one, ``timeout`` seconds at most (a 503 after, as for a statement gone
+silent).
 """
 
 from __future__ import annotations
@@ -91,6 +97,15 @@ _WAL = "PRAGMA journal_mode=WAL"
 CONNECT_TIMEOUT: Final = 10.0
 """Seconds opening a PostgreSQL connection may take (or the statement ``timeout``, when
 shorter)."""
+
+MAX_CONNECTIONS: Final = 30
+"""PostgreSQL connections a process holds at most, by default."""
+POOL_SIZE: Final = 10
+"""PostgreSQL connections a process keeps open (fewer when ``max_connections`` is)."""
+
+_POOL_TIMEOUT: Final = 30.0
+"""Seconds a statement waits for a pooled PostgreSQL connection, with no ``timeout``
+(SQLAlchemy's default)."""
 
 _SQLITE_EXAMPLE: Final = "sqlite:///path/to/stateway.db"
 _EXAMPLES: Final = f"{_SQLITE_EXAMPLE} or postgresql://user@host:5432/dbname"
@@ -215,10 +230,13 @@ def _cause(exc: OSError) -> str:
     return said if exc.filename is None else f"{said}: {exc.filename}"
 
 
-def create_engine(url: str, *, timeout: float | None = None) -> AsyncEngine:
+def create_engine(
+    url: str, *, timeout: float | None = None, max_connections: int = MAX_CONNECTIONS
+) -> AsyncEngine:
     """An async engine for ``url``, with pragmas (SQLite) and pool settings applied.
     ``timeout``: PostgreSQL only, the seconds each statement may wait for its answer
-    (None: as long as it takes, as migrations may).
+    (None: as long as it takes, as migrations may), and for a pooled connection (None:
+    ``_POOL_TIMEOUT``). ``max_connections``: PostgreSQL only, the connections held at most.
 
     Creating the SQLite file (empty, owner-only: the module's doc) and its parent directory
     is the only I/O done here; connections are opened lazily.
@@ -240,10 +258,12 @@ def create_engine(url: str, *, timeout: float | None = None) -> AsyncEngine:
         )
         event.listen(engine.sync_engine, "connect", apply_sqlite_pragmas)
         return engine
+    kept = min(POOL_SIZE, max_connections)
     engine = create_async_engine(
         target,
-        pool_size=10,
-        max_overflow=20,
+        pool_size=kept,
+        max_overflow=max_connections - kept,
+        pool_timeout=_POOL_TIMEOUT if timeout is None else timeout,
         # No pool_pre_ping: with asyncpg it costs three round trips (BEGIN, ping, ROLLBACK)
         # on every checkout, i.e. every request. A connection the server ended is replaced
         # as it is taken instead (Replacement); one found dead only as it is used fails

@@ -42,7 +42,7 @@ from stateway.storage.sql import conversation_queries as cq
 from stateway.storage.sql import queries, references
 from stateway.storage.sql.accounting import usage_columns
 from stateway.storage.sql.conversation_rows import appended_rows, claim_row, end_row, refusal
-from stateway.storage.sql.engine import create_engine
+from stateway.storage.sql.engine import MAX_CONNECTIONS, create_engine
 from stateway.storage.sql.errors import storage_errors
 from stateway.storage.sql.group_commit import GroupCommitter, Rows
 from stateway.storage.sql.ping import Ping
@@ -70,12 +70,14 @@ claim before the row it lets in, its items appended before it lets go; a write p
 (:mod:`~.ping`) last."""
 
 
-def open_store(url: str, *, timeout: float | None = None) -> SqlResponseStore:
+def open_store(
+    url: str, *, timeout: float | None = None, max_connections: int = MAX_CONNECTIONS
+) -> SqlResponseStore:
     """A store for the database at ``url``, each PostgreSQL statement waiting ``timeout``
-    seconds at most for its answer (:func:`~stateway.storage.sql.engine.create_engine`).
-    Opens no connection and does not migrate: call
-    :func:`~stateway.storage.sql.migrator.migrate` first."""
-    return SqlResponseStore(create_engine(url, timeout=timeout))
+    seconds at most for its answer, over ``max_connections`` PostgreSQL connections at
+    most (:func:`~stateway.storage.sql.engine.create_engine`). Opens no connection and
+    does not migrate: call :func:`~stateway.storage.sql.migrator.migrate` first."""
+    return SqlResponseStore(create_engine(url, timeout=timeout, max_connections=max_connections))
 
 
 class SqlResponseStore:
