@@ -35,8 +35,8 @@ from pydantic import Field, field_validator, model_validator
 
 from stateway.config_section import Section, VariableName
 from stateway.core.errors import InvalidRequest
-from stateway.core.tools.catalog import WEB_SEARCH_TYPES
 from stateway.core.tools.mcp_binding import carries_credentials, http_url
+from stateway.core.tools.tool_types import WEB_SEARCH_TYPES
 from stateway.protocols.responses.tools.decode import decode_tools
 
 _NOT_HTTP = "must be an http:// or https:// URL naming a host (and a port from 0 to 65535, if any)"

@@ -8,10 +8,11 @@ from __future__ import annotations
 from typing import Any
 
 from stateway.core.inference import InferenceRequest
-from stateway.core.tools.catalog import Catalog, loaded_mcp
+from stateway.core.tools.catalog import Catalog
 from stateway.core.tools.history import model_items
 from stateway.core.tools.mcp import entries
 from stateway.core.tools.mcp_binding import Approval, McpBinding
+from stateway.core.tools.search_output import loaded_mcp
 from stateway.core.tools.search_syntax import searched_text
 from tests.core.tools.test_tool_loop import (
     ADD,

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from stateway.core.items import MESSAGE, Item
 from stateway.core.routing import Candidate
 from stateway.core.token_estimate import item_tokens
-from stateway.core.tools.catalog import ADDITIONAL_TOOLS
+from stateway.core.tools.tool_types import ADDITIONAL_TOOLS
 
 _PINNED_ROLES = frozenset({"system", "developer"})
 

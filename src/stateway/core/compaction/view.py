@@ -43,7 +43,7 @@ from stateway.core.compaction.prompt import SUMMARY_PREFIX
 from stateway.core.items import MESSAGE, REASONING, Item
 from stateway.core.ports import Sealer
 from stateway.core.reasoning import REDACTED, unwrapped_thinking
-from stateway.core.tools.catalog import ADDITIONAL_TOOLS
+from stateway.core.tools.tool_types import ADDITIONAL_TOOLS
 
 _KEPT_ROLES = frozenset({"system", "developer", "user"})
 _STANDALONE_KEPT_ROLES = frozenset({"system", "developer"})

@@ -54,72 +54,20 @@ from typing import Any, Final, Literal
 from stateway.core.items import Item
 from stateway.core.tools import client_hosted, custom_tools
 from stateway.core.tools.model_names import GatewayNames, apart_name, model_name
-
-WEB_SEARCH_TYPES: Final = frozenset(
-    {"web_search", "web_search_2025_08_26", "web_search_preview", "web_search_preview_2025_03_11"}
+from stateway.core.tools.search_output import loaded, loaded_mcp
+from stateway.core.tools.tool_types import (
+    CUSTOM,
+    DEFER,
+    NAMESPACE,
+    TOOL_SEARCH,
+    WEB_SEARCH_TYPES,
+    search_execution,
 )
-"""The types of the hosted web search tool (the SDK's ``WebSearchTool`` and
-``WebSearchPreviewTool``, dated versions among them): each is the gateway's web search."""
-NAMESPACE: Final = "namespace"
-CUSTOM: Final = "custom"
-ADDITIONAL_TOOLS: Final = "additional_tools"
-"""An input item (role ``developer``) whose ``tools`` join the request's declared tools.
-It stays in the stored context as sent and never reaches a model as a message."""
-OFFERED: Final = frozenset({"function", CUSTOM, NAMESPACE})
-"""The declared types offered to the model as they are declared (a ``namespace`` by its
-members): what ``additional_tools`` and ``tool_search_output`` items may offer."""
-CLIENT_TYPES: Final = OFFERED | client_hosted.TOOL_TYPES
-"""Client-owned tool types the gateway models (offered to any upstream as functions)."""
-TOOL_SEARCH: Final = "tool_search"
-DEFER: Final = "defer_loading"
 
 
 def model_tools(tools: list[Item]) -> list[Item]:
     """The declared tools as the function tools the model is offered."""
     return Catalog(tools).model_tools()
-
-
-def loaded(tools: Iterable[Any]) -> list[Item]:
-    """The offered kinds among a ``tool_search_output``'s tools, without ``defer_loading``
-    (a loaded tool is offered, whatever its definition says)."""
-    out: list[Item] = []
-    for tool in tools:
-        if not isinstance(tool, dict) or tool.get("type") not in OFFERED:
-            continue
-        copy = {k: v for k, v in tool.items() if k != DEFER}
-        if copy.get("type") == NAMESPACE:
-            copy["tools"] = [
-                {k: v for k, v in m.items() if k != DEFER} for m in tool.get("tools") or ()
-            ]
-        out.append(copy)
-    return out
-
-
-def loaded_mcp(tools: Iterable[Any]) -> dict[str, tuple[str, ...] | None]:
-    """The MCP servers' tools a ``tool_search_output``'s ``mcp`` entries load, by server
-    label: their names in the order given, each once (``allowed_tools``: a list, or a
-    filter's ``tool_names``), None for all of the server's (an entry naming none)."""
-    out: dict[str, tuple[str, ...] | None] = {}
-    for tool in tools:
-        if not isinstance(tool, dict) or tool.get("type") != "mcp":
-            continue
-        label = tool.get("server_label")
-        if not isinstance(label, str):
-            continue
-        allowed = tool.get("allowed_tools")
-        if isinstance(allowed, dict):
-            allowed = allowed.get("tool_names")
-        if not isinstance(allowed, list):
-            out[label] = None
-        elif label not in out or out[label] is not None:
-            names = (*(out.get(label) or ()), *(n for n in allowed if isinstance(n, str)))
-            out[label] = tuple(dict.fromkeys(names))
-    return out
-
-
-def search_execution(tool: Item) -> Literal["client", "server"]:
-    """Who runs a ``tool_search`` tool's searches: the gateway unless it says ``client``."""
-    return "client" if tool.get("execution") == "client" else "server"
 
 
 Kind = Literal[
@@ -191,8 +139,8 @@ class Catalog:
         self._offer(tools, defer=defer)
 
     def load(self, tools: list[Item]) -> list[str]:
-        """Offer the tools a search loaded (see :func:`loaded`, and :meth:`load_mcp`); the
-        model-visible names newly offered."""
+        """Offer the tools a search loaded (:func:`.search_output.loaded`, and
+        :meth:`load_mcp`); the model-visible names newly offered."""
         return self._offer(loaded(tools), defer=False) + self.load_mcp(tools)
 
     def load_mcp(self, tools: Iterable[Any]) -> list[str]:

@@ -32,7 +32,7 @@ from typing import Final
 
 from stateway.core.errors import ToolNameConflict, ToolReferenceUnresolved
 from stateway.core.items import Item
-from stateway.core.tools.catalog import CUSTOM, WEB_SEARCH_TYPES
+from stateway.core.tools.tool_types import CUSTOM, WEB_SEARCH_TYPES
 
 WEB_SEARCH: Final = "web_search"
 """The name the web search server tool is referenced by."""

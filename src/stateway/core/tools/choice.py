@@ -22,13 +22,8 @@ from typing import Any, Final
 
 from stateway.core.errors import InvalidRequest
 from stateway.core.items import TOOL_SEARCH_OUTPUT, Item
-from stateway.core.tools.catalog import (
-    ADDITIONAL_TOOLS,
-    CUSTOM,
-    NAMESPACE,
-    WEB_SEARCH_TYPES,
-    members,
-)
+from stateway.core.tools.catalog import members
+from stateway.core.tools.tool_types import ADDITIONAL_TOOLS, CUSTOM, NAMESPACE, WEB_SEARCH_TYPES
 
 _SAME_KIND: Final = {
     **dict.fromkeys(WEB_SEARCH_TYPES, "web_search"),

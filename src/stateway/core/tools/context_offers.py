@@ -5,7 +5,7 @@ the decoder adds a request's own to its declared tools, :func:`with_context_tool
 of earlier turns, each name once (a tool declared again keeps its declaration). A
 ``tool_search_output`` item's tools were loaded by a search (an earlier one, or the
 client's answer to its own): offered from then on, ``defer_loading`` dropped
-(:func:`~.catalog.loaded`), while the context holds it: a compaction's model view leaves
+(:func:`~.search_output.loaded`), while the context holds it: a compaction's model view leaves
 it out (:mod:`stateway.core.compaction.view`), so after one what it loaded is offered no
 more, on later turns as in the rounds after it (:meth:`~.session.ToolSession.compacted`).
 A route's feature stages are shown what the context adds
@@ -17,15 +17,10 @@ from __future__ import annotations
 
 from stateway.core.items import TOOL_SEARCH_OUTPUT, Item
 from stateway.core.tools import client_hosted
-from stateway.core.tools.catalog import (
-    ADDITIONAL_TOOLS,
-    CLIENT_TYPES,
-    OFFERED,
-    Catalog,
-    loaded,
-    members,
-)
+from stateway.core.tools.catalog import Catalog, members
 from stateway.core.tools.model_names import model_name
+from stateway.core.tools.search_output import loaded
+from stateway.core.tools.tool_types import ADDITIONAL_TOOLS, CLIENT_TYPES, OFFERED
 
 
 def with_context_tools(tools: list[Item], context: list[Item]) -> list[Item]:

@@ -86,7 +86,6 @@ from stateway.core.items import (
 from stateway.core.logprobs import without_tokens
 from stateway.core.tools import client_hosted
 from stateway.core.tools.call_order import in_call_order
-from stateway.core.tools.catalog import ADDITIONAL_TOOLS
 from stateway.core.tools.model_names import (
     TOOL_SEARCH_FUNCTION,
     WEB_SEARCH_FUNCTION,
@@ -101,6 +100,7 @@ from stateway.core.tools.result_text import (
     tool_search_output,
     web_search_output,
 )
+from stateway.core.tools.tool_types import ADDITIONAL_TOOLS
 
 REWRITTEN_ITEM_TYPES: Final = frozenset(
     {

@@ -7,8 +7,9 @@ from __future__ import annotations
 import orjson
 
 from stateway.core.items import Item
-from stateway.core.tools.catalog import NAMESPACE, loaded, loaded_mcp
 from stateway.core.tools.model_names import model_name
+from stateway.core.tools.search_output import loaded, loaded_mcp
+from stateway.core.tools.tool_types import NAMESPACE
 
 
 def mcp_output(item: Item) -> str:

@@ -28,9 +28,10 @@ import orjson
 from stateway.core.ids import new_id
 from stateway.core.items import TOOL_SEARCH_CALL, TOOL_SEARCH_OUTPUT, Item
 from stateway.core.tools import search_syntax
-from stateway.core.tools.catalog import NAMESPACE, Entry, search_execution
+from stateway.core.tools.catalog import Entry
 from stateway.core.tools.model_names import TOOL_SEARCH_FUNCTION
 from stateway.core.tools.ports import ToolError, ToolFailure
+from stateway.core.tools.tool_types import NAMESPACE, search_execution
 
 PARAMETERS: Final[Item] = {
     "type": "object",

@@ -41,7 +41,6 @@ from stateway.core.backend import Backend
 from stateway.core.errors import InvalidRequest, McpServerNotAllowed, NoSearchProvider
 from stateway.core.items import Item
 from stateway.core.tools import client_hosted
-from stateway.core.tools.catalog import CLIENT_TYPES, TOOL_SEARCH, WEB_SEARCH_TYPES
 from stateway.core.tools.mcp_binding import (
     SECRET_KEYS,
     McpBinding,
@@ -51,6 +50,7 @@ from stateway.core.tools.mcp_binding import (
     server_url_of,
 )
 from stateway.core.tools.ports import McpClient, McpServer, SearchProvider
+from stateway.core.tools.tool_types import CLIENT_TYPES, TOOL_SEARCH, WEB_SEARCH_TYPES
 
 MCP: Final = "mcp"
 

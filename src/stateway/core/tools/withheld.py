@@ -62,9 +62,10 @@ from stateway.core.items import (
 )
 from stateway.core.telemetry import Telemetry
 from stateway.core.tools import client_hosted
-from stateway.core.tools.catalog import ADDITIONAL_TOOLS, NAMESPACE, Catalog
+from stateway.core.tools.catalog import Catalog
 from stateway.core.tools.context_offers import visible_names
 from stateway.core.tools.model_names import model_name
+from stateway.core.tools.tool_types import ADDITIONAL_TOOLS, NAMESPACE
 
 log = logging.getLogger(__name__)
 

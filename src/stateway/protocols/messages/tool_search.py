@@ -25,8 +25,8 @@ from typing import Any, Final
 
 from stateway.core.ids import new_id
 from stateway.core.items import TOOL_SEARCH_CALL, TOOL_SEARCH_OUTPUT, Item
-from stateway.core.tools.catalog import NAMESPACE, TOOL_SEARCH
 from stateway.core.tools.model_names import model_name
+from stateway.core.tools.tool_types import NAMESPACE, TOOL_SEARCH
 from stateway.protocols.messages.answered_calls import answered
 from stateway.protocols.messages.blocks import (
     ServerToolUseBlock,

@@ -18,7 +18,7 @@ from stateway.core.items import WEB_SEARCH_CALL, Item
 from stateway.core.ports import ItemPage
 from stateway.core.response import UNFINISHED, ResponseState
 from stateway.core.results import TokenCount
-from stateway.core.tools.catalog import WEB_SEARCH_TYPES
+from stateway.core.tools.tool_types import WEB_SEARCH_TYPES
 from stateway.core.usage import Usage
 from stateway.protocols.service_tier import served_tier
 

@@ -12,13 +12,13 @@ from typing import Any
 
 from stateway.core.errors import InvalidRequest
 from stateway.core.items import Item
-from stateway.core.tools.catalog import WEB_SEARCH_TYPES
 from stateway.core.tools.choice import (
     check_tool_choice,
     context_tools,
     names_tools,
     naming_field,
 )
+from stateway.core.tools.tool_types import WEB_SEARCH_TYPES
 from stateway.protocols.responses.tools.decode import decode_tools
 from stateway.protocols.validation import missing_or_wrong_type, not_one_of
 

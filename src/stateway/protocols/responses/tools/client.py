@@ -12,8 +12,8 @@ from typing import Any
 
 from stateway.core.errors import InvalidRequest
 from stateway.core.items import Item
-from stateway.core.tools.catalog import CUSTOM, DEFER, NAMESPACE, TOOL_SEARCH
 from stateway.core.tools.model_names import model_name
+from stateway.core.tools.tool_types import CUSTOM, DEFER, NAMESPACE, TOOL_SEARCH
 from stateway.protocols.function_parameters import check_parameters
 from stateway.protocols.responses.nesting import check_nesting
 from stateway.protocols.responses.tools.fields import (

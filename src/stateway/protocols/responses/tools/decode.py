@@ -20,14 +20,14 @@ from typing import Any
 from stateway.core.errors import InvalidRequest
 from stateway.core.items import TOOL_SEARCH_OUTPUT, Item
 from stateway.core.tools import client_hosted
-from stateway.core.tools.catalog import (
+from stateway.core.tools.model_names import model_name
+from stateway.core.tools.tool_types import (
     ADDITIONAL_TOOLS,
     CUSTOM,
     NAMESPACE,
     TOOL_SEARCH,
     WEB_SEARCH_TYPES,
 )
-from stateway.core.tools.model_names import model_name
 from stateway.protocols.responses.nesting import check_nesting
 from stateway.protocols.responses.tools.client import (
     claim_name,
