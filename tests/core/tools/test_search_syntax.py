@@ -89,7 +89,8 @@ def test_a_pattern_too_slow_to_match_is_given_up_and_fails_the_search() -> None:
     started = time.monotonic()
     with pytest.raises(ToolFailure) as failed:
         asyncio.run(pattern_search.matching(SLOW, texts, 5, time_limit=0.5))
-    assert time.monotonic() - started < 4
+    # Matched out, the pattern takes hours; the bound leaves room for a loaded machine.
+    assert time.monotonic() - started < 30
     assert failed.value.error.cause == "execution_time_exceeded"
     assert failed.value.error.message == (
         "The pattern took longer than 0.5 s to match; write a simpler one."
