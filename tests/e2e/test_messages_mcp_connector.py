@@ -19,6 +19,7 @@ from anthropic import Anthropic, AsyncAnthropic
 from anthropic.types.beta import BetaMessage
 
 from stateway.launch import start_gateway
+from tests.e2e.test_messages_sdk import clear, upstream_log
 from tests.support.mcp_server import RunningMcpServer, serve_mcp
 
 BETAS = ["mcp-client-2025-04-04"]
@@ -220,3 +221,56 @@ def test_a_url_carrying_credentials_is_a_400_without_quoting_them(setup: Setup) 
     assert error["message"].startswith("mcp_servers.0.url: the URL must not carry credentials")
     assert "authorization_token" in error["message"]
     assert "pa55-w0rd-hush" not in caught.value.response.text
+
+
+def test_a_deferred_toolsets_tools_wait_for_the_tool_search_to_load_them(
+    setup: Setup, fake_upstream: str
+) -> None:
+    """``default_config.defer_loading`` beside the tool search server tool, as Anthropic's
+    tool search guide pairs them: the model is offered only the search, which names the
+    server; the search loads the tool it finds, referenced by its own name, and a later
+    turn sending the blocks back is offered it again."""
+    toolset = {"type": "mcp_toolset", "mcp_server_name": "calc"}
+    toolset["default_config"] = {"defer_loading": True}
+    regex = {"type": "tool_search_tool_regex_20251119", "name": "tool_search_tool_regex"}
+    prompt = '[[tool:tool_search:{"query":"add"}]] [[then:calc__add:{"a":2,"b":3}]]'
+
+    def turn(messages: list[Any]) -> BetaMessage:
+        return setup.claude.beta.messages.create(
+            model="m",
+            max_tokens=1024,
+            messages=messages,
+            mcp_servers=servers(setup),
+            tools=[toolset, regex],  # type: ignore[list-item]
+            betas=["mcp-client-2025-11-20"],
+        )
+
+    clear(fake_upstream)
+    first = turn([{"role": "user", "content": prompt}])
+    use, found, call, result, _ = first.content
+    assert (use.type, found.type) == ("server_tool_use", "tool_search_tool_result")
+    assert [r.tool_name for r in found.content.tool_references] == ["add"]  # type: ignore[union-attr]
+    assert (call.type, call.name, call.server_name) == ("mcp_tool_use", "add", "calc")  # type: ignore[union-attr]
+    assert [block.text for block in result.content] == ["5"]  # type: ignore[union-attr]
+    searched, called, answered = (entry["body"] for entry in upstream_log(fake_upstream))
+    assert offered(searched) == ["tool_search"]
+    described = searched["tools"][0].get("description") or searched["tools"][0]["function"]
+    assert "- calc (the tools of an MCP server)" in str(described)
+    assert offered(called) == offered(answered) == ["tool_search", "calc__add"]
+
+    clear(fake_upstream)
+    history = [b.model_dump(exclude_none=True) for b in first.content]
+    turn(
+        [
+            {"role": "user", "content": prompt},
+            {"role": "assistant", "content": history},
+            {"role": "user", "content": "[[echo]]"},
+        ]
+    )
+    [again] = (entry["body"] for entry in upstream_log(fake_upstream))
+    assert offered(again) == ["tool_search", "calc__add"]
+
+
+def offered(body: dict[str, Any]) -> list[str]:
+    """The names of the tools an upstream request offers, whatever its shape."""
+    return [t.get("name") or t["function"]["name"] for t in body.get("tools") or ()]

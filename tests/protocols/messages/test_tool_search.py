@@ -145,3 +145,80 @@ def test_a_result_answering_no_search_before_it_is_refused(blocks: list[dict[str
         f"{at}: unexpected tool_use_id '{tool_use_id}' found in a tool_search_tool_result "
         "block: it must follow the server_tool_use block of the search it answers."
     )
+
+
+SERVERS = [
+    {"type": "url", "url": "https://mcp.test/mcp", "name": "calc"},
+    {"type": "url", "url": "https://mcp.test/mcp", "name": "docs"},
+]
+
+
+def deferred_toolset(server: str, **config: Any) -> dict[str, Any]:
+    """The ``mcp_toolset`` of ``server`` deferring its tools (``config``: more of it)."""
+    return {
+        "type": "mcp_toolset",
+        "mcp_server_name": server,
+        "default_config": {"defer_loading": True, **config},
+    }
+
+
+def test_a_toolset_deferring_its_tools_defers_its_server() -> None:
+    raw = body(tools=[REGEX, deferred_toolset("calc")], mcp_servers=SERVERS)
+    calc, docs = [t for t in decode_messages(raw).settings.tools if t["type"] == "mcp"]
+    assert (calc["server_label"], calc.get("defer_loading")) == ("calc", True)
+    assert (docs["server_label"], docs.get("defer_loading")) == ("docs", None)
+
+
+def test_a_search_loading_mcp_tools_references_them_by_their_own_names() -> None:
+    """As the connector's ``mcp_tool_use`` blocks name them (its ``server_name`` apart)."""
+    item = {
+        "id": "tso_1",
+        "type": "tool_search_output",
+        "status": "completed",
+        "tools": [
+            {"type": "function", "name": "get_weather"},
+            {"type": "mcp", "server_label": "calc", "allowed_tools": ["add", "sub"]},
+            {"type": "mcp", "server_label": "docs"},  # all of a server's: nothing to name
+        ],
+    }
+    references = tool_search.block(item, "tool_search_tool_regex")["content"]["tool_references"]
+    assert [r["tool_name"] for r in references] == ["get_weather", "add", "sub"]
+
+
+def mcp_history(*blocks: dict[str, Any], deferred: tuple[str, ...] = ("calc", "docs")) -> bytes:
+    """``history``'s body beside the MCP connector's two servers, ``deferred`` ones deferred."""
+    return body(
+        tools=[REGEX, WEATHER, *(deferred_toolset(s) for s in deferred)],
+        mcp_servers=SERVERS,
+        messages=[
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": list(blocks)},
+            {"role": "user", "content": "go"},
+        ],
+    )
+
+
+def test_a_reference_to_no_declared_tool_loads_it_from_the_deferred_servers() -> None:
+    """The servers' tools are known only once listed, when the request runs: each deferred
+    server loads it if it has it (:meth:`Catalog.load_mcp`)."""
+    found = {
+        **FOUND,
+        "tool_references": [
+            *FOUND["tool_references"],
+            {"type": "tool_reference", "tool_name": "add"},
+            {"type": "tool_reference", "tool_name": "search"},
+        ],
+    }
+    _, _, output, _ = decode_messages(mcp_history(USE, result(found))).input
+    assert [t["name"] for t in output["tools"] if t["type"] == "function"] == ["get_weather"]
+    assert [t for t in output["tools"] if t["type"] != "function"] == [
+        {"type": "mcp", "server_label": "calc", "allowed_tools": ["add", "search"]},
+        {"type": "mcp", "server_label": "docs", "allowed_tools": ["add", "search"]},
+    ]
+
+
+def test_a_reference_beside_servers_not_deferred_loads_nothing_and_is_no_400() -> None:
+    """Their tools are offered anyway, and the name may be one of theirs."""
+    found = {**FOUND, "tool_references": [{"type": "tool_reference", "tool_name": "add"}]}
+    _, _, output, _ = decode_messages(mcp_history(USE, result(found), deferred=())).input
+    assert output["tools"] == []

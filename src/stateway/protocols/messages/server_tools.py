@@ -103,6 +103,8 @@ def mcp_tools(servers: list[McpServerParam], toolsets: dict[str, McpToolsetParam
                 continue
         if allowed is not None:
             tool["allowed_tools"] = allowed
+        if toolset is not None and toolset.default_config and toolset.default_config.defer_loading:
+            tool["defer_loading"] = True  # its tools wait for a tool search to load them
         declared.append(tool)
     for name in toolsets.keys() - names:
         raise field_error(

@@ -15,7 +15,8 @@ and why as ``error_message``).
 
 In again: the same blocks of an earlier turn are the search they show, and what its
 ``tool_reference`` blocks name is loaded: offered to the model from there on
-(:func:`resolve` finds each among the declared tools; one that names none is a 400).
+(:func:`resolve` finds each among the declared tools, or the MCP servers' tools; one
+that names none of them is a 400).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any, Final
 from stateway.core.ids import new_id
 from stateway.core.items import TOOL_SEARCH_CALL, TOOL_SEARCH_OUTPUT, Item
 from stateway.core.tools.model_names import model_name
+from stateway.core.tools.search_output import loaded_mcp
 from stateway.core.tools.tool_types import NAMESPACE, TOOL_SEARCH
 from stateway.protocols.messages.answered_calls import answered
 from stateway.protocols.messages.blocks import (
@@ -126,10 +128,14 @@ def error_parts(error: object) -> tuple[str, str | None]:
 
 
 def _names(tool: Any) -> list[str]:
+    """What references a loaded tool: an MCP server's tools by their own names, as the
+    connector's ``mcp_tool_use`` blocks name them."""
     if not isinstance(tool, dict):
         return []
     if tool.get("type") == NAMESPACE:
         return [model_name(str(m.get("name")), tool.get("name")) for m in tool.get("tools") or ()]
+    if tool.get("type") == "mcp":
+        return [n for names in loaded_mcp([tool]).values() for n in names or ()]
     return [str(tool.get("name"))]
 
 
@@ -217,18 +223,30 @@ def resolve(
     the search's output then loads; one naming no declared tool is a 400, as Anthropic's
     ("has no corresponding tool definition"), unless the request ``defined`` it where a
     later ``tool_removal`` withdrew it: that one loads nothing (the removal stands).
+    Beside the MCP connector's servers, a reference naming no declared tool may name one
+    of theirs, which are known only once listed: it loads that tool of whichever deferred
+    server has it (:meth:`~stateway.core.tools.catalog.Catalog.load_mcp`), none when none
+    does (a server not deferred offers its tools anyway).
     ``inherited``: a thread's turn without
     ``tools``, whose tools the core knows: its references are left out (the thread's own
     stored outputs load what its searches found). A ``tool_result``'s references
     (:func:`referenced`) load what they name only beside the tool search server tool (the
     deferred tools are offered anyway without it): else their output is left out."""
     declared = {str(tool.get("name")): tool for tool in tools if tool.get("type") == "function"}
+    connector = [tool for tool in tools if tool.get("type") == "mcp"]
+    servers = [tool["server_label"] for tool in connector if tool.get("defer_loading") is True]
     searching = shown_name(tools) is not None
     kept: list[Item] = []
     for item in items:
         if item.get("type") == TOOL_SEARCH_OUTPUT and item.get("tools"):
             lenient = any(_LENIENT in reference for reference in item["tools"])
-            item["tools"] = _resolved(item["tools"], declared, inherited=inherited, defined=defined)
+            item["tools"] = _resolved(
+                item["tools"],
+                declared,
+                servers,
+                unchecked=inherited or bool(connector),  # the servers' tools are not known
+                defined=defined,
+            )
             if lenient and not (searching and item["tools"]):
                 continue  # a tool_result's references, with nothing to load
         kept.append(item)
@@ -238,11 +256,16 @@ def resolve(
 def _resolved(
     references: list[Item],
     declared: dict[str, Item],
+    servers: list[str],
     *,
-    inherited: bool,
+    unchecked: bool,
     defined: Collection[str],
 ) -> list[Item]:
+    """The tools ``references`` load: the ``declared`` ones they name, and the others of
+    the deferred MCP ``servers``; one naming none of them is a 400, unless ``unchecked``
+    or ``defined``."""
     out = []
+    unknown: list[str] = []
     for reference in references:
         lenient = reference.pop(_LENIENT, None) is not None
         where = reference.pop(_REFERENCE, None)
@@ -252,10 +275,14 @@ def _resolved(
         tool = declared.get(reference["name"])
         if tool is not None:
             out.append(tool)
-        elif not (inherited or lenient or reference["name"] in defined):
+        elif servers:
+            unknown.append(reference["name"])
+        elif not (unchecked or lenient or reference["name"] in defined):
             raise field_error(
                 f"{where}.tool_name",
                 f"Tool reference '{reference['name']}' has no corresponding tool "
                 "definition: declare it in tools (with defer_loading).",
             )
+    if unknown:
+        out += [{"type": "mcp", "server_label": s, "allowed_tools": unknown} for s in servers]
     return out
