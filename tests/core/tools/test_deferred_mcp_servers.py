@@ -216,3 +216,17 @@ async def test_a_search_loads_a_deferred_function_and_a_servers_tool_together() 
     assert model_items(second.items)[-1]["output"] == (
         "Loaded tools: crm__add_note, docs__add. They can be called now."
     )
+
+
+async def test_a_search_names_a_servers_tool_by_the_name_it_is_offered_by() -> None:
+    """The client's function ``docs__add`` holds that name, so the server's ``add`` is
+    offered apart, as ``gateway_docs__add``: the search's output tells the model that name,
+    not the client's function's."""
+    mine = {"type": "function", "name": "docs__add", "parameters": {"type": "object"}}
+    setup = Setup([tools_round(call("tool_search", {"query": "add"})), answer()])
+    await setup.create([mine, DEFERRED, SERVER])
+    second = setup.backend.requests[1]
+    assert offered(second) == ["docs__add", "tool_search", "gateway_docs__add"]
+    assert model_items(second.items, names=second.names)[-1]["output"] == (
+        "Loaded tools: gateway_docs__add. They can be called now."
+    )

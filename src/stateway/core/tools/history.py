@@ -33,7 +33,8 @@ and tool search, under the name the request offers the tool by:
   opened (the pattern looked for in it) and what it read was not kept.
 - ``tool_search_call`` / ``tool_search_output`` (either ``execution``): a ``tool_search``
   call with the search's arguments, and an output naming the tools it loaded (which are
-  offered from then on). A search without its output is left out.
+  offered from then on; an MCP server's by the names they are offered by). A search
+  without its output is left out.
 - ``mcp_list_tools``, ``mcp_approval_response``, ``additional_tools``: left out (their
   tools are among the request's; answers are folded into their calls).
 - an assistant message's output tokens (``logprobs``): left out; they were the model's
@@ -174,7 +175,7 @@ def _model_items(
             client_hosted.model_item(item) if item.get("type") in hosted else item for item in items
         ]
     if kinds & _TOOL_SEARCH:
-        items = _tool_search_pairs(items, names.of(TOOL_SEARCH_FUNCTION))
+        items = _tool_search_pairs(items, names)
     if not kinds & _GATEWAY:
         return [_client_item(item, names) for item in items if item.get("type") != ADDITIONAL_TOOLS]
     ran = {i["approval_request_id"]: i for i in items if _approved_call(i)}
@@ -247,10 +248,10 @@ class _Answers:
             self._early.setdefault(request_id, output)
 
 
-def _tool_search_pairs(items: list[Item], name: str) -> list[Item]:
-    """Each answered tool search as a call of the function ``name`` and its output, in
-    place. An output without a ``call_id`` (a hosted search) answers the latest search not
-    answered yet."""
+def _tool_search_pairs(items: list[Item], names: GatewayNames) -> list[Item]:
+    """Each answered tool search as a call of the search's function and its output, in
+    place, each tool named as ``names`` offers it. An output without a ``call_id`` (a hosted
+    search) answers the latest search not answered yet."""
     waiting: list[str] = []
     answers: dict[int, str] = {}  # index of an output -> the key of the search it answers
     for index, item in enumerate(items):
@@ -263,6 +264,7 @@ def _tool_search_pairs(items: list[Item], name: str) -> list[Item]:
                 waiting.remove(key)
                 answers[index] = key
     answered = set(answers.values())
+    name = names.of(TOOL_SEARCH_FUNCTION)
     out: list[Item] = []
     for index, item in enumerate(items):
         kind = item.get("type")
@@ -282,7 +284,7 @@ def _tool_search_pairs(items: list[Item], name: str) -> list[Item]:
                 )
         elif kind == TOOL_SEARCH_OUTPUT:
             if index in answers:
-                out.append(_output(answers[index], tool_search_output(item)))
+                out.append(_output(answers[index], tool_search_output(item, names)))
         else:
             out.append(item)
     return out

@@ -7,7 +7,7 @@ from __future__ import annotations
 import orjson
 
 from stateway.core.items import Item
-from stateway.core.tools.model_names import model_name
+from stateway.core.tools.model_names import GatewayNames, model_name
 from stateway.core.tools.search_output import loaded, loaded_mcp
 from stateway.core.tools.tool_types import NAMESPACE
 
@@ -117,23 +117,26 @@ def web_search_output(sources: list[Item]) -> str:
     return "\n".join(lines).rstrip()
 
 
-def tool_search_output(item: Item) -> str:
-    """What the model was given for a ``tool_search_output``: the names it may now call."""
+def tool_search_output(item: Item, names: GatewayNames | None = None) -> str:
+    """What the model was given for a ``tool_search_output``: the names it may now call (an
+    MCP server's tools by those ``names`` offers them by: apart beside a client's tool of
+    their usual name)."""
     if item.get("status") == "incomplete":
         error = item.get("error")
         reason = f": {error}" if isinstance(error, str) and error else "."
         return f"The tool search did not complete{reason}"
-    names: list[str] = []
+    gateway = names or GatewayNames()
+    told: list[str] = []
     for tool in loaded(item.get("tools") or ()):
         if tool.get("type") == NAMESPACE:
-            names += [model_name(str(m.get("name")), tool.get("name")) for m in tool["tools"]]
+            told += [model_name(str(m.get("name")), tool.get("name")) for m in tool["tools"]]
         else:
-            names.append(str(tool.get("name")))
+            told.append(str(tool.get("name")))
     for label, loaded_names in loaded_mcp(item.get("tools") or ()).items():
         if loaded_names is None:
-            names.append(f"the tools of the MCP server '{label}'")
+            told.append(f"the tools of the MCP server '{label}'")
         else:
-            names += [model_name(name, label) for name in loaded_names]
-    if not names:
+            told += [gateway.of(model_name(name, label)) for name in loaded_names]
+    if not told:
         return "No tools matched the search."
-    return f"Loaded tools: {', '.join(names)}. They can be called now."
+    return f"Loaded tools: {', '.join(told)}. They can be called now."
