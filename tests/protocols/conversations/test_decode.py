@@ -53,6 +53,32 @@ def test_an_item_error_names_its_place_in_items() -> None:
     assert caught.value.param == "items[1].role"
 
 
+@pytest.mark.parametrize(
+    ("tool", "param"),
+    [
+        ({"type": "function"}, "items[1].tools[0].name"),
+        ({"type": "namespace", "name": "n", "tools": "x"}, "items[1].tools[0].tools"),
+        (
+            {"type": "mcp", "server_label": "docs", "allowed_tools": "add"},
+            "items[1].tools[0].allowed_tools",
+        ),
+    ],
+)
+def test_a_search_outputs_tools_are_checked_as_a_responses_input_checks_them(
+    tool: dict[str, Any], param: str
+) -> None:
+    """Every later response of the conversation offers the tools its search outputs load:
+    one that is no tool is refused as it is added (it made each of them a 500), as is a
+    malformed ``allowed_tools`` (which loaded all of a server's tools)."""
+    call = {"type": "tool_search_call", "call_id": "c", "execution": "client", "arguments": {}}
+    output = {"type": "tool_search_output", "call_id": "c", "execution": "client"}
+    raw = body(items=[call, {**output, "tools": [tool]}])
+    for decode in (decode_create_conversation, lambda raw: decode_add_items("conv_1", raw)):
+        with pytest.raises(InvalidRequest) as caught:
+            decode(raw)
+        assert caught.value.param == param
+
+
 @pytest.mark.parametrize("decode", [decode_create_conversation, decode_add_items])
 def test_more_than_twenty_items_are_refused(decode: Any) -> None:
     raw = body(items=[user(str(n)) for n in range(MAX_ITEMS + 1)])

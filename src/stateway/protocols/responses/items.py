@@ -21,6 +21,7 @@ from stateway.core.tools.apply_patch import DELETE, OPERATIONS, OUTPUT_STATUSES
 from stateway.protocols.responses.configuration_update import check_configuration_update
 from stateway.protocols.responses.gateway_items import check_gateway_item
 from stateway.protocols.responses.nesting import check_nesting
+from stateway.protocols.responses.tools.decode import check_loaded
 from stateway.protocols.validation import missing_or_wrong_type, not_one_of, unsupported_value
 
 _ROLES = ("assistant", "system", "developer", "user")
@@ -367,6 +368,8 @@ def _check_tool_search(raw: dict[str, Any], path: str, kind: str) -> None:
             param=f"{path}.tools",
             code="missing_required_parameter" if raw.get("tools") is None else "invalid_type",
         )
+    else:  # offered while the item is in a context: a conversation's, or a chain's
+        check_loaded(raw["tools"], path)
 
 
 def _check_additional_tools(raw: dict[str, Any], path: str) -> None:

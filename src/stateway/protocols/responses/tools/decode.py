@@ -5,10 +5,12 @@ or ``grammar`` format), ``namespace`` (a group of function and custom tools), ``
 ``local_shell`` and ``apply_patch``; functions, custom tools and namespaces may be marked
 ``defer_loading``. ``tool_search`` is the client's or the gateway's by its ``execution``;
 the tools of a ``tool_search_output`` input item are checked like declared ones (but not
-declared: they are loaded when the item is in the context). Gateway-owned kinds: ``mcp``
-and ``web_search`` (any of its types: ``web_search_preview``, the dated ones); their
-shapes are checked here, and whether the gateway can run them (a configured server or
-provider) in the core (:mod:`stateway.core.tools.toolset`). Other kinds (``image_generation``,
+declared: they are loaded when the item is in the context) by :func:`check_loaded`,
+which the items decoder calls for every such item (a response's input, a conversation's
+items). Gateway-owned kinds: ``mcp`` and ``web_search`` (any of its types:
+``web_search_preview``, the dated ones); their shapes are checked here, and whether the
+gateway can run them (a configured server or provider) in the core
+(:mod:`stateway.core.tools.toolset`). Other kinds (``image_generation``,
 ``code_interpreter``, a future type) are kept as sent, once their nesting is checked:
 whether the chosen upstream can carry them is decided in the core, after routing.
 """
@@ -18,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from stateway.core.errors import InvalidRequest
-from stateway.core.items import TOOL_SEARCH_OUTPUT, Item
+from stateway.core.items import Item
 from stateway.core.tools import client_hosted
 from stateway.core.tools.model_names import model_name
 from stateway.core.tools.tool_types import (
@@ -49,8 +51,6 @@ def decode_tools(tools: list[dict[str, Any]], raw_input: object = None) -> list[
         _decode(tool, f"tools[{index}]", seen, decoded)
     if isinstance(raw_input, list):
         for item_index, item in enumerate(raw_input):
-            if isinstance(item, dict) and item.get("type") == TOOL_SEARCH_OUTPUT:
-                _check_loaded(item.get("tools"), f"input[{item_index}]")
             if not isinstance(item, dict) or item.get("type") != ADDITIONAL_TOOLS:
                 continue
             extra = item.get("tools")
@@ -60,13 +60,12 @@ def decode_tools(tools: list[dict[str, Any]], raw_input: object = None) -> list[
     return decoded
 
 
-def _check_loaded(tools: Any, path: str) -> None:
-    """The tools of a ``tool_search_output`` must be valid tools (a bad item is the items
-    decoder's 400); the item itself is kept as sent."""
-    if isinstance(tools, list):
-        seen: set[str] = set()
-        for index, tool in enumerate(tools):
-            _decode(tool, f"{path}.tools[{index}]", seen, [])
+def check_loaded(tools: list[Any], path: str) -> None:
+    """The tools of a ``tool_search_output`` item at ``path`` (checked by the items decoder,
+    wherever input items come from) must be valid tools; the item itself is kept as sent."""
+    seen: set[str] = set()
+    for index, tool in enumerate(tools):
+        _decode(tool, f"{path}.tools[{index}]", seen, [])
 
 
 def _decode(tool: Any, path: str, seen: set[str], decoded: list[Item]) -> None:
