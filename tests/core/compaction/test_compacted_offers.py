@@ -5,6 +5,7 @@ compaction as on later turns; an ``additional_tools`` item is kept, and so are i
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -86,6 +87,35 @@ async def test_tools_a_search_loaded_before_a_compaction_between_rounds_are_held
     )
     await later.wait()
     assert offered(backend.requests[-1]) == offered(after)  # as a later turn is offered
+    assert listing(backend.requests[-1]) == listing(after)
+
+
+async def test_a_deferred_servers_tools_a_search_loaded_are_held_back_after_a_compaction() -> None:
+    """As a deferred function's: in the rounds after the compaction as on later turns."""
+    arguments = orjson.dumps({"query": "read"}).decode()
+    search = [ToolCallDelta(0, "up_s", "tool_search", arguments), Finish("tool_calls")]
+    backend = RoundsBackend([search, calling(), SUMMARY, ANSWER, ANSWER])
+    gateway = build(backend)
+    settings = GenerationSettings(
+        tools=[{**DOCS, "defer_loading": True}, SEARCH],
+        context_management=[{"type": "compaction", "compact_threshold": THRESHOLD}],
+    )
+    run = await gateway.execute(Principal(), CreateResponse("m", [user("a")], settings=settings))
+    await run.wait()
+    types = [item["type"] for item in run.state.output]
+    assert types[-3:] == ["mcp_call", "compaction", "message"], run.state.error
+    searched, loaded, after = rounds(backend)
+    assert offered(searched) == offered(after) == ["tool_search"]
+    assert offered(loaded) == ["tool_search", "docs__read"]
+    assert "- docs (the tools of an MCP server)" in listing(after)  # searchable again
+
+    again = replace(settings, context_management=[])
+    later = await gateway.execute(
+        Principal(),
+        CreateResponse("m", [user("b")], settings=again, previous_response_id=run.state.id),
+    )
+    await later.wait()
+    assert offered(backend.requests[-1]) == offered(after)
     assert listing(backend.requests[-1]) == listing(after)
 
 

@@ -158,6 +158,15 @@ class Catalog:
                     offered.append(name)
         return offered
 
+    def hold_back(self, labels: Iterable[str]) -> None:
+        """Hold back again the tools of the MCP servers ``labels`` names (each declared
+        ``defer_loading``) that a search loaded: a compaction summarized its output away,
+        until a search in the compacted context loads them (:meth:`load_mcp`)."""
+        servers = frozenset(labels)
+        for name, e in self._by_name.items():
+            if e.kind == "mcp" and e.server_label in servers:
+                self._by_name[name] = replace(e, deferred=True)
+
     def renew(self, entry: Entry) -> None:
         """Put ``entry`` in the place of the gateway tool of its usual name, offered by the
         same name (the tool search's, once an MCP server's tools are held back too)."""
@@ -216,7 +225,8 @@ class Catalog:
         """Offer ``fresh``'s client tools in place of these (a compacted context's: what a
         search loaded before it is held back again), and its gateway tools' entries (the
         tool search's list of what is searchable now) under the names these are offered
-        by; a gateway tool ``fresh`` has none of (an MCP server's) stays as it is."""
+        by; a gateway tool ``fresh`` has none of (an MCP server's) stays as it is (a
+        deferred server's is held back again apart: :meth:`hold_back`)."""
         renewed = {usual: fresh._by_name[name] for usual, name in fresh._gateway.items()}
         ours = {name: usual for usual, name in self._gateway.items()}
         offered = {n: e for n, e in fresh._by_name.items() if n not in fresh._gateway.values()}

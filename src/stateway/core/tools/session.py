@@ -205,9 +205,13 @@ class ToolSession:
         """The response compacted, its rounds going on from ``context``: the client's tools
         offered are those it still holds, as on a later turn. A tool search's output
         summarized away loads nothing any more (a deferred tool is held back again, for a
-        search to load again); an ``additional_tools`` item is kept, and its tools. The
-        gateway's own tools stay offered: the request declares them."""
+        search to load again: a deferred MCP server's too); an ``additional_tools`` item
+        is kept, and its tools. The gateway's own tools stay offered: the request declares
+        them."""
         self.catalog.reoffer(offered_catalog(self._toolset, context))
+        if self._toolset.tool_search is not None:
+            self.catalog.hold_back(b.label for b in self._toolset.mcp if b.deferred)
+            load_searched(self.catalog, context)
         renew_search(self._toolset, self.catalog)
 
     def unoffered(self, name: str) -> Entry | None:
