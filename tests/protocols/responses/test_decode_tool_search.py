@@ -195,3 +195,27 @@ def test_a_search_output_may_load_an_mcp_servers_tools() -> None:
     with pytest.raises(InvalidRequest) as refused:
         decode(input=[call, bad], tools=[{"type": "tool_search"}])
     assert refused.value.param == "input[1].tools[0].allowed_tools"
+
+
+def test_credentials_in_an_items_mcp_tool_are_used_never_kept() -> None:
+    """A client search may answer with a server's declaration as it declared it, and an
+    ``additional_tools`` item may declare a server: their ``headers`` and ``authorization``
+    are left out of the items (stored, listed, sent back), as out of the echoed ``tools``;
+    the server the item declares is reached with them."""
+    secret = {"authorization": "sk-secret", "headers": {"X-Key": "k"}}
+    server = {"type": "mcp", "server_label": "docs", "server_url": "https://docs.test/mcp"}
+    call = {"type": "tool_search_call", "call_id": "c", "execution": "client", "arguments": {}}
+    loaded = {"type": "tool_search_output", "call_id": "c", "execution": "client"}
+    added = {"type": "additional_tools", "role": "developer"}
+    other = {**server, "server_label": "more"}
+    command = decode(
+        input=[
+            call,
+            {**loaded, "tools": [{**server, **secret}]},
+            {**added, "tools": [{**other, **secret}]},
+        ],
+        tools=[{"type": "tool_search"}],
+    )
+    assert command.input[1]["tools"] == [server]
+    assert command.input[2]["tools"] == [other]
+    assert command.settings.tools[-1] == {**other, **secret}  # used for the run

@@ -4,7 +4,8 @@ The shapes the gateway models (messages, function, custom, shell and apply_patch
 calls and their outputs, tool searches and their outputs, reasoning, compaction items and
 the ``compaction_trigger``, which must come last, and ``configuration_update``) are checked
 field by field so a bad one is a 400 naming the exact path; sealed ``encrypted_content``
-is verified later, in the core.
+is verified later, in the core. The ``mcp`` tools of a ``tool_search_output`` or an
+``additional_tools`` item are kept without their credentials (used, never stored).
 The gateway's own tool items sent back are checked by :mod:`.gateway_items`. Other item
 types pass through untouched, but for the ``id`` every item is given when it has none
 (ids are the cursors of item pages) and the ``status`` of a type listed with one.
@@ -22,6 +23,7 @@ from stateway.protocols.responses.configuration_update import check_configuratio
 from stateway.protocols.responses.gateway_items import check_gateway_item
 from stateway.protocols.responses.nesting import check_nesting
 from stateway.protocols.responses.tools.decode import check_loaded
+from stateway.protocols.responses.tools.gateway import without_credentials
 from stateway.protocols.validation import missing_or_wrong_type, not_one_of, unsupported_value
 
 _ROLES = ("assistant", "system", "developer", "user")
@@ -150,12 +152,16 @@ def _item(raw: dict[str, Any], path: str) -> Item:
             return item
         case "tool_search_call" | "tool_search_output":
             _check_tool_search(raw, path, kind)
-            return _with_id(dict(raw), kind)
+            item = dict(raw)
+            if kind == "tool_search_output":
+                item["tools"] = without_credentials(raw["tools"])
+            return _with_id(item, kind)
         case "configuration_update":
             return _labelled(check_configuration_update(raw, path))
         case "additional_tools":
             _check_additional_tools(raw, path)
-            return _labelled(dict(raw))  # kept as sent; its tools join the request's
+            # kept as sent but for credentials; its tools join the request's
+            return _labelled({**raw, "tools": without_credentials(raw["tools"])})
         case "shell_call" | "local_shell_call":
             _require_str(raw, path, "call_id")
             _check_action(raw, path, "commands" if kind == "shell_call" else "command")

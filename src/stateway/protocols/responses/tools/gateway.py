@@ -10,6 +10,7 @@ from typing import Any
 
 from stateway.core.errors import InvalidRequest
 from stateway.core.items import Item
+from stateway.core.tools.mcp_binding import SECRET_KEYS
 from stateway.core.tools.model_names import SEPARATOR
 from stateway.core.tools.web_search import domain_name
 from stateway.protocols.responses.tools.fields import (
@@ -119,6 +120,18 @@ def decode_mcp(tool: dict[str, Any], path: str) -> Item:
         out["require_approval"] = _approval(approval, f"{path}.require_approval")
     copy_typed(tool, out, "defer_loading", path, bool, "a boolean")
     return out
+
+
+def without_credentials(tools: list[Any]) -> list[Any]:
+    """An input item's ``tools`` (a search's output, an ``additional_tools`` item: kept as
+    sent) but for each ``mcp`` tool's credentials, which are used for the run and never
+    stored or echoed (:data:`~stateway.core.tools.mcp_binding.SECRET_KEYS`)."""
+    return [
+        {k: v for k, v in tool.items() if k not in SECRET_KEYS}
+        if isinstance(tool, dict) and tool.get("type") == "mcp"
+        else tool
+        for tool in tools
+    ]
 
 
 def _tool_filter(value: Any) -> bool:
