@@ -230,3 +230,45 @@ async def test_a_search_names_a_servers_tool_by_the_name_it_is_offered_by() -> N
     assert model_items(second.items, names=second.names)[-1]["output"] == (
         "Loaded tools: gateway_docs__add. They can be called now."
     )
+
+
+async def test_a_search_loads_nothing_of_a_deferred_server_its_allowed_tools_leave_out() -> None:
+    """Neither the gateway's search nor a client's output naming the others loads a tool
+    ``allowed_tools`` leaves out; the model's call of one fails without running."""
+    narrowed = {**DEFERRED, "allowed_tools": ["add"]}
+    searching = tools_round(call("tool_search", {"query": "fails sleeps add"}))
+    setup = Setup([searching, answer(), tools_round(call("docs__boom", {})), answer()])
+    run = await setup.create([narrowed, SERVER])
+    assert run.state.output[2]["tools"] == [
+        {"type": "mcp", "server_label": "docs", "allowed_tools": ["add"]}
+    ]
+    everything = {"type": "mcp", "server_label": "docs", "allowed_tools": ["boom", "slow"]}
+    call_item = {"type": "tool_search_call", "call_id": "c", "execution": "client"}
+    output = {"type": "tool_search_output", "call_id": "c", "execution": "client"}
+    later = [{**call_item, "arguments": {}}, {**output, "tools": [everything]}]
+    second = await setup.create([narrowed, CLIENT], later, previous_response_id=run.state.id)
+    assert offered(setup.backend.requests[-1]) == ["tool_search", "docs__add"]
+    failed = second.state.output[0]
+    assert (failed["type"], failed["name"], failed["status"]) == ("mcp_call", "boom", "failed")
+    assert setup.mcp.calls == []
+
+
+async def test_a_loaded_tool_of_a_deferred_server_asks_approval_and_runs_once_approved() -> None:
+    setup = Setup(
+        [
+            tools_round(call("tool_search", {"query": "add"})),
+            tools_round(call("docs__add", {"a": 1, "b": 2})),
+            answer("3"),
+        ]
+    )
+    asking = {**DEFERRED, "require_approval": "always"}
+    first = await setup.create([asking, SERVER])
+    request = first.state.output[-1]
+    assert request["type"] == "mcp_approval_request"
+    assert setup.mcp.calls == []
+    approve = {"type": "mcp_approval_response", "approval_request_id": request["id"]}
+    second = await setup.create(
+        [asking, SERVER], [{**approve, "approve": True}], previous_response_id=first.state.id
+    )
+    ran = second.state.output[0]
+    assert (ran["type"], ran["status"], ran["output"]) == ("mcp_call", "completed", "3")
