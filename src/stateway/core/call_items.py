@@ -41,7 +41,7 @@ from stateway.core.items import (
     WEB_SEARCH_CALL,
     Item,
 )
-from stateway.core.tools import client_hosted, tool_search
+from stateway.core.tools import client_hosted, mcp, tool_search
 from stateway.core.tools.catalog import Catalog, Entry
 from stateway.core.tools.custom_tools import custom_input
 from stateway.core.tools.invocations import PendingCall
@@ -158,6 +158,8 @@ class CallItems:
         entry = self._catalog.entry(delta.name) if delta.name else None
         if entry is None and delta.name and self._tools is not None:
             entry = self._tools.unoffered(delta.name)  # a declared server's, not offered
+        elif entry is not None and entry.deferred and entry.gateway_owned:
+            entry = mcp.held_back(entry)  # a deferred server's, no search loaded it
         if entry is not None and entry.gateway_owned and self._tools is not None:
             return self._tools.open_call(entry), entry
         call_id = self._unused(delta.call_id)

@@ -272,3 +272,16 @@ async def test_a_loaded_tool_of_a_deferred_server_asks_approval_and_runs_once_ap
     )
     ran = second.state.output[0]
     assert (ran["type"], ran["status"], ran["output"]) == ("mcp_call", "completed", "3")
+
+
+async def test_a_call_of_a_deferred_servers_tool_no_search_loaded_fails_without_running() -> None:
+    """The model was never offered it (as hosted, a deferred tool cannot be called before a
+    search loads it): the call fails, asking for no approval, and the model is told to
+    search first."""
+    setup = Setup([tools_round(call("docs__add", {"a": 1, "b": 2})), answer()])
+    run = await setup.create([{**DEFERRED, "require_approval": "always"}, SERVER])
+    assert setup.mcp.calls == []
+    failed = run.state.output[1]
+    assert (failed["type"], failed["name"], failed["status"]) == ("mcp_call", "add", "failed")
+    told = model_items(setup.backend.requests[-1].items)[-1]["output"]
+    assert "is not loaded: load it with the tool search first." in told

@@ -5,6 +5,7 @@ tool's description and its server's; one the request does not offer: :func:`refu
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Final
 
 import orjson
@@ -143,6 +144,16 @@ def refused(label: str, name: str, declared: bool) -> Entry:
         name=name,
         refusal=reason,
     )
+
+
+def held_back(entry: Entry) -> Entry:
+    """The entry of a model's call of a deferred server's tool that no search loaded: never
+    offered, so refused (asking no approval), the model told to search for it first."""
+    reason = (
+        f"The tool '{entry.name}' of MCP server '{entry.server_label}' is not loaded: "
+        "load it with the tool search first."
+    )
+    return replace(entry, approval=False, refusal=reason)
 
 
 def _description(tool: McpTool, binding: McpBinding) -> str:
