@@ -2,7 +2,8 @@
 
 A call's first fragment opens its item: a gateway-owned tool's (an ``mcp_call``, a
 ``web_search_call``, a ``tool_search_call`` the gateway runs; a declared MCP server's
-tool that was not offered among them: :meth:`ToolSession.unoffered`), else the client's:
+tool that was not offered among them: :meth:`ToolSession.unoffered`, or a deferred one no
+search loaded: :func:`.tools.mcp.held_back`), else the client's:
 a ``function_call`` (named back to its public tool: :meth:`Catalog.public_call`), a
 ``custom_tool_call``, a shell or apply_patch call (:mod:`.tools.client_hosted`) or a client
 ``tool_search_call``, under a call id of its own: the upstream's, unless it gave none or
