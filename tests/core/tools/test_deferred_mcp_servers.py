@@ -172,6 +172,24 @@ def test_loading_a_servers_tools_offers_only_its_deferred_ones() -> None:
     assert [e.function["name"] for e in catalog.deferred()] == []
 
 
+def test_a_search_outputs_read_only_filter_loads_only_the_servers_read_only_tools() -> None:
+    """``allowed_tools`` as a filter: its ``read_only`` narrows what it loads, as it
+    narrows what a declared server offers (``add`` is the read-only one)."""
+    binding = McpBinding(DOCS, None, False, Approval(False), deferred=True)
+    catalog = Catalog([])
+    for entry in entries(binding, [ADD, SLOW, BOOM], defer=True):
+        catalog.add(entry)
+    named = {"tool_names": ["slow", "add"], "read_only": True}
+    assert catalog.load_mcp([{**MCP_TOOL, "allowed_tools": named}]) == ["docs__add"]
+    assert catalog.load_mcp([{**MCP_TOOL, "allowed_tools": {"read_only": True}}]) == []
+    also = [
+        {**MCP_TOOL, "allowed_tools": {"read_only": True}},
+        {**MCP_TOOL, "allowed_tools": ["boom"]},
+    ]
+    assert catalog.load_mcp(also) == ["docs__boom"]
+    assert [e.name for e in catalog.deferred()] == ["slow"]
+
+
 def test_a_pattern_search_reads_a_servers_tool_by_its_flat_name_and_its_functions_text() -> None:
     binding = McpBinding(DOCS, None, False, Approval(False), "Arithmetic.", deferred=True)
     [add] = entries(binding, [ADD], defer=True)

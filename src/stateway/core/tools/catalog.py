@@ -54,7 +54,7 @@ from typing import Any, Final, Literal
 from stateway.core.items import Item
 from stateway.core.tools import client_hosted, custom_tools
 from stateway.core.tools.model_names import GatewayNames, apart_name, model_name
-from stateway.core.tools.search_output import loaded, loaded_mcp
+from stateway.core.tools.search_output import loaded, loaded_servers
 from stateway.core.tools.tool_types import (
     CUSTOM,
     DEFER,
@@ -98,6 +98,8 @@ class Entry:
     """An MCP tool's name on its server."""
     approval: bool = False
     """Whether an MCP call must be approved by the client before it runs."""
+    read_only: bool = False
+    """An MCP tool its server marks read-only (``readOnlyHint``)."""
     parallel_safe: bool = True
     """Whether two calls of it may run at once."""
     deferred: bool = False
@@ -146,13 +148,12 @@ class Catalog:
     def load_mcp(self, tools: Iterable[Any]) -> list[str]:
         """Offer the deferred tools of MCP servers that ``tools`` (a search's) load: an
         ``mcp`` entry names its server by ``server_label`` and the tools loaded by
-        ``allowed_tools`` (a list of names, or a filter's ``tool_names``; none: all the
-        server's); the model-visible names newly offered. What names no deferred tool of
-        a declared server loads nothing."""
+        ``allowed_tools`` (:class:`.search_output.Loaded`); the model-visible names newly
+        offered. What names no deferred tool of a declared server loads nothing."""
         offered = []
-        for label, names in loaded_mcp(tools).items():
+        for label, loads in loaded_servers(tools).items():
             for name, e in self._by_name.items():
-                wanted = names is None or e.name in names
+                wanted = any(load.loads(e.name, e.read_only) for load in loads)
                 if e.kind == "mcp" and e.deferred and e.server_label == label and wanted:
                     self._by_name[name] = replace(e, deferred=False)
                     offered.append(name)

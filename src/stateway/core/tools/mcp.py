@@ -122,6 +122,7 @@ def entries(binding: McpBinding, tools: list[McpTool], *, defer: bool = False) -
                 server_label=binding.label,
                 name=tool.name,
                 approval=binding.approval.required(tool.name, tool.read_only),
+                read_only=tool.read_only,
                 parallel_safe=tool.parallel_safe,
                 deferred=deferred,
             )

@@ -5,6 +5,7 @@ MCP servers' tools its ``mcp`` entries name (:meth:`.catalog.Catalog.load` offer
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from stateway.core.items import Item
@@ -27,11 +28,24 @@ def loaded(tools: Iterable[Any]) -> list[Item]:
     return out
 
 
-def loaded_mcp(tools: Iterable[Any]) -> dict[str, tuple[str, ...] | None]:
-    """The MCP servers' tools a ``tool_search_output``'s ``mcp`` entries load, by server
-    label: their names in the order given, each once (``allowed_tools``: a list, or a
-    filter's ``tool_names``), None for all of the server's (an entry naming none)."""
-    out: dict[str, tuple[str, ...] | None] = {}
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    """What one ``mcp`` entry of a ``tool_search_output`` loads of its server's tools: its
+    ``allowed_tools`` (a list of names, or a filter's ``tool_names`` and ``read_only``;
+    none: every tool), as a declared server's filter reads (:class:`.mcp_binding.ToolFilter`)."""
+
+    names: tuple[str, ...] | None = None
+    read_only: bool = False
+
+    def loads(self, name: str | None, read_only: bool) -> bool:
+        """Whether it loads the tool ``name`` (``read_only``: marked so by its server)."""
+        named = self.names is None or name in self.names
+        return named and (read_only or not self.read_only)
+
+
+def loaded_servers(tools: Iterable[Any]) -> dict[str, list[Loaded]]:
+    """What a ``tool_search_output``'s ``mcp`` entries load, by server label."""
+    out: dict[str, list[Loaded]] = {}
     for tool in tools:
         if not isinstance(tool, dict) or tool.get("type") != "mcp":
             continue
@@ -39,11 +53,26 @@ def loaded_mcp(tools: Iterable[Any]) -> dict[str, tuple[str, ...] | None]:
         if not isinstance(label, str):
             continue
         allowed = tool.get("allowed_tools")
+        read_only = False
         if isinstance(allowed, dict):
+            read_only = allowed.get("read_only") is True
             allowed = allowed.get("tool_names")
-        if not isinstance(allowed, list):
+        names = (
+            tuple(n for n in allowed if isinstance(n, str)) if isinstance(allowed, list) else None
+        )
+        out.setdefault(label, []).append(Loaded(names, read_only))
+    return out
+
+
+def loaded_mcp(tools: Iterable[Any]) -> dict[str, tuple[str, ...] | None]:
+    """The MCP servers' tools a ``tool_search_output``'s ``mcp`` entries name, by server
+    label (:func:`loaded_servers`): their names in the order given, each once, None for
+    all of the server's (an entry naming none)."""
+    out: dict[str, tuple[str, ...] | None] = {}
+    for label, loads in loaded_servers(tools).items():
+        named = [load.names for load in loads]
+        if any(names is None for names in named):
             out[label] = None
-        elif label not in out or out[label] is not None:
-            names = (*(out.get(label) or ()), *(n for n in allowed if isinstance(n, str)))
-            out[label] = tuple(dict.fromkeys(names))
+        else:
+            out[label] = tuple(dict.fromkeys(n for names in named for n in names or ()))
     return out
