@@ -11,6 +11,7 @@ import pytest
 from stateway.core.commands import CreateResponse
 from stateway.core.errors import InvalidRequest
 from stateway.protocols.responses.decode import decode_create
+from stateway.protocols.responses.items import decode_items
 
 WEATHER: dict[str, Any] = {
     "type": "function",
@@ -219,3 +220,6 @@ def test_credentials_in_an_items_mcp_tool_are_used_never_kept() -> None:
     assert command.input[1]["tools"] == [server]
     assert command.input[2]["tools"] == [other]
     assert command.settings.tools[-1] == {**other, **secret}  # used for the run
+    own = {"type": "function", "name": "f", "headers": {"X-Key": "k"}}  # no server's
+    [kept] = decode_items([{**added, "tools": [own, "junk"]}])  # as a conversation's
+    assert kept["tools"] == [own, "junk"]

@@ -209,9 +209,8 @@ class ToolSession:
         is kept, and its tools. The gateway's own tools stay offered: the request declares
         them."""
         self.catalog.reoffer(offered_catalog(self._toolset, context))
-        if self._toolset.tool_search is not None:
+        if self._toolset.tool_search is not None:  # no search output survives a compaction
             self.catalog.hold_back(b.label for b in self._toolset.mcp if b.deferred)
-            load_searched(self.catalog, context)
         renew_search(self._toolset, self.catalog)
 
     def unoffered(self, name: str) -> Entry | None:
