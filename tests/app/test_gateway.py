@@ -5,13 +5,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from stateway.app import build_gateway, compile_generation
-from stateway.config import Overrides
+import pytest
+
+from stateway.app import build_gateway, compile_generation, gateway, open_gateway
+from stateway.config import ConfigError, Overrides
 from stateway.core.commands import CreateResponse
 from stateway.core.response import ResponseState
 from stateway.core.runs import Run
 from stateway.core.telemetry import RunReport
 from stateway.core.usage import Usage
+from stateway.storage.sql import SqlResponseStore, migrate, open_store
 from stateway.telemetry.metrics import MAX_MODELS, OTHER_MODEL
 from tests.core.fakes import MemoryStore
 
@@ -73,3 +76,27 @@ async def test_runs_in_flight_are_read_from_the_gateways_registry() -> None:
     assert active_runs() == "stateway_active_runs 1.0"
     parts.runs.discard(run)
     assert active_runs() == "stateway_active_runs 0.0"
+
+
+async def test_a_start_refused_after_the_database_opened_closes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Tracing that cannot export is refused as the gateway is built, after its database
+    was opened (and its server key read through it): the database is closed before the
+    refusal is raised, no connection left open."""
+    monkeypatch.setenv("STATEWAY_TRACING", "true")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "carrier-pigeon")
+    database = f"sqlite:///{tmp_path}/x.db"
+    await migrate(database)
+    opened: list[SqlResponseStore] = []
+
+    def open_recorded(url: str, *, timeout: float | None = None) -> SqlResponseStore:
+        opened.append(open_store(url, timeout=timeout))
+        return opened[-1]
+
+    monkeypatch.setattr(gateway, "open_store", open_recorded)
+    flags = Overrides(database=database, upstream="http://127.0.0.1:9/v1")
+    with pytest.raises(ConfigError, match="carrier-pigeon"):
+        await open_gateway(compile_generation(flags), flags)
+    [store] = opened
+    assert store.engine.pool.checkedin() == 0

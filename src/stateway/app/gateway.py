@@ -157,25 +157,25 @@ async def open_gateway(compiled: Compiled, flags: Overrides) -> GatewayParts:
     sub-key, of each tenant's cache salt."""
     config = compiled.config
     store = _configured_store(config)
-    try:
+    try:  # refused after the database opened (its key, tracing that cannot export): closed
         key = await open_server_key(config, store)
+        parts = build_gateway(
+            compiled,
+            flags,
+            store,
+            SqlConversationStore(store),
+            sealer=AesGcmSealer(key),
+            salts=TenantCacheSalts(key),
+            leases=SqlOwnerLeases(store),
+            usage=SqlUsageLedger(store.reader),
+            purger=SqlResponsePurger(store),
+            conversation_purger=SqlConversationPurger(store),
+            response_eraser=SqlResponseEraser(store),
+            usage_backfill=SqlUsageBackfill(store),
+        )
     except BaseException:
         await store.aclose()
         raise
-    parts = build_gateway(
-        compiled,
-        flags,
-        store,
-        SqlConversationStore(store),
-        sealer=AesGcmSealer(key),
-        salts=TenantCacheSalts(key),
-        leases=SqlOwnerLeases(store),
-        usage=SqlUsageLedger(store.reader),
-        purger=SqlResponsePurger(store),
-        conversation_purger=SqlConversationPurger(store),
-        response_eraser=SqlResponseEraser(store),
-        usage_backfill=SqlUsageBackfill(store),
-    )
     parts.keys = SqlKeyStore(store.engine)
     return parts
 
