@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import logging
 import socket
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -17,7 +19,9 @@ from websockets.frames import Frame, Opcode
 from websockets.streams import StreamReader
 
 from stateway.serving import (
+    AnnouncingServer,
     DenyingWebSocketProtocol,
+    Drain,
     ListenFailed,
     bind_socket,
     listen_failure,
@@ -221,3 +225,176 @@ async def test_an_answer_names_no_server_software() -> None:
     assert head.startswith(b"http/1.1 200")
     assert b"\r\ndate: " in head
     assert b"\r\nserver:" not in head
+
+
+class HeldApp:
+    """An app whose requests wait for :attr:`release`; ``events`` records, in order, what
+    the drain did and when the application shut down."""
+
+    def __init__(self) -> None:
+        self.events: list[str] = []
+        self.requested = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            while (await receive())["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            self.events.append("application shut down")
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        self.requested.set()
+        await self.release.wait()
+        self.events.append("request answered")
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+
+class StartedServer(AnnouncingServer):
+    """Sets :attr:`up` once it accepts connections."""
+
+    def __init__(self, config: uvicorn.Config, announcement: str, *, drain: Drain) -> None:
+        super().__init__(config, announcement, drain=drain)
+        self.up = asyncio.Event()
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        self.up.set()
+
+
+async def shut_down_with_a_request_in_flight(
+    app: HeldApp, server: StartedServer, sock: socket.socket
+) -> bytes:
+    """Serve, send one request, begin shutting down once the app holds it (as SIGTERM
+    does), and return its answer once the server is shut down."""
+    serving = asyncio.create_task(server.serve(sockets=[sock]))
+    try:
+        await asyncio.wait_for(server.up.wait(), 30)
+        reader, writer = await asyncio.open_connection(*sock.getsockname()[:2])
+        writer.write(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        await asyncio.wait_for(app.requested.wait(), 10)
+        server.should_exit = True
+        answer = await asyncio.wait_for(reader.read(), 30)
+        writer.close()
+    finally:
+        server.should_exit = True
+        await asyncio.wait_for(serving, 30)
+        sock.close()
+    return answer
+
+
+def drained(
+    app: HeldApp, timeout: float, end: Callable[[], Awaitable[int]] | None = None, **kwargs: Any
+) -> tuple[StartedServer, socket.socket]:
+    """A server of ``app`` draining for ``timeout`` seconds, then ending what is in flight
+    with ``end`` (by default: one request, released)."""
+
+    async def release() -> int:
+        app.events.append("ended")
+        app.release.set()
+        return 1
+
+    config = server_config(app, lifespan=True, graceful_shutdown=30)
+    drain = Drain(timeout, end or release, **kwargs)
+    return StartedServer(config, "serving on a test socket", drain=drain), bind_socket(
+        "127.0.0.1", 0
+    )
+
+
+async def test_shutdown_drains_sessions_then_requests_then_background_work_then_the_app(
+    capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """WebSocket sessions are drained first, with no new connection accepted; the request
+    in flight, then the background work, finish in the window; nothing is ended; the
+    application shuts down last."""
+    app = HeldApp()
+
+    async def sessions() -> None:
+        serving = [listener.is_serving() for listener in server.servers]
+        app.events.append(f"sessions drained, serving {serving}")
+        app.release.set()
+
+    async def settled() -> None:
+        app.events.append("settled")
+
+    server, sock = drained(app, 60, settled=settled, sessions=sessions, in_flight=lambda: 2)
+    with caplog.at_level(logging.INFO, logger="stateway.serving"):
+        answer = await shut_down_with_a_request_in_flight(app, server, sock)
+    assert answer.startswith(b"HTTP/1.1 200")
+    assert app.events == [
+        "sessions drained, serving [False]",
+        "request answered",
+        "settled",
+        "application shut down",
+    ]
+    assert [r.getMessage() for r in caplog.records if r.name == "stateway.serving"] == [
+        "shutting down (drain window 60s): 1 request and 2 runs in flight",
+        "shut down: 0 ended as server_shutting_down",
+    ]
+    assert capsys.readouterr().out == "serving on a test socket\n"
+
+
+async def test_a_request_in_flight_past_the_drain_window_is_ended(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    app = HeldApp()
+    server, sock = drained(app, 0, in_flight=lambda: 0)
+    with caplog.at_level(logging.INFO, logger="stateway.serving"):
+        answer = await shut_down_with_a_request_in_flight(app, server, sock)
+    assert answer.startswith(b"HTTP/1.1 200")
+    assert app.events == ["ended", "request answered", "application shut down"]
+    assert [r.getMessage() for r in caplog.records if r.name == "stateway.serving"] == [
+        "shutting down (drain window 0s): 1 request and 0 runs in flight",
+        "drain window of 0s is over: ending requests still in flight",
+        "shut down: 1 ended as server_shutting_down",
+    ]
+
+
+async def test_a_forced_quit_ends_what_is_in_flight_at_once_then_shuts_the_app_down(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A second SIGINT (uvicorn's force quit) within the window: the request in flight is
+    ended without waiting for the window, background work is not waited for, and the
+    application still shuts down (which uvicorn skips on a forced quit)."""
+    app = HeldApp()
+
+    async def sessions() -> None:
+        server.force_exit = True
+
+    async def settled() -> None:
+        app.events.append("settled")
+
+    server, sock = drained(app, 60, settled=settled, sessions=sessions)
+    with caplog.at_level(logging.INFO, logger="stateway.serving"):
+        answer = await shut_down_with_a_request_in_flight(app, server, sock)
+    assert answer.startswith(b"HTTP/1.1 200")
+    assert app.events == ["ended", "request answered", "application shut down"]
+    assert [r.getMessage() for r in caplog.records if r.name == "stateway.serving"] == [
+        "shutting down (drain window 60s): 1 request in flight",
+        "forced to quit: ending requests still in flight now",
+        "shut down: 1 ended as server_shutting_down",
+    ]
+
+
+async def test_a_forced_quit_after_the_drain_window_still_shuts_the_app_down(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The window is over (what was in flight ended) and a request still answers when a
+    second SIGINT comes: the application still shuts down (its store closed, its lease
+    given back), and what the window's end ended is not ended again."""
+    app = HeldApp()
+
+    async def end() -> int:
+        app.events.append("ended")
+        server.force_exit = True  # as the request still answers
+        app.release.set()
+        return 1
+
+    server, sock = drained(app, 0, end)
+    with caplog.at_level(logging.INFO, logger="stateway.serving"):
+        answer = await shut_down_with_a_request_in_flight(app, server, sock)
+    assert answer.startswith(b"HTTP/1.1 200")
+    assert app.events == ["ended", "request answered", "application shut down"]
+    assert [r.getMessage() for r in caplog.records if r.name == "stateway.serving"][-1] == (
+        "shut down: 1 ended as server_shutting_down"
+    )

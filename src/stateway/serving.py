@@ -196,9 +196,10 @@ class AnnouncingServer(uvicorn.Server):
                     server.close()
                 await self._drain.sessions()
             await super().shutdown(sockets=sockets)
-            if self.force_exit and not ender.done():
+            if self.force_exit:
+                window_over = ender.done()  # what was in flight is ended already
                 ender.cancel()
-                await self._end_now(self._drain)
+                await self._end_now(self._drain, ending=not window_over)
         finally:
             ender.cancel()
         log.info("shut down: %d ended as server_shutting_down", self._ended)
@@ -210,15 +211,16 @@ class AnnouncingServer(uvicorn.Server):
         window = f"{drain.timeout:g}s"
         log.info("shutting down (drain window %s): %s in flight", window, " and ".join(in_flight))
 
-    async def _end_now(self, drain: Drain) -> None:
+    async def _end_now(self, drain: Drain, *, ending: bool) -> None:
         """A second SIGINT (uvicorn's force quit) skips the rest of the drain window: what
-        is in flight is ended at once, as at the window's end, and its requests get
-        :data:`FORCED_GRACE` seconds to answer it, and the application to shut down, before
-        the loop is stopped under them."""
+        is in flight is ended at once (``ending``; past the window, it was ended already),
+        as at the window's end, and its requests get :data:`FORCED_GRACE` seconds to answer
+        it, and the application to shut down, before the loop is stopped under them."""
         log.warning("forced to quit: ending requests still in flight now")
         with suppress(TimeoutError):
             async with asyncio.timeout(FORCED_GRACE):
-                self._ended = await drain.end()
+                if ending:
+                    self._ended = await drain.end()
                 tasks = set(self.server_state.tasks)
                 if tasks:
                     await asyncio.wait(tasks)
