@@ -135,6 +135,23 @@ async def test_a_paused_transport_makes_the_next_send_wait() -> None:
     protocol.connection_lost(None)
 
 
+async def test_a_close_is_sent_past_a_client_that_stopped_reading() -> None:
+    """A paused transport holds frames back, never the close: it is queued behind them."""
+    closed = asyncio.Event()
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await receive()
+        await send({"type": "websocket.accept"})
+        protocol.pause_writing()
+        await send({"type": "websocket.close", "code": 4429})
+        closed.set()
+
+    protocol, transport = await served(app)
+    await asyncio.wait_for(closed.wait(), 5)
+    assert transport.writes[-1][:1] == b"\x88"  # a close frame (FIN, opcode 8)
+    protocol.connection_lost(None)
+
+
 async def test_connections_to_a_bound_socket_send_small_writes_at_once() -> None:
     """TCP_NODELAY on every accepted connection. asyncio sets it only on a socket made for
     TCP (``IPPROTO_TCP``), which an accepted one is when its listener is: without it, an
@@ -196,6 +213,12 @@ def test_a_privileged_port_says_what_it_needs() -> None:
     assert listen_failure("127.0.0.1", 8080, refused) == (
         "cannot listen on 127.0.0.1:8080: Permission denied"
     )
+    privileged = [
+        port
+        for port in (0, 1, 1023, 1024)
+        if "below 1024" in listen_failure("127.0.0.1", port, refused)
+    ]
+    assert privileged == [1, 1023]
 
 
 async def test_an_answer_names_no_server_software() -> None:
