@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from stateway.app import build_gateway, compile_generation, gateway, open_gateway
+from stateway.app import build_app, build_gateway, compile_generation, gateway, open_gateway
 from stateway.config import ConfigError, Overrides
 from stateway.core.commands import CreateResponse
 from stateway.core.response import ResponseState
@@ -15,8 +15,12 @@ from stateway.core.runs import Run
 from stateway.core.telemetry import RunReport
 from stateway.core.usage import Usage
 from stateway.storage.sql import SqlResponseStore, migrate, open_store
+from stateway.storage.sql.api_keys import SqlKeyStore
 from stateway.telemetry.metrics import MAX_MODELS, OTHER_MODEL
 from tests.core.fakes import MemoryStore
+from tests.surfaces.http.asgi import call
+
+HOST = [(b"host", b"127.0.0.1")]
 
 CONFIG = """
 [[backends]]
@@ -100,3 +104,24 @@ async def test_a_start_refused_after_the_database_opened_closes_it(
         await open_gateway(compile_generation(flags), flags)
     [store] = opened
     assert store.engine.pool.checkedin() == 0
+
+
+async def test_a_gateway_opened_over_a_database_keeps_all_of_its_state_there(
+    tmp_path: Path,
+) -> None:
+    """Usage, conversations, API keys, leases and the sweeps of deleted rows: all over the
+    gateway's database (given none, ``/v1/usage`` would be a 404, a conversation could
+    not be made, ``[auth] api_keys`` refused, runs judged by no lease)."""
+    database = f"sqlite:///{tmp_path}/x.db"
+    await migrate(database)
+    flags = Overrides(database=database, upstream="http://127.0.0.1:9/v1")
+    parts = await open_gateway(compile_generation(flags), flags)
+    app = build_app(parts)
+    async with app.router.lifespan_context(app):
+        usage = await call(app, "GET", "/v1/usage", content_type=None, headers=HOST)
+        made = await call(app, "POST", "/v1/conversations", b"{}", headers=HOST)
+        found = await call(app, "GET", f"/v1/conversations/{made.json()['id']}", headers=HOST)
+    assert (usage.status, made.status, found.status) == (200, 200, 200)
+    assert isinstance(parts.keys, SqlKeyStore)
+    assert parts.leases is not None
+    assert parts.retention is not None
