@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 
-from stateway.app import build_app, build_gateway, compile_generation
+from stateway.app import build_app, build_gateway, compile_generation, open_gateway
 from stateway.config import Overrides
 from stateway.core.commands import CreateResponse
 from stateway.core.response import ResponseState
 from stateway.core.runs import Run
+from stateway.storage.sql import migrate
 from tests.core.fakes import HeldReads, MemoryStore
+from tests.surfaces.http.asgi import call
 
 
 async def test_shutdown_ends_the_deletion_checks_cancel_signals_started() -> None:
@@ -100,3 +103,36 @@ async def test_deleted_responses_are_erased_without_a_retention(
     async with app.router.lifespan_context(app):
         await asyncio.wait_for(eraser.started.wait(), 5)
     assert eraser.cancelled
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status"),
+    [
+        ("POST", "/v1/responses", 400),  # each create refuses a body naming no model
+        ("POST", "/v1/messages", 400),
+        ("POST", "/v1/messages/count_tokens", 400),
+        ("POST", "/v1/chat/completions", 400),
+        ("POST", "/mcp", 406),  # a client that does not accept the MCP answers
+        ("GET", "/metrics", 200),
+        ("GET", "/v1/usage", 200),
+        ("GET", "/v1/nothing", 404),
+    ],
+)
+async def test_every_surface_is_routed(tmp_path: Path, method: str, path: str, status: int) -> None:
+    """The app over a gateway opened on a database serves each surface's routes."""
+    database = f"sqlite:///{tmp_path}/x.db"
+    await migrate(database)
+    flags = Overrides(database=database, upstream="http://127.0.0.1:9/v1")
+    parts = await open_gateway(compile_generation(flags), flags)
+    app = build_app(parts)
+    body = b"{}" if method == "POST" else b""
+    async with app.router.lifespan_context(app):
+        reply = await call(
+            app,
+            method,
+            path,
+            body,
+            headers=[(b"host", b"127.0.0.1")],
+            content_type="application/json" if body else None,
+        )
+    assert reply.status == status, reply.body
