@@ -12,7 +12,7 @@ def test_a_sighup_while_starting_is_noted_and_does_not_end_the_process() -> None
     previous = signal.getsignal(signal.SIGHUP)
     try:
         hangup = StartupHangup()
-        assert not hangup.seen
+        assert hangup.seen is False
         signal.raise_signal(signal.SIGHUP)  # its handler runs before this returns
         assert hangup.seen
     finally:

@@ -254,10 +254,12 @@ class HeldApp:
     """An app whose requests wait for :attr:`release`; ``events`` records, in order, what
     the drain did and when the application shut down."""
 
-    def __init__(self) -> None:
+    def __init__(self, turns: int = 0) -> None:
         self.events: list[str] = []
         self.requested = asyncio.Event()
         self.release = asyncio.Event()
+        self.turns = turns
+        """Turns of the event loop a request takes to answer once released."""
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
@@ -268,6 +270,8 @@ class HeldApp:
             return
         self.requested.set()
         await self.release.wait()
+        for _ in range(self.turns):
+            await asyncio.sleep(0)
         self.events.append("request answered")
         await send({"type": "http.response.start", "status": 200, "headers": []})
         await send({"type": "http.response.body", "body": b"ok"})
@@ -378,8 +382,9 @@ async def test_a_forced_quit_ends_what_is_in_flight_at_once_then_shuts_the_app_d
 ) -> None:
     """A second SIGINT (uvicorn's force quit) within the window: the request in flight is
     ended without waiting for the window, background work is not waited for, and the
-    application still shuts down (which uvicorn skips on a forced quit)."""
-    app = HeldApp()
+    application still shuts down (which uvicorn skips on a forced quit), once the request
+    has answered, however many turns of the loop that takes."""
+    app = HeldApp(turns=20)
 
     async def sessions() -> None:
         server.force_exit = True
