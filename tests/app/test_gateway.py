@@ -4,6 +4,7 @@ and read from it."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -94,8 +95,8 @@ async def test_a_start_refused_after_the_database_opened_closes_it(
     await migrate(database)
     opened: list[SqlResponseStore] = []
 
-    def open_recorded(url: str, *, timeout: float | None = None) -> SqlResponseStore:
-        opened.append(open_store(url, timeout=timeout))
+    def open_recorded(url: str, **bounds: Any) -> SqlResponseStore:
+        opened.append(open_store(url, **bounds))
         return opened[-1]
 
     monkeypatch.setattr(gateway, "open_store", open_recorded)
