@@ -117,3 +117,25 @@ def test_debug_is_the_gateways_own_libraries_stay_at_info() -> None:
     finally:
         root.handlers, root.level = saved[:2]
         own.setLevel(saved[2])
+
+
+@pytest.mark.parametrize("quiet", ["alembic", "httpx2"])
+def test_a_quietened_library_is_never_louder_than_the_level_asked(quiet: str) -> None:
+    """Its warnings are dropped at ``error``, as every other library's are."""
+    root, own, library = (
+        logging.getLogger(),
+        logging.getLogger("stateway"),
+        logging.getLogger(quiet),
+    )
+    saved = root.handlers, root.level, own.level, library.level
+    try:
+        configure_logging("text", "error")
+        assert not library.isEnabledFor(logging.WARNING)
+        assert library.isEnabledFor(logging.ERROR)
+        configure_logging("text", "info")
+        assert not library.isEnabledFor(logging.INFO)
+        assert library.isEnabledFor(logging.WARNING)
+    finally:
+        root.handlers, root.level = saved[:2]
+        own.setLevel(saved[2])
+        library.setLevel(saved[3])

@@ -28,7 +28,8 @@ TEXT_FORMAT: Final = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 OWN: Final = "stateway"
 """The gateway's own loggers' parent: the only ones ``debug`` applies to."""
 QUIET: Final = {"alembic": logging.WARNING, "httpx2": logging.WARNING}
-"""Loggers too chatty at INFO (the MCP client's HTTP library logs every request)."""
+"""Loggers too chatty at INFO (the MCP client's HTTP library logs every request): at
+this level, or the one asked when it is higher."""
 
 
 _LINE_BREAKS: Final = str.maketrans({"\n": "\\n", "\r": "\\r"})
@@ -77,4 +78,4 @@ def configure_logging(
     root.setLevel(max(wanted, logging.INFO))
     logging.getLogger(OWN).setLevel(wanted)
     for name, quiet in QUIET.items():
-        logging.getLogger(name).setLevel(quiet)
+        logging.getLogger(name).setLevel(max(quiet, wanted))  # quieter, never louder
