@@ -3,6 +3,7 @@ and the surface report; process gauges read at scrape time."""
 
 from __future__ import annotations
 
+import re
 import sys
 import typing
 from pathlib import Path
@@ -15,6 +16,9 @@ from stateway.core.generations import ConfigStatus
 from stateway.core.telemetry import RunReport, ToolOutcome
 from stateway.core.usage import Usage
 from stateway.telemetry.metrics import PrometheusMetrics
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+_METRIC_ROW = re.compile(r"^\| (`stateway_[^|]+) \| (\w+) \|([^|]*)\|", re.MULTILINE)
 
 
 def scrape(metrics: PrometheusMetrics) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
@@ -259,3 +263,41 @@ def test_responses_erased_are_counted() -> None:
     metrics.responses_erased(3)
     metrics.responses_erased(2)
     assert b"stateway_responses_erased_total 5.0" in metrics.exposition()[0]
+
+
+def test_every_metric_is_exposed_as_the_readme_documents() -> None:
+    """The names, types and labels are a contract with users' dashboards: README's table
+    ("Observability") lists each metric ``GET /metrics`` exposes, and nothing else."""
+    documented: dict[str, tuple[str, list[str]]] = {}
+    for names, kind, labels in _METRIC_ROW.findall(README.read_text(encoding="utf-8")):
+        for name in re.findall(r"`(\w+)`", names):
+            documented[name] = (kind, sorted(re.findall(r"`(\w+)`", labels)))
+    metrics = PrometheusMetrics()  # each metric given a series
+    metrics.request_ended("/v1/responses", 200, 0.2)
+    metrics.run_ended(
+        RunReport("acme", "m", Usage(10, 4), [{"backend": "b", "outcome": "ok"}], 0.1)
+    )
+    metrics.tool_called("mcp", "ok")
+    metrics.storage_observed("save", 0.001)
+    metrics.sample(lambda: 0, lambda: 0)
+    metrics.sample_config(lambda: ConfigStatus(1, 0.0, None, (), ()))
+    metrics.responses_deleted(1)
+    metrics.conversations_purged(1)
+    metrics.responses_erased(1)
+    exposed: dict[str, tuple[str, list[str]]] = {}
+    for family in text_string_to_metric_families(metrics.exposition()[0].decode()):
+        name = f"{family.name}_total" if family.type == "counter" else family.name
+        labels = {label for sample in family.samples for label in sample.labels}
+        exposed[name] = (family.type, sorted(labels - {"le"}))
+    assert len(documented) == 17
+    assert exposed == documented
+
+
+def test_sweeps_are_counted() -> None:
+    metrics = PrometheusMetrics()
+    metrics.responses_deleted(3)
+    metrics.responses_deleted(2)
+    metrics.conversations_purged(4)
+    samples = scrape(metrics)
+    assert samples["stateway_responses_deleted_total"] == {(): 5}
+    assert samples["stateway_conversations_purged_total"] == {(): 4}

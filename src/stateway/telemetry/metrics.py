@@ -32,6 +32,9 @@ name                                                   type       labels
 ``stateway_upstream_queue_depth``                      gauge
 ``stateway_websocket_connections``                     gauge
 ``stateway_storage_duration_seconds``                  histogram  operation
+``stateway_responses_deleted_total``                   counter
+``stateway_conversations_purged_total``                counter
+``stateway_responses_erased_total``                    counter
 ``stateway_config_generation``                         gauge
 ``stateway_config_last_reload_successful``             gauge
 ``stateway_config_restart_required``                   gauge
