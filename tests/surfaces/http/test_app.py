@@ -133,6 +133,11 @@ class DownStore(MemoryStore):
         raise StorageError("Storage failed while checking the database.")
 
 
+async def test_health_answers_ok() -> None:
+    reply = await call(build(), "GET", "/health", content_type=None)
+    assert (reply.status, reply.json()) == (200, {"status": "ok"})
+
+
 async def test_ready_reports_storage_and_upstreams() -> None:
     reply = await call(build(), "GET", "/ready")
     assert reply.status == 200
