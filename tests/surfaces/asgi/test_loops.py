@@ -3,6 +3,8 @@ refused before any route or credential check."""
 
 from __future__ import annotations
 
+import pytest
+
 from stateway.core.gateway import Gateway
 from stateway.core.hops import Hop
 from stateway.core.inference import Finish, TextDelta
@@ -22,7 +24,9 @@ from tests.surfaces.http.asgi import call
 BODY = b'{"model": "m", "input": "hi"}'
 
 
-async def test_a_request_naming_this_process_in_its_via_is_refused_as_a_loop() -> None:
+async def test_a_request_naming_this_process_in_its_via_is_refused_as_a_loop(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     store = MemoryStore()
     backend = ScriptedBackend([TextDelta("ok"), Finish("stop")])
     gateway = Gateway(
@@ -50,6 +54,12 @@ async def test_a_request_naming_this_process_in_its_via_is_refused_as_a_loop() -
             assert "points at this gateway itself" in error["message"]
             assert reply.headers["x-should-retry"] == "false"
     assert backend.requests == []
+    logged = [r.getMessage() for r in caplog.records if r.name == "stateway.surfaces.asgi.loops"]
+    assert len(logged) == 4
+    assert logged[0].startswith(
+        "request loop: refused POST /v1/responses, which this gateway sent itself"
+    )
+    assert logged[1].startswith("request loop: refused GET /v1/models, which")
 
     bearer = (b"authorization", f"Bearer {key}".encode())
     for via in [Hop().via, "1.1 proxy"]:  # another gateway's, a proxy's: served
