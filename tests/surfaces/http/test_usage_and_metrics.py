@@ -118,6 +118,11 @@ async def test_times_must_be_whole_unix_seconds() -> None:
         assert reply.status == 400
         assert reply.json()["error"]["param"] == param
         assert reply.json()["error"]["code"] == "invalid_value"
+    sent = "1" * 30 + "x" * 30  # quoted up to 40 characters
+    reply = await call(build(Ledger()), "GET", "/v1/usage", query=f"end_time={sent}")
+    assert reply.json()["error"]["message"] == (
+        f"'end_time' must be Unix seconds (a whole number), got '{sent[:40]}'."
+    )
 
 
 async def test_without_a_ledger_usage_is_not_served() -> None:
