@@ -19,6 +19,7 @@ from stateway.surfaces.http.responses import ResponsesRoutes
 from stateway.surfaces.http.service import ServiceRoutes
 from tests.core.fakes import MemoryStore, ScriptedBackend
 from tests.surfaces.http.asgi import call
+from tests.surfaces.http.test_usage_and_metrics import with_keys
 
 KEY = "admin-secret"
 BEARER = [(b"authorization", f"Bearer {KEY}".encode())]
@@ -39,7 +40,9 @@ class Reloads:
         return ConfigStatus(self.generation, 1700000000.5, self.error, ("server.port",), (1,))
 
 
-def build(*, admin: bool = True, reload_endpoint: bool = True) -> tuple[Starlette, Reloads]:
+def build(
+    *, admin: bool = True, reload_endpoint: bool = True, authenticator: Authenticator | None = None
+) -> tuple[Starlette, Reloads]:
     store = MemoryStore()
     router = Router([BackendEntry(ScriptedBackend([]), {}, catch_all=True)])
     gateway = Gateway(store, router, Loop(store), RunRegistry())
@@ -50,7 +53,7 @@ def build(*, admin: bool = True, reload_endpoint: bool = True) -> tuple[Starlett
         ResponsesRoutes(gateway, 4096),
         ServiceRoutes(gateway),
         admin=routes,
-        authenticator=Authenticator(admin_key=KEY),
+        authenticator=authenticator or Authenticator(admin_key=KEY),
     )
     return app, reloads
 
@@ -104,7 +107,25 @@ async def test_without_the_key_both_routes_are_401(
     assert reply.status == 401
     assert reply.headers["www-authenticate"] == "Bearer"
     assert reply.json()["error"]["code"] == "invalid_api_key"
+    assert reply.json()["error"]["message"] == (
+        "The admin routes need 'Authorization: Bearer <admin key>'."
+    )
     assert reloads.generation == 1  # nothing was reloaded
+
+
+@pytest.mark.parametrize(
+    ("method", "path"), [("GET", "/admin/config/status"), ("POST", "/admin/config/reload")]
+)
+async def test_a_tenants_key_is_a_403_naming_the_admin_credential(method: str, path: str) -> None:
+    authenticator, key = await with_keys()
+    app, reloads = build(authenticator=authenticator)
+    bearer = [(b"authorization", f"Bearer {key}".encode())]
+    reply = await call(app, method, path, headers=bearer, content_type=None)
+    assert reply.status == 403
+    assert reply.json()["error"]["message"] == (
+        "This route needs the admin credential; a tenant's does not reach it."
+    )
+    assert reloads.generation == 1
 
 
 async def test_the_reload_route_is_not_served_unless_enabled() -> None:

@@ -345,7 +345,13 @@ async def test_a_websocket_upgrade_whose_key_cannot_be_checked_is_logged_once(
     with caplog.at_level(logging.INFO):
         sent = await upgrade(app, bearer(key))
 
-    assert [(m["type"], m.get("code")) for m in sent] == [("websocket.close", 1008)]
+    assert sent == [
+        {
+            "type": "websocket.close",
+            "code": 1008,
+            "reason": "Storage failed while looking up an API key.",
+        }
+    ]
     logged = [r for r in caplog.records if r.name == "stateway.surfaces.http.errors"]
     assert [r.getMessage() for r in logged] == [
         "GET /v1/responses -> 503 Storage failed while looking up an API key."
