@@ -571,8 +571,12 @@ async def test_models_in_the_shape_the_client_speaks() -> None:
         "first_id": "known",
         "last_id": "known",
     }
+    assert "request-id" in anthropic.headers
     openai = await call(app, "GET", "/v1/models")
-    assert openai.json()["object"] == "list"
+    assert openai.json() == {
+        "object": "list",
+        "data": [{"id": "known", "object": "model", "created": 0, "owned_by": "scripted"}],
+    }
 
 
 async def test_one_model_in_the_shape_the_client_speaks() -> None:
