@@ -13,6 +13,7 @@ import httpx2
 import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
+from mcp.shared.subscriptions import ResourceUpdated
 from mcp_types import (
     INVALID_PARAMS,
     EmptyResult,
@@ -349,6 +350,17 @@ async def test_a_listen_stream_follows_a_uri_listed_twice_once() -> None:
             assert subscription.honored.resource_subscriptions == [URI]
 
     assert opened == [URI]
+
+
+async def test_a_listen_stream_delivers_its_resources_updates() -> None:
+    async with serving(answering()) as served, Client(served.url) as client:
+        await client.list_tools()  # the surface is started
+        response = following(served)
+        async with client.listen(resource_subscriptions=[URI]) as subscription:
+            response.change()
+            event = await asyncio.wait_for(anext(aiter(subscription)), 30)  # not a hang
+
+    assert event == ResourceUpdated(URI)
 
 
 async def test_a_listen_stream_follows_the_callers_own_responses_only() -> None:
