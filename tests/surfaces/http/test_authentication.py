@@ -23,6 +23,7 @@ from stateway.identity.oidc import OidcVerifier
 from stateway.surfaces.auth.authenticator import Authenticator
 from stateway.surfaces.http.admin import AdminRoutes
 from stateway.surfaces.http.app import build_http_app
+from stateway.surfaces.http.authentication import Authentication
 from stateway.surfaces.http.chat import ChatRoutes
 from stateway.surfaces.http.conversations import ConversationsRoutes
 from stateway.surfaces.http.messages import MessagesRoutes
@@ -357,3 +358,21 @@ async def test_a_websocket_upgrade_whose_key_cannot_be_checked_is_logged_once(
         "GET /v1/responses -> 503 Storage failed while looking up an API key."
     ]
     assert key not in caplog.text
+
+
+async def test_a_lifespan_passes_untouched_and_unidentified() -> None:
+    passed: list[tuple[Any, Any, Any]] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        passed.append((scope, receive, send))
+
+    async def receive() -> Message:
+        return {"type": "lifespan.startup"}
+
+    async def send(message: Message) -> None:
+        pass
+
+    scope: dict[str, Any] = {"type": "lifespan"}
+    authenticator = Authenticator(keys=KeyCache(Store(), 2.0, clock=Clock()))
+    await Authentication(app, authenticator)(scope, receive, send)
+    assert passed == [({"type": "lifespan"}, receive, send)]
