@@ -99,6 +99,11 @@ def test_revoking_an_unknown_key_is_exit_1(
         (["--tenant", "acme", "--expires", "tomorrow"], "expected a duration"),
         (["--tenant", "acme", "--expires", "9999999d"], "later than the year 9999"),
         (["--tenant", "acme", "--expires", "99999999999999999999w"], "later than the year 9999"),
+        # 9999-12-31 in its own zone, 10000-01-01 in UTC: ``keys list`` could not show it.
+        (
+            ["--tenant", "acme", "--expires", "9999-12-31T23:59:59-14:00"],
+            "later than the year 9999",
+        ),
     ],
 )
 def test_a_bad_create_is_exit_2_and_prints_no_key(

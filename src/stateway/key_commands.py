@@ -146,9 +146,18 @@ def expiry(value: str, now: float) -> float:
     if seconds is not None:
         if seconds <= 0:
             raise ValueError(f"--expires {value!r}: a key must live a while")
-        if now + seconds > _LATEST:  # ``keys list`` could not show it
-            raise ValueError(f"--expires {value!r}: later than the year 9999")
-        return now + seconds
+        at = now + seconds
+    else:
+        at = _moment(value)
+        if at <= now:
+            raise ValueError(f"--expires {value!r} is in the past")
+    if at > _LATEST:  # ``keys list`` could not show it
+        raise ValueError(f"--expires {value!r}: later than the year 9999")
+    return at
+
+
+def _moment(value: str) -> float:
+    """The ISO 8601 time ``value`` as a Unix time (UTC unless it says otherwise)."""
     try:
         moment = datetime.fromisoformat(value.strip())
     except ValueError:
@@ -157,8 +166,6 @@ def expiry(value: str, now: float) -> float:
         ) from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
-    if moment.timestamp() <= now:
-        raise ValueError(f"--expires {value!r} is in the past")
     return moment.timestamp()
 
 
