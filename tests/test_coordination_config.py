@@ -206,3 +206,47 @@ def test_usable_redis_urls_are_taken(tmp_path: Path, url: str) -> None:
     path = tmp_path / "c.toml"
     path.write_text(f'[coordination]\nredis_url = "{url}"\n')
     assert load_config(Overrides(config=str(path)), {}).coordination.redis_url == url
+
+
+async def test_every_coordination_setting_reaches_the_adapter_it_bounds(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text(
+        "[coordination]\nmax_results = 7\nresult_ttl = 60.0\nclaim_ttl = 5.0\n"
+        "max_result_bytes = 900\nredis_timeout = 1.5\n"
+        "[rate_limits]\nrequests_per_minute = 5\ntokens_per_minute = 1000\n"
+        "concurrent_requests = 2\n"
+    )
+    alone = load_config(Overrides(config=str(path)), {})
+    memory, _ = build_coordination(alone.coordination)
+    assert isinstance(memory, MemoryCommandResults)
+    assert (memory._max, memory._ttl, memory._max_bytes) == (7, 60.0, 900)
+
+    env = {"STATEWAY_REDIS_URL": "redis://env:6379/0", "STATEWAY_REDIS_KEY_PREFIX": "gw1:"}
+    shared = load_config(Overrides(config=str(path)), env)
+    results, signals = build_coordination(shared.coordination)
+    fanout = build_fanout(shared.coordination)
+    limits = build_limits(shared)
+    assert isinstance(results, RedisCommandResults)
+    assert isinstance(signals, RedisCancelSignals)
+    assert isinstance(fanout, RedisEventFanout)
+    assert limits is not None
+    buckets, slots = limits._buckets, limits._slots
+    assert isinstance(buckets, RedisTokenBuckets)
+    assert isinstance(slots, RedisRequestSlots)
+    try:
+        assert (results._cmd, results._claim_ms, results._result_ms) == ("gw1:cmd:", 5000, 60000)
+        assert results._bounds == (7, 900)
+        assert (signals._channel, fanout._standing) == ("gw1:cancel", "gw1:events")
+        assert (buckets._prefix, slots._prefix) == ("gw1:", "gw1:")
+        assert (limits._requests, limits._tokens, limits._concurrent) == (5, 1000, 2)
+        # One outage for both limits, named and probing as the buckets' own would.
+        assert slots._outage is buckets._outage
+        assert buckets._outage._what == "rate limits"
+        assert buckets._outage._probe == buckets._redis.ping
+        clients = (results._redis, signals._redis, fanout._redis, buckets._redis, slots._redis)
+        for client in clients:
+            pool = client.connection_pool.connection_kwargs
+            assert (pool["socket_timeout"], pool["socket_connect_timeout"]) == (1.5, 1.5)
+    finally:
+        for adapter in (results, signals, fanout, limits):
+            await adapter.aclose()
