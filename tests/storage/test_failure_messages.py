@@ -1,4 +1,5 @@
-"""What each of the store's reads and its delete say when the database fails them: the
+"""What each of the store's reads and its delete say when the database fails them (and
+the API keys', the gateway secret's and the run owners' statements beside it): the
 operation, named in the message an operator reads in the log and a client in its 503."""
 
 from __future__ import annotations
@@ -10,7 +11,11 @@ from typing import Any
 import pytest
 
 from stateway.core.errors import StorageError
+from stateway.identity.keys import ApiKey
 from stateway.storage.sql import SqlResponseStore, open_store
+from stateway.storage.sql.api_keys import SqlKeyStore
+from stateway.storage.sql.leases import SqlOwnerLeases
+from stateway.storage.sql.secrets import SqlSecrets
 
 Operation = Callable[[SqlResponseStore], Awaitable[Any]]
 
@@ -25,6 +30,15 @@ OPERATIONS: list[tuple[str, Operation]] = [
         lambda store: store.list_input_items("t", "r", after=None, limit=5, order="asc"),
     ),
     ("deleting a response", lambda store: store.delete("t", "r")),
+    (
+        "storing an API key",
+        lambda store: SqlKeyStore(store.engine).add(ApiKey("k", "t", None, "d", 1.0)),
+    ),
+    ("looking up an API key", lambda store: SqlKeyStore(store.engine).find("d")),
+    ("listing API keys", lambda store: SqlKeyStore(store.engine).list()),
+    ("revoking an API key", lambda store: SqlKeyStore(store.engine).revoke("k", 1.0)),
+    ("reading a gateway secret", lambda store: SqlSecrets(store.engine).put_if_absent("n", "v")),
+    ("reading run owners' leases", lambda store: SqlOwnerLeases(store).beats()),
 ]
 
 

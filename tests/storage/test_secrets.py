@@ -71,8 +71,11 @@ async def test_a_stored_value_is_read_from_a_read_only_sqlite_without_a_write(
         store = open_store(f"sqlite:///{path}")
         try:
             assert await SqlSecrets(store.engine).put_if_absent("kept", "second") == "first"
-            with pytest.raises(StorageReadOnly):
+            with pytest.raises(StorageReadOnly) as refused:
                 await SqlSecrets(store.engine).put_if_absent("missing", "value")
+            assert refused.value.message.startswith(
+                "Storage failed while storing a gateway secret. The database is read-only"
+            )
         finally:
             await store.aclose()
 
