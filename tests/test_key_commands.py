@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -64,8 +65,10 @@ def test_a_key_created_for_a_configuration_without_api_keys_says_it_is_not_asked
     code, out, err = keys(capsys, "create", "--tenant", "acme", "--database", database)
     assert code == 0
     assert looks_like_key(out.strip())
-    assert "[auth] api_keys is not true" in err
-    assert "serves every caller without a key" in err
+    assert err.endswith(
+        "\nnote: [auth] api_keys is not true in this configuration, so a gateway serving it "
+        "serves every caller without a key; set it in the file (--config) that serving reads\n"
+    )
 
     config = tmp_path / "stateway.toml"
     config.write_text(f'[auth]\napi_keys = true\n[storage]\ndatabase = "{database}"\n')
@@ -113,6 +116,53 @@ def test_a_bad_create_is_exit_2_and_prints_no_key(
 
     assert (code, out) == (2, "")
     assert problem in err
+
+
+def test_the_json_listing_gives_each_keys_status_and_times(
+    capsys: pytest.CaptureFixture[str], database: str
+) -> None:
+    keys(capsys, "create", "--tenant", "acme", "--database", database)  # makes the schema
+    engine = create_engine(database)
+    old, revoked = (
+        ApiKey("key_old", "acme", None, key_digest(new_key()), 1000.0, 2000.0),
+        ApiKey("key_revoked", "globex", "ci", key_digest(new_key()), 1500.0, None),
+    )
+
+    async def stored() -> None:
+        store = SqlKeyStore(engine)
+        try:
+            await store.add(old)
+            await store.add(revoked)
+            await store.revoke("key_revoked", 3000.0)
+        finally:
+            await engine.dispose()
+
+    asyncio.run(stored())
+    code, out, err = keys(capsys, "list", "--json", "--database", database)
+
+    assert (code, err) == (0, "")
+    *stored_ones, made = json.loads(out)  # oldest first
+    assert made["id"].startswith("key_")
+    assert stored_ones == [
+        {
+            "id": "key_old",
+            "tenant": "acme",
+            "name": None,
+            "status": "expired",
+            "created_at": "1970-01-01T00:16:40Z",
+            "expires_at": "1970-01-01T00:33:20Z",
+            "revoked_at": None,
+        },
+        {
+            "id": "key_revoked",
+            "tenant": "globex",
+            "name": "ci",
+            "status": "revoked",
+            "created_at": "1970-01-01T00:25:00Z",
+            "expires_at": None,
+            "revoked_at": "1970-01-01T00:50:00Z",
+        },
+    ]
 
 
 def test_a_key_stored_with_a_far_expiry_does_not_break_the_listing(
@@ -168,6 +218,12 @@ def test_a_sqlite_directory_that_cannot_be_made_is_exit_1(
 )
 def test_durations(value: str, seconds: int) -> None:
     assert expiry(value, 1000.0) == 1000.0 + seconds
+
+
+def test_a_duration_may_be_one_second_or_end_in_the_last_second_of_9999() -> None:
+    assert expiry("1s", 1000.0) == 1001.0
+    latest = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC).timestamp()
+    assert expiry("1s", latest - 1) == latest
 
 
 def test_iso_times_are_utc_unless_they_say() -> None:
