@@ -730,26 +730,30 @@ def test_an_unusable_retention_is_refused_by_name(tmp_path: Path, value: str) ->
         load_config(Overrides(config=write(tmp_path, f"[storage]\nretention = {value}\n")), {})
 
 
-def _float_settings(model: type[Section], prefix: str = "") -> list[tuple[type[Section], str]]:
-    """Every number setting (``float``, ``float | None``) of ``model``'s tables, nested
-    tables' included, with the table holding it."""
+def _number_settings(
+    model: type[Section], numbers: tuple[type, ...], prefix: str = ""
+) -> list[tuple[type[Section], str]]:
+    """Every setting of ``model``'s tables, nested tables' included, taking one of
+    ``numbers`` (``float``, ``float | None``), with the table holding it."""
     found = []
     for name, field in model.model_fields.items():
         kinds = [field.annotation]
         for kind in kinds:
             kinds += typing.get_args(kind)
-        if float in kinds:
+        if any(number in kinds for number in numbers):
             found.append((model, prefix + name))
         for kind in kinds:
             if isinstance(kind, type) and issubclass(kind, Section) and kind is not model:
-                found += _float_settings(kind, f"{prefix}{name}.")
+                found += _number_settings(kind, numbers, f"{prefix}{name}.")
     return found
 
 
+_FLOAT_SETTINGS = _number_settings(Config, (float,))
+_NUMBER_SETTINGS = _number_settings(Config, (int, float))
+
+
 @pytest.mark.parametrize("value", [math.inf, math.nan])
-@pytest.mark.parametrize(
-    ("table", "setting"), _float_settings(Config), ids=[s for _, s in _float_settings(Config)]
-)
+@pytest.mark.parametrize(("table", "setting"), _FLOAT_SETTINGS, ids=[s for _, s in _FLOAT_SETTINGS])
 def test_no_number_setting_takes_infinity_or_nan(
     table: type[Section], setting: str, value: float
 ) -> None:
@@ -759,6 +763,32 @@ def test_no_number_setting_takes_infinity_or_nan(
     with pytest.raises(ValidationError) as refused:
         table.model_validate({key: value})
     assert any(error["loc"] == (key,) for error in refused.value.errors())
+
+
+@pytest.mark.parametrize("value", [True, False])
+@pytest.mark.parametrize(
+    ("table", "setting"), _NUMBER_SETTINGS, ids=[s for _, s in _NUMBER_SETTINGS]
+)
+def test_no_number_setting_takes_true_or_false(
+    table: type[Section], setting: str, value: bool
+) -> None:
+    """``retention = true`` was taken as 1 (every response deleted a second after it was
+    made), ``port = true`` as port 1: a boolean is no count, size or duration."""
+    key = setting.rsplit(".", 1)[-1]
+    with pytest.raises(ValidationError) as refused:
+        table.model_validate({key: value})
+    refusal = ((key,), "Input should be a number, not a boolean")
+    assert refusal in [(error["loc"], error["msg"]) for error in refused.value.errors()]
+
+
+def test_a_boolean_given_for_a_number_is_refused_naming_the_setting(tmp_path: Path) -> None:
+    path = write(tmp_path, "[storage]\nretention = true\n")
+    with pytest.raises(ConfigError) as refused:
+        load_config(Overrides(config=path), EMPTY_ENV)
+    assert str(refused.value) == (
+        "invalid configuration:\n"
+        f"  storage.retention: Input should be a number, not a boolean ({path}, line 2)"
+    )
 
 
 @pytest.mark.parametrize(

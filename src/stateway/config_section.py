@@ -1,16 +1,29 @@
 """What every table of the configuration file is: unknown keys refused (a misspelt key
-is an error, not a silent default), values frozen once loaded, and no number infinite or
+is an error, not a silent default), values frozen once loaded, no number infinite or
 NaN (``drain_timeout = inf`` is no wait the gateway can keep, nor ``weight = nan`` a
-share); and what a setting naming an environment variable holds (:data:`VariableName`)."""
+share) nor a boolean (``retention = true`` is no duration, though pydantic takes it as
+1); and what a setting naming an environment variable holds (:data:`VariableName`)."""
 
 import re
-from typing import Annotated
+import typing
+from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict
+from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
 
 
 class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_boolean_number(cls, value: Any, info: ValidationInfo) -> Any:
+        if isinstance(value, bool) and info.field_name is not None:
+            kinds = {cls.model_fields[info.field_name].annotation}
+            kinds |= set(typing.get_args(*kinds))
+            if bool not in kinds and kinds & {int, float}:
+                raise PydanticCustomError("bool_type", "Input should be a number, not a boolean")
+        return value
 
 
 _VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
