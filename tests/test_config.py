@@ -1,5 +1,6 @@
 import dataclasses
 import math
+import tomllib
 import typing
 from pathlib import Path
 
@@ -8,7 +9,14 @@ from pydantic import ValidationError
 
 from stateway.app.generation import build_backend
 from stateway.backends.admission import WaitingRoom
-from stateway.config import Config, ConfigError, Overrides, backend_api_key, load_config
+from stateway.config import (
+    Config,
+    ConfigError,
+    Overrides,
+    admin_key,
+    backend_api_key,
+    load_config,
+)
 from stateway.config_section import Section
 from stateway.durations import duration_seconds, duration_text
 from stateway.server_config import ServerConfig
@@ -70,6 +78,35 @@ def test_precedence_flags_over_env_over_file(tmp_path: Path) -> None:
     assert config.server.host == "0.0.0.0"
     assert config.storage.database == "sqlite:///e.db"
     assert load_config(Overrides(), env).server.port == 2222
+
+
+def test_a_variable_or_flag_keeps_the_files_other_settings_of_its_table(tmp_path: Path) -> None:
+    """Each is overlaid onto its table: the rest of the table, and a misspelt key in it,
+    stay as the file has them."""
+    text = (
+        '[storage]\ndatabase = "sqlite:///f.db"\nretention = "30d"\ndatabase_timeout = 9\n'
+        "[tools]\nmax_concurrent_calls = 3\n"
+    )
+    path = write(tmp_path, text)
+    env = {"STATEWAY_DATABASE_TIMEOUT": "7", "STATEWAY_TOOL_TIMEOUT_S": "8"}
+    config = load_config(Overrides(config=path), env)
+    assert (config.storage.database, config.storage.retention) == ("sqlite:///f.db", 30 * 86400)
+    assert (config.storage.database_timeout, config.tools.max_concurrent_calls) == (7, 3)
+    config = load_config(Overrides(config=path), {"STATEWAY_RETENTION": "1d"})
+    assert (config.storage.database, config.storage.retention) == ("sqlite:///f.db", 86400)
+    config = load_config(Overrides(config=path, database="sqlite:///g.db"), EMPTY_ENV)
+    assert (config.storage.database, config.storage.database_timeout) == ("sqlite:///g.db", 9)
+    path = write(tmp_path, 'database_timeout = 1\n[security]\nsealing_kye = "x"\n')
+    key = {"STATEWAY_SEALING_KEY": "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="}
+    with pytest.raises(ConfigError, match=r"security\.sealing_kye: Extra inputs"):
+        load_config(Overrides(config=path), key)
+
+
+def test_a_file_that_is_no_toml_is_refused_naming_it(tmp_path: Path) -> None:
+    path = write(tmp_path, "not toml [")
+    with pytest.raises(ConfigError) as refused:
+        load_config(Overrides(config=path), EMPTY_ENV)
+    assert str(refused.value).startswith(f"config file {path} is not valid TOML: ")
 
 
 def test_upstream_flag_replaces_file_backends(tmp_path: Path) -> None:
@@ -134,7 +171,10 @@ def test_a_section_that_is_no_table_is_a_readable_error(
     tmp_path: Path, text: str, env: dict[str, str]
 ) -> None:
     section = text.split(" ")[0]
-    with pytest.raises(ConfigError, match=rf"{section}: must be a table \(\[{section}\]\)"):
+    kind = type(tomllib.loads(text)[section]).__name__
+    with pytest.raises(
+        ConfigError, match=rf"{section}: must be a table \(\[{section}\]\), not {kind}$"
+    ):
         load_config(Overrides(config=write(tmp_path, text)), env)
 
 
@@ -202,8 +242,34 @@ def test_ambiguous_or_unusable_configs_are_refused(
 
 def test_upstream_flags_without_upstream_do_not_silently_vanish(tmp_path: Path) -> None:
     path = write(tmp_path, "[[backends]]\nname='a'\nurl='http://a/v1'\n")
-    with pytest.raises(ConfigError, match="--upstream-api applies to --upstream"):
+    with pytest.raises(ConfigError) as refused:
         load_config(Overrides(config=path, upstream_api="responses"), EMPTY_ENV)
+    assert str(refused.value) == (
+        "--upstream-api applies to --upstream, but the configuration file declares its "
+        "backends; set it on a backend there instead"
+    )
+
+
+def test_a_setting_given_by_a_flag_is_refused_naming_the_flag() -> None:
+    with pytest.raises(ConfigError) as refused:
+        load_config(Overrides(upstream="http://a/v1", upstream_api_key_env="X Y"), EMPTY_ENV)
+    assert str(refused.value).endswith("(set by --upstream-api-key-env)")
+
+
+def test_the_keys_are_read_from_the_process_environment_by_default(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    config = load_config(
+        Overrides(upstream_api_key_env="STATEWAY_TEST_KEY"), {"STATEWAY_TEST_ADMIN": "a"}
+    )
+    config = config.model_copy(
+        update={"admin": config.admin.model_copy(update={"api_key_env": "STATEWAY_TEST_ADMIN"})}
+    )
+    monkeypatch.setenv("STATEWAY_TEST_KEY", "sk-1")
+    monkeypatch.setenv("STATEWAY_TEST_ADMIN", "adm")
+    [backend] = config.backends
+    assert (backend_api_key(backend), admin_key(config)) == ("sk-1", "adm")
+    assert admin_key(config, EMPTY_ENV) is None  # the mapping given, not the process's
 
 
 def test_hardening_settings_have_defaults_and_env_variables() -> None:

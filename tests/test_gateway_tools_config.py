@@ -11,7 +11,7 @@ from stateway.app import backend_gateway_tools, build_tools
 from stateway.config import ConfigError, Overrides, load_config
 from stateway.core.tools.ports import McpServer
 from stateway.core.tools.toolset import Toolset
-from stateway.tool_config import McpConfig
+from stateway.tool_config import McpConfig, McpServerConfig
 from tests.support.mcp_server import serve_mcp
 
 MCP = 'type = "mcp", server_label'
@@ -72,10 +72,16 @@ def test_no_gateway_tools_is_none(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("tools", "fragment"),
     [
-        ('[{type = "function", name = "f"}]', "'function' is not a gateway tool"),
+        (
+            '[{type = "function", name = "f"}]',
+            "tools[0].type: 'function' is not a gateway tool; gateway_tools holds mcp, "
+            "web_search, web_search_2025_08_26, web_search_preview, "
+            "web_search_preview_2025_03_11 tools (the client declares its own)",
+        ),
         (
             "[{" + MCP + ' = "c", server_url = "http://x/mcp", require_approval = "always"}]',
-            'must be "never"',
+            'tools[0].require_approval: must be "never": Chat Completions and Messages '
+            "clients cannot approve a call",
         ),
         ('[{type = "mcp", server_url = "http://x/mcp"}]', "server_label"),
         (
@@ -166,3 +172,24 @@ async def test_the_mcp_client_takes_outputs_as_long_as_max_output_bytes(tmp_path
 )
 def test_the_mcp_allow_list(allowed: list[str], url: str, allows: bool) -> None:
     assert McpConfig(allowed_hosts=allowed).allows(url) is allows
+
+
+def test_a_servers_headers_are_its_own_and_those_its_variables_hold(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    server = McpServerConfig(
+        url="http://mcp/mcp", headers={"X-Team": "ops"}, headers_env={"Authorization": "DOCS"}
+    )
+    expected = {"X-Team": "ops", "Authorization": "Bearer t"}
+    assert server.resolved_headers("docs", {"DOCS": "Bearer t"}) == expected
+    monkeypatch.setenv("DOCS", "Bearer t")
+    assert server.resolved_headers("docs") == expected  # the process's environment
+    refusal = r"^mcp_servers\.docs: environment variable DOCS \(header Authorization\) is not set$"
+    with pytest.raises(ValueError, match=refusal):
+        server.resolved_headers("docs", {"DOCS": ""})
+
+
+def test_the_mcp_allow_list_from_its_variable() -> None:
+    env = {"STATEWAY_MCP_ALLOWED_HOSTS": " mcp.internal, ,Tools:8080 ,"}
+    config = load_config(Overrides(), env)
+    assert config.mcp.allowed_hosts == ["mcp.internal", "tools:8080"]

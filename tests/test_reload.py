@@ -290,6 +290,57 @@ async def test_an_unexpected_compile_failure_is_refused_and_reported() -> None:
     assert status.last_error == "TypeError: 'int' object is not a mapping"
 
 
+def test_the_status_before_any_reload_tells_of_no_failure_nor_pending_change() -> None:
+    reloads = Reloads()
+    status = reloads.reloader.status()
+    assert (status.generation, status.last_error) == (1, None)
+    assert (status.restart_required, status.retiring) == ((), ())
+
+
+async def test_a_reload_logs_what_it_applied_what_waits_for_a_restart_and_why_it_failed(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A ``SIGHUP``'s reload tells the operator in the log alone."""
+    reloads = Reloads()
+    reloads.next = compiled(Probed("second"))
+    reloads.next.restart_required = ("server.port", "storage.database")
+    with caplog.at_level(logging.INFO, logger="stateway.reload"):
+        reloads.reloader.reload_signalled()
+        reloads.next = ConfigError("route 'assistant': unknown backend 'gone'")
+        reloads.reloader.reload_signalled()
+        reloads.next = TypeError("'int' object is not a mapping")
+        reloads.reloader.reload_signalled()
+    records = [r for r in caplog.records if r.name == "stateway.reload"]
+    assert [(r.levelno, r.getMessage()) for r in records] == [
+        (logging.INFO, "config generation 2 serves new requests"),
+        (
+            logging.WARNING,
+            "config changes not applied until a restart: server.port, storage.database",
+        ),
+        (
+            logging.ERROR,
+            "config reload failed; generation 2 serves on: "
+            "route 'assistant': unknown backend 'gone'",
+        ),
+        (logging.ERROR, "config reload failed; generation 2 serves on"),
+    ]
+    assert records[-1].exc_info is not None
+
+
+async def test_a_reload_before_serving_starts_its_work_once_serving_only() -> None:
+    reloads = Reloads()
+    second = Probed("second")
+    reloads.next = compiled(second, probe=True)
+    reloads.reloader.reload_now()
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert not second.probed.is_set()  # not before serving starts
+    reloads.reloader.start()
+    await asyncio.wait_for(second.probed.wait(), 5)
+    await reloads.reloader.aclose()
+    assert not reloads.first.probed.is_set()  # the superseded generation's: never
+
+
 def test_reloading_a_file_saved_in_another_encoding_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "stateway.toml"
     flags = write(path, BACKEND.format(name="a"))

@@ -38,6 +38,8 @@ def installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         "labeler = teststages_mod:Labeler\n"
         "idle = teststages_mod:Idle\n"
         "broken = teststages_broken:Thing\n"
+        "[stateway.other]\n"
+        "elsewhere = teststages_mod:Labeler\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     return tmp_path
@@ -89,3 +91,29 @@ def test_a_route_chain_loads_global_and_route_stages(installed: Path) -> None:
     (route,) = config.routes
     with pytest.raises(ConfigError, match="route 'r': stage 'nope'"):
         load_chain(config, route.stages, f"route '{route.name}'")
+
+
+def test_an_entry_point_of_another_group_is_no_stage(installed: Path) -> None:
+    with pytest.raises(ConfigError) as refused:
+        load_chain(Config.model_validate({"stages": [{"name": "elsewhere"}]}))
+    assert str(refused.value) == (
+        "stages: stage 'elsewhere': no entry point in group stateway.stages"
+    )
+
+
+def test_a_route_runs_the_global_stages_then_its_own(installed: Path) -> None:
+    config = Config.model_validate({"stages": [{"name": "labeler", "options": {"label": "g"}}]})
+    route = [StageConfig(name="labeler", options={"label": "r"}, on_error="open")]
+    chain = load_chain(config, route, "route 'r'")
+    assert [(s.name, s.impl.label, s.on_error) for s in chain.stages] == [
+        ("labeler", "g", "closed"),
+        ("labeler", "r", "open"),
+    ]
+
+
+def test_a_name_two_packages_declare_loads_the_first_found(installed: Path) -> None:
+    info = installed / "teststages2-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: teststages2\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[stateway.stages]\nlabeler = teststages_mod:Labeler\n")
+    assert load_stage(StageConfig(name="labeler"), "stages").impl.label == "x"
