@@ -426,3 +426,31 @@ async def test_a_forced_quit_after_the_drain_window_still_shuts_the_app_down(
     assert [r.getMessage() for r in caplog.records if r.name == "stateway.serving"][-1] == (
         "shut down: 1 ended as server_shutting_down"
     )
+
+
+@pytest.mark.parametrize(
+    ("asked", "level"),
+    [("error", logging.ERROR), ("warning", logging.WARNING), ("debug", logging.WARNING)],
+)
+def test_uvicorn_is_never_louder_than_the_level_asked(asked: str, level: int) -> None:
+    """Its own warnings (an invalid request, say) are dropped at ``[logging] level =
+    "error"``, as every library's are; at lower levels it still says only warnings."""
+    from stateway.telemetry.logs import quietened
+
+    logger = logging.getLogger("uvicorn.error")
+    saved = logger.level
+    try:
+        server_config(
+            _never_called,
+            lifespan=False,
+            graceful_shutdown=1,
+            own_logging=True,
+            log_level=quietened(asked),  # type: ignore[arg-type]
+        )
+        assert logger.level == level
+    finally:
+        logger.setLevel(saved)
+
+
+async def _never_called(scope: Any, receive: Any, send: Any) -> None:
+    raise AssertionError("no request reaches it")

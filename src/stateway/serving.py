@@ -62,11 +62,13 @@ def server_config(
     keep_alive: int = 5,
     send_timeout: float | None = None,
     refused: RefusedRequests | None = None,
+    log_level: int = logging.WARNING,
 ) -> uvicorn.Config:
     """uvicorn as our servers run it: httptools (and uvloop when the caller's loop is one),
     WebSocket upgrades handed to the app (which may deny them with an HTTP response), no
-    access log, warnings only; with ``own_logging`` uvicorn installs no handlers of its
-    own, so its records go through the root logger's (JSON lines). A WebSocket message
+    access log, its records from ``log_level`` up (warnings, unless given); with
+    ``own_logging`` uvicorn installs no handlers of its own, so its records go through the
+    root logger's (JSON lines). A WebSocket message
     larger than ``ws_max_size`` closes its connection (1009); the app answers smaller
     ones past its own limit with an error frame. ``ws_compression``: accept
     permessage-deflate (``[websocket] compression``). A request's header block is bounded
@@ -88,7 +90,7 @@ def server_config(
         lifespan="on" if lifespan else "off",
         access_log=False,
         server_header=False,  # names no server software; one header less on every answer
-        log_level="warning",
+        log_level=log_level,
         timeout_graceful_shutdown=graceful_shutdown,
         timeout_keep_alive=keep_alive,
         log_config=None if own_logging else LOGGING_CONFIG,

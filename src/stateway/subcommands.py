@@ -35,7 +35,7 @@ from stateway.serving import (
 )
 from stateway.storage.sql import describe_url, migrate
 from stateway.stray_variables import stray_variables
-from stateway.telemetry.logs import configure_logging
+from stateway.telemetry.logs import configure_logging, quietened
 
 if TYPE_CHECKING:
     from stateway.identity.keys import KeyStore
@@ -184,6 +184,7 @@ def _serve(
             keep_alive=config.server.keep_alive_timeout,
             send_timeout=config.server.send_timeout,
             refused=parts.telemetry,
+            log_level=quietened(config.logging.level),
         )
         _describe(config, sys.stdout, beyond_loopback=warning is not None)
         announcement = f"stateway {__version__} listening on {socket_url(sock)}"

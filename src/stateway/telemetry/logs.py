@@ -63,6 +63,14 @@ class JsonFormatter(logging.Formatter):
         return orjson.dumps(entry).decode()
 
 
+def quietened(
+    level: Literal["debug", "info", "warning", "error"], quiet: int = logging.WARNING
+) -> int:
+    """A chatty library's level (uvicorn's, those of :data:`QUIET`): ``quiet``, or the
+    ``level`` asked when it is higher: quieter than the gateway's own, never louder."""
+    return max(quiet, logging.getLevelNamesMapping()[level.upper()])
+
+
 def configure_logging(
     form: Literal["text", "json"], level: Literal["debug", "info", "warning", "error"]
 ) -> None:
@@ -78,4 +86,4 @@ def configure_logging(
     root.setLevel(max(wanted, logging.INFO))
     logging.getLogger(OWN).setLevel(wanted)
     for name, quiet in QUIET.items():
-        logging.getLogger(name).setLevel(max(quiet, wanted))  # quieter, never louder
+        logging.getLogger(name).setLevel(quietened(level, quiet))
