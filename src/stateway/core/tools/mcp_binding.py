@@ -24,6 +24,13 @@ from stateway.core.tools.ports import McpServer, McpTool
 
 SECRET_KEYS: Final = ("headers", "authorization")
 """Keys of a declared ``mcp`` tool that hold credentials: used, never stored or echoed."""
+
+
+def without_secrets(tool: Item) -> Item:
+    """A declared ``mcp`` tool as it may be stored and echoed: without :data:`SECRET_KEYS`."""
+    return {k: v for k, v in tool.items() if k not in SECRET_KEYS}
+
+
 RESERVED_HEADERS: Final = frozenset(
     {
         "host",

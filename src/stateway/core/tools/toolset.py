@@ -42,12 +42,12 @@ from stateway.core.errors import InvalidRequest, McpServerNotAllowed, NoSearchPr
 from stateway.core.items import Item
 from stateway.core.tools import client_hosted
 from stateway.core.tools.mcp_binding import (
-    SECRET_KEYS,
     McpBinding,
     allowed_tools_of,
     approval_of,
     headers_of,
     server_url_of,
+    without_secrets,
 )
 from stateway.core.tools.ports import McpClient, McpServer, SearchProvider
 from stateway.core.tools.tool_types import CLIENT_TYPES, TOOL_SEARCH, WEB_SEARCH_TYPES
@@ -201,7 +201,7 @@ class GatewayTools:
                 public.append(tool)
             elif kind == MCP:
                 bindings.append(self._mcp(tool, f"tools[{index}]", bindings, trusted))
-                public.append({k: v for k, v in tool.items() if k not in SECRET_KEYS})
+                public.append(without_secrets(tool))
             elif kind in WEB_SEARCH_TYPES:
                 if self.search is None:
                     if isinstance(tool.get("external_web_access"), bool):

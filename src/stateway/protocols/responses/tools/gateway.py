@@ -10,7 +10,7 @@ from typing import Any
 
 from stateway.core.errors import InvalidRequest
 from stateway.core.items import Item
-from stateway.core.tools.mcp_binding import SECRET_KEYS
+from stateway.core.tools.mcp_binding import without_secrets
 from stateway.core.tools.model_names import SEPARATOR
 from stateway.core.tools.web_search import domain_name
 from stateway.protocols.responses.tools.fields import (
@@ -125,11 +125,9 @@ def decode_mcp(tool: dict[str, Any], path: str) -> Item:
 def without_credentials(tools: list[Any]) -> list[Any]:
     """An input item's ``tools`` (a search's output, an ``additional_tools`` item: kept as
     sent) but for each ``mcp`` tool's credentials, which are used for the run and never
-    stored or echoed (:data:`~stateway.core.tools.mcp_binding.SECRET_KEYS`)."""
+    stored or echoed (:func:`~stateway.core.tools.mcp_binding.without_secrets`)."""
     return [
-        {k: v for k, v in tool.items() if k not in SECRET_KEYS}
-        if isinstance(tool, dict) and tool.get("type") == "mcp"
-        else tool
+        without_secrets(tool) if isinstance(tool, dict) and tool.get("type") == "mcp" else tool
         for tool in tools
     ]
 
