@@ -153,8 +153,8 @@ class Catalog:
         offered = []
         for label, loads in loaded_servers(tools).items():
             for name, e in self._by_name.items():
-                wanted = any(load.loads(e.name, e.read_only) for load in loads)
-                if e.kind == "mcp" and e.deferred and e.server_label == label and wanted:
+                held = e.kind == "mcp" and e.deferred and e.server_label == label
+                if held and any(load.loads(e.name, e.read_only) for load in loads):
                     self._by_name[name] = replace(e, deferred=False)
                     offered.append(name)
         return offered
