@@ -20,6 +20,7 @@ from anthropic.types.beta import BetaMessage
 
 from stateway.launch import start_gateway
 from tests.e2e.test_messages_sdk import clear, upstream_log
+from tests.e2e.test_messages_tool_search import offered
 from tests.support.mcp_server import RunningMcpServer, serve_mcp
 
 BETAS = ["mcp-client-2025-04-04"]
@@ -269,8 +270,3 @@ def test_a_deferred_toolsets_tools_wait_for_the_tool_search_to_load_them(
     )
     [again] = (entry["body"] for entry in upstream_log(fake_upstream))
     assert offered(again) == ["tool_search", "calc__add"]
-
-
-def offered(body: dict[str, Any]) -> list[str]:
-    """The names of the tools an upstream request offers, whatever its shape."""
-    return [t.get("name") or t["function"]["name"] for t in body.get("tools") or ()]
