@@ -142,3 +142,56 @@ def test_a_read_only_sqlite_without_its_key_is_a_one_line_error(tmp_path: Path) 
         f"stateway: SQLite database at {path}: Storage failed while storing a gateway"
         f" secret. {READ_ONLY} (OperationalError: attempt to write a readonly database)\n"
     )
+
+
+HELD_ACROSS_THE_FIX = """
+import asyncio, sys
+from pathlib import Path
+from sqlalchemy import text
+from stateway.core.errors import StorageReadOnly
+from stateway.storage.sql.leases import SqlOwnerLeases
+from stateway.storage.sql.store import open_store
+
+async def main(path: Path) -> None:
+    store = open_store(f"sqlite:///{path}")
+    leases = SqlOwnerLeases(store)
+    try:
+        async with store.reader.connect() as first:  # leaves the shared memory's file 0444
+            await first.execute(text("SELECT 1"))
+        await store.engine.dispose()
+        async with store.reader.connect() as held:  # so it is opened read-only
+            await held.execute(text("SELECT 1"))
+            for refused in (leases.register("owner", 1.0), store.ping()):
+                try:
+                    await refused
+                except StorageReadOnly:
+                    pass
+                else:
+                    sys.exit("a write landed on a file opened read-only")
+            for each in path.parent.glob(path.name + "*"):
+                each.chmod(0o644)
+        await store.ping()
+        await leases.register("owner", 1.0)
+    finally:
+        await store.aclose()
+
+asyncio.run(main(Path(sys.argv[1])))
+"""
+
+
+def test_a_read_only_sqlite_heals_once_a_connection_held_across_the_fix_comes_back(
+    tmp_path: Path,
+) -> None:
+    """SQLite keeps a file's shared memory once per process, as the first connection
+    opening it found it: read-only, for every connection the process opens while any
+    connection of that time is open. A request holding one while the file is fixed (and
+    while the ping renews the engine's connections) must not keep the store read-only
+    after it lets it go: the store then takes writes again, its ping first."""
+    path = tmp_path / "stateway.db"
+    migrated(path, key=False)
+    set_mode(path, 0o444)
+    command = [*unprivileged(), sys.executable, "-c", HELD_ACROSS_THE_FIX, str(path)]
+    result = subprocess.run(
+        command, capture_output=True, text=True, env=child_env(), timeout=60, check=False
+    )
+    assert result.returncode == 0, result.stderr

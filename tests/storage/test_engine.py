@@ -507,6 +507,33 @@ class _Asked(Exception):
         self.params = params
 
 
+async def test_a_connection_out_while_its_engine_is_disposed_is_closed_as_it_comes_back(
+    database_url: str,
+) -> None:
+    """The ping disposes of the engine to renew its connections (read-only ones: a
+    standby's, a file SQLite opened read-only). One a request holds meanwhile comes back
+    to a pool nothing takes from any more: it is closed then, not left open there for
+    good (an open SQLite connection keeps the file's shared memory as it found it:
+    read-only, for every connection the process opens)."""
+    engine = create_engine(database_url, timeout=5)
+    opened: list[object] = []
+    closed: list[object] = []
+    event.listen(engine.sync_engine, "connect", lambda dbapi, _record: opened.append(dbapi))
+    event.listen(engine.sync_engine, "close", lambda dbapi, _record: closed.append(dbapi))
+    try:
+        async with engine.connect() as held:
+            await held.execute(text("SELECT 1"))
+            await engine.dispose()
+            assert closed == []  # its holder's until it lets it go
+        assert closed == opened
+        async with engine.connect() as renewed:  # the engine serves on, from its new pool
+            assert await renewed.scalar(text("SELECT 2")) == 2
+        assert len(opened) == 2
+        assert closed == opened[:1]
+    finally:
+        await engine.dispose()
+
+
 @pytest.mark.parametrize(
     ("bound", "connecting", "statements"),
     [(None, CONNECT_TIMEOUT, None), (3.5, 3.5, 3.5), (30.0, CONNECT_TIMEOUT, 30.0)],

@@ -71,6 +71,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import ConnectionPoolEntry
 
 from stateway.core.errors import StorageError, StorageReadOnly
+from stateway.storage.sql.disposal import close_when_returned
 from stateway.storage.sql.errors import refusal
 
 SQLITE_DRIVER: Final = "sqlite+aiosqlite"
@@ -257,6 +258,7 @@ def create_engine(
             hide_parameters=HIDE_PARAMETERS,
         )
         event.listen(engine.sync_engine, "connect", apply_sqlite_pragmas)
+        close_when_returned(engine)
         return engine
     kept = min(POOL_SIZE, max_connections)
     engine = create_async_engine(
@@ -283,6 +285,7 @@ def create_engine(
     event.listen(engine.sync_engine, "checkout", replacement.taken)
     event.listen(engine.sync_engine, "close", replacement.closing)
     event.listen(engine.sync_engine, "handle_error", _replace_read_only)
+    close_when_returned(engine)
     return engine
 
 

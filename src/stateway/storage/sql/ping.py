@@ -15,7 +15,11 @@ writes nothing.
   new one: a session opened on a read-only server stays read-only once a writable one is
   back, so only a new one tells. Read-only there too, the ping fails
   (:class:`StorageReadOnly`). Once the database is found writable again, the pool is
-  renewed: sessions opened meanwhile (by requests under way) are not used again.
+  renewed: sessions opened meanwhile (by requests under way) are not used again, and
+  each is closed as its request lets it go (:mod:`~stateway.storage.sql.disposal`). The
+  pool is renewed so on SQLite too, each time a write was last refused as read-only: a
+  connection opened while the file could not be written keeps it read-only for the
+  whole process, as long as it is open.
 - **Taking writes**: a write the database refused for a lasting cause
   (:class:`StorageNotWritable`: a save, or any write of the store's; the store keeps the
   last one in its :class:`~stateway.storage.sql.refusals.WriteRefusals` until a save
