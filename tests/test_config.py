@@ -20,6 +20,7 @@ from stateway.config import (
 from stateway.config_section import Section
 from stateway.durations import duration_seconds, duration_text
 from stateway.server_config import ServerConfig
+from stateway.surfaces.auth.credentials import MAX_CREDENTIAL
 
 EMPTY_ENV: dict[str, str] = {}
 
@@ -270,6 +271,34 @@ def test_the_keys_are_read_from_the_process_environment_by_default(
     [backend] = config.backends
     assert (backend_api_key(backend), admin_key(config)) == ("sk-1", "adm")
     assert admin_key(config, EMPTY_ENV) is None  # the mapping given, not the process's
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["two words", "key\n", " key", "k\u00e9y", "k\x7fy", "k" * (MAX_CREDENTIAL + 1)],
+    ids=["space", "line-break", "leading-space", "non-ascii", "control", "too-long"],
+)
+def test_an_admin_key_no_request_could_send_is_refused_unshown(key: str) -> None:
+    """A request's credential is 1 to ``MAX_CREDENTIAL`` visible ASCII characters: an
+    admin key with a space, a line break, a character beyond ASCII would never match
+    one, and every admin route would answer 401 with nothing to say why. Refused where
+    it is read (at start-up, on a reload), naming the variable, never the key."""
+    config = load_config(Overrides(), EMPTY_ENV)
+
+    with pytest.raises(ConfigError) as refused:
+        admin_key(config, {"STATEWAY_ADMIN_KEY": key})
+
+    assert str(refused.value) == (
+        "environment variable STATEWAY_ADMIN_KEY (admin.api_key_env) holds a key no request"
+        f" can send: a credential is 1 to {MAX_CREDENTIAL} visible ASCII characters (no"
+        " space, no line break)"
+    )
+
+
+def test_an_admin_key_as_long_as_a_credential_may_be_is_taken() -> None:
+    config = load_config(Overrides(), EMPTY_ENV)
+    key = "~!" * (MAX_CREDENTIAL // 2)
+    assert admin_key(config, {"STATEWAY_ADMIN_KEY": key}) == key
 
 
 def test_hardening_settings_have_defaults_and_env_variables() -> None:

@@ -57,6 +57,7 @@ from stateway.route_config import HealthConfig, RouteConfig, StageConfig, check_
 from stateway.sealing.keys import parse_key
 from stateway.server_config import HOST_ENV, PORT_ENV, ServerConfig, apply_server_env
 from stateway.storage_config import StorageConfig, apply_storage_env
+from stateway.surfaces.auth.credentials import MAX_CREDENTIAL, sendable
 from stateway.telemetry_config import LoggingConfig, TracingConfig, apply_telemetry_env
 from stateway.tool_config import (
     McpConfig,
@@ -266,13 +267,17 @@ def backend_api_key(backend: BackendConfig, environ: Mapping[str, str] | None = 
 
 def admin_key(config: Config, environ: Mapping[str, str] | None = None) -> str | None:
     """The admin credential, or None when its variable is unset; unset while
-    ``reload_endpoint`` is true is a :class:`ConfigError`."""
+    ``reload_endpoint`` is true is a :class:`ConfigError`, and so is a key no request
+    could send (:func:`~stateway.surfaces.auth.credentials.sendable`)."""
     env = os.environ if environ is None else environ
+    variable = f"environment variable {config.admin.api_key_env} (admin.api_key_env)"
     key = env.get(config.admin.api_key_env) or None
     if key is None and config.admin.reload_endpoint:
+        raise ConfigError(f"admin.reload_endpoint is true but {variable} is not set")
+    if key is not None and not sendable(key):
         raise ConfigError(
-            f"admin.reload_endpoint is true but environment variable "
-            f"{config.admin.api_key_env} (admin.api_key_env) is not set"
+            f"{variable} holds a key no request can send: a credential is 1 to"
+            f" {MAX_CREDENTIAL} visible ASCII characters (no space, no line break)"
         )
     return key
 

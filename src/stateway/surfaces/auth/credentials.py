@@ -47,6 +47,13 @@ def credential_of(headers: Iterable[tuple[bytes, bytes]]) -> str | None:
     return None
 
 
+def sendable(credential: str) -> bool:
+    """Whether a request could send ``credential`` (as :func:`credential_of` reads one):
+    a key configured otherwise would never match."""
+    raw = credential.encode("utf-8")
+    return len(raw) <= MAX_CREDENTIAL and _VISIBLE.fullmatch(raw) is not None
+
+
 def _checked(raw: bytes) -> str:
     if len(raw) > MAX_CREDENTIAL:
         raise _malformed(f"The credential is longer than {MAX_CREDENTIAL} bytes.")
