@@ -438,3 +438,46 @@ def test_tools_loaded_after_an_allowed_tools_choice_are_narrowed_too() -> None:
     assert offered(catalog) == []
     catalog.load([named("late")])
     assert offered(catalog) == ["late"]
+
+
+@pytest.mark.parametrize(
+    ("listed", "loaded"),
+    [
+        ({"type": "function", "name": "late"}, ["late"]),
+        ({"type": "mcp", "server_label": "docs"}, ["docs__add", "docs__sub"]),
+        ({"type": "mcp", "server_label": "docs", "name": "add"}, ["docs__add"]),
+    ],
+    ids=["function", "server", "server-tool"],
+)
+def test_an_allowed_tools_choice_naming_only_deferred_tools_offers_the_search_that_loads_them(
+    listed: dict[str, Any], loaded: list[str]
+) -> None:
+    """Deferred tools are offered once a search loads them: a choice allowing only such
+    tools would otherwise leave the model nothing to call (``required``: a round it
+    cannot answer). The search is offered beside them while one is held back, and what
+    it loads is still narrowed to what the choice names."""
+    late = {"type": "function", "name": "late", "defer_loading": True}
+    catalog = Catalog([FUNCTION, late], defer=True)
+    deferred_server = McpBinding(
+        McpServer("docs", "http://d.test"), None, False, Approval(False), deferred=True
+    )
+    for entry in mcp.entries(deferred_server, [McpTool("add", {}), McpTool("sub", {})], defer=True):
+        catalog.add(entry)
+    catalog.add(tool_search.entry({"type": "tool_search"}, catalog.deferred(), catalog.namespaces))
+
+    catalog.model_choice(allowed(listed))
+
+    assert offered(catalog) == ["tool_search"]
+    catalog.load([late])
+    catalog.load_mcp([{"type": "mcp", "server_label": "docs"}])
+    assert offered(catalog) == loaded
+
+
+def test_an_allowed_tools_choice_naming_offered_tools_leaves_the_search_out() -> None:
+    late = {"type": "function", "name": "late", "defer_loading": True}
+    catalog = Catalog([FUNCTION, late], defer=True)
+    catalog.add(tool_search.entry({"type": "tool_search"}, catalog.deferred(), catalog.namespaces))
+
+    catalog.model_choice(allowed({"type": "function", "name": "exec_command"}))
+
+    assert offered(catalog) == ["exec_command"]

@@ -53,6 +53,7 @@ from typing import Any, Final, Literal
 
 from stateway.core.items import Item
 from stateway.core.tools import client_hosted, custom_tools
+from stateway.core.tools.allowed_tools import Allowed
 from stateway.core.tools.model_names import GatewayNames, apart_name, model_name
 from stateway.core.tools.search_output import loaded, loaded_servers
 from stateway.core.tools.tool_types import (
@@ -252,15 +253,16 @@ class Catalog:
         """The functions offered to the model in a round whose model-visible choice is
         ``choice``; ``gateway=False`` leaves the gateway's out (once a response has used up
         its ``max_tool_calls``). After an ``allowed_tools`` choice (:meth:`model_choice`),
-        only the tools it names; in a round forcing a tool of an MCP server, only its."""
-        allowed = self._allowed
+        only the tools it names, and the tool search while one of them is deferred (the
+        only way to reach it); in a round forcing a tool of an MCP server, only its."""
+        allowed = None if self._allowed is None else Allowed(self._allowed, self._by_name.values())
         server = self._forced_server if choice == "required" and gateway else None
         return [
             e.function
             for e in self._by_name.values()
             if not e.deferred
             and (gateway or not e.gateway_owned)
-            and (allowed is None or any(_names(tool, e) for tool in allowed))
+            and (allowed is None or allowed.offers(e))
             and (server is None or (e.kind == "mcp" and e.server_label == server))
         ]
 
@@ -345,29 +347,6 @@ class Catalog:
 def _named(entry: Entry, name: str) -> Entry:
     """``entry`` with its function offered by ``name``."""
     return replace(entry, function={**entry.function, "name": name})
-
-
-def _names(tool: Item, entry: Entry) -> bool:
-    """Whether ``tool`` (one of an ``allowed_tools`` choice's) names ``entry``: a function
-    or custom tool by its name (and ``namespace``, when given), a namespace by its name, an
-    MCP server by its label (and a tool of it by ``name``, when given), the other kinds by
-    their type. What it matches is a resolved entry (a discovered MCP tool, a namespace's
-    member): :mod:`.choice` judges the same choice against the declared tools, before they
-    are resolved, which is why the two rules differ."""
-    kind = tool.get("type")
-    if kind == NAMESPACE:
-        return entry.namespace is not None and entry.namespace == tool.get("name")
-    if kind in WEB_SEARCH_TYPES:
-        kind = "web_search"
-    if kind != entry.kind:
-        return False
-    if kind == "mcp":
-        name = tool.get("name")
-        return tool.get("server_label") == entry.server_label and name in (None, entry.name)
-    if kind in ("function", CUSTOM):
-        namespace = tool.get("namespace", entry.namespace)
-        return tool.get("name") == entry.tool.get("name") and namespace == entry.namespace
-    return True
 
 
 def members(tools: list[Item]) -> Iterator[tuple[Item, str | None]]:
