@@ -343,6 +343,28 @@ async def test_keys_fetched_before_serve_while_the_issuer_is_down(issuer: OidcIs
         await checking.verify(issuer.token(kid="new", key=stranger))
 
 
+async def test_a_refetch_failing_slowly_is_not_repeated_by_the_tokens_it_kept_waiting(
+    issuer: OidcIssuer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cooldown runs from the end of a failed fetch: one that took longer than the
+    cooldown does not send each token that waited for it to fetch again in turn (a
+    provider that answers slowly would hold every token for one fetch apiece)."""
+    clock = Clock()
+    checking = verifier(issuer, clock, cooldown=1.0)
+    await checking.verify(issuer.token())
+    clock.now += JWKS_MAX_AGE  # due for a refetch
+
+    def slow_and_empty() -> dict[str, object]:
+        clock.now += 5.0  # the fetch takes longer than the cooldown, then fails
+        return {"keys": []}
+
+    monkeypatch.setattr(issuer, "jwks", slow_and_empty)
+    verified = await asyncio.gather(*(checking.verify(issuer.token(sub=f"u{n}")) for n in range(3)))
+
+    assert [token.subject for token in verified] == ["u0", "u1", "u2"]
+    assert issuer.jwks_fetches == 2
+
+
 async def test_a_discovery_document_naming_another_issuer_is_unusable(
     issuer: OidcIssuer,
 ) -> None:

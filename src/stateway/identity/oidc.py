@@ -5,10 +5,11 @@ its JWKS. Both are fetched for the first token, not at start-up (a gateway start
 its identity provider is down, and answers tokens with 503 until it is back), through
 PyJWT's ``PyJWKClient`` in a worker thread. The key set is kept for ``JWKS_MAX_AGE``
 seconds, and fetched again at once for a token naming a key it lacks (the provider
-rotated its keys), at most once per ``refetch_cooldown`` seconds: a flood of tokens with
-made-up key ids costs the provider one fetch per cooldown. A fetch that fails is not
-retried within the cooldown either; while it fails, a key set already fetched keeps
-serving, however old.
+rotated its keys), at most once per ``refetch_cooldown`` seconds from the end of the last
+fetch: a flood of tokens with made-up key ids costs the provider one fetch per cooldown,
+and the tokens that waited for a slow fetch do not each fetch again. A fetch that fails
+is not retried within the cooldown either; while it fails, a key set already fetched
+keeps serving, however old.
 
 A token verified once is remembered (up to ``MAX_VERIFIED`` of them) until it expires or
 the key set is fetched again, so that a client sending the same token on every request
@@ -97,6 +98,7 @@ class OidcVerifier:
         self._fetched_at: float | None = None
         """When the key set was last fetched (``clock``), None before the first time."""
         self._attempted_at: float | None = None
+        """When the last fetch ended (``clock``): the cooldown runs from there."""
         self._failing = False
         """Whether the last fetch failed."""
         self._lock = asyncio.Lock()
@@ -135,19 +137,19 @@ class OidcVerifier:
             key = self._fresh_key(kid)  # fetched by another request meanwhile
             if key is not None:
                 return key
-            now = self._clock()
             attempted = self._attempted_at
+            now = self._clock()
             if attempted is not None and now - attempted < self._settings.refetch_cooldown:
                 return self._known_key(kid)
-            self._attempted_at = now
             try:
                 keys = await asyncio.to_thread(self._fetch)
             except IdentityUnavailable:
-                self._failing = True
+                self._attempted_at, self._failing = self._clock(), True
                 if self._keys:  # keep serving what was fetched before
                     return self._known_key(kid)
                 raise
             self._keys, self._fetched_at, self._failing = keys, self._clock(), False
+            self._attempted_at = self._fetched_at
             self._verified.clear()  # a key may have gone: its tokens are checked again
             return self._known_key(kid)
 
