@@ -35,7 +35,7 @@ class OidcConfig(Section):
     """Seconds between fetches of the JWKS that a token with an unknown ``kid`` triggers
     (and between retries of a failed fetch)."""
     timeout: float = Field(default=5.0, gt=0)
-    """Seconds a fetch of the discovery document or the JWKS may take."""
+    """Seconds a fetch of the discovery document or the JWKS may take in all."""
 
     @field_validator("issuer")
     @classmethod

@@ -4,18 +4,21 @@ gets, key rotation with a rate-limited refetch, and an issuer that is down."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import Iterator
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from stateway.core.errors import IdentityUnavailable, Unauthorized
 from stateway.identity import oidc
 from stateway.identity.oidc import JWKS_MAX_AGE, OidcVerifier
+from stateway.identity.oidc_documents import MAX_DOCUMENT
 from stateway.identity.oidc_settings import OidcSettings
-from tests.support.mcp_server import hanging_server
+from tests.support.mcp_server import hanging_server, serve_app, serve_misbehaving
 from tests.support.oidc_issuer import AUDIENCE, TENANT_CLAIM, OidcIssuer
 
 
@@ -202,6 +205,113 @@ async def test_a_jwks_uri_that_never_answers_is_bounded_by_the_timeout(
     assert time.monotonic() - started < 3
 
 
+def dripping(body: bytes, pause: float, count: int) -> ASGIApp:
+    """An app answering ``body``, then ``count`` spaces (JSON's whitespace) ``pause``
+    seconds apart: each read is quick, the whole answer slow."""
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        headers = [(b"content-type", b"application/json")]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": body, "more_body": True})
+        for _ in range(count):
+            await asyncio.sleep(pause)
+            await send({"type": "http.response.body", "body": b" ", "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
+
+    return app
+
+
+async def test_a_key_set_sent_slowly_is_bounded_by_the_timeout_in_all(
+    issuer: OidcIssuer, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The timeout bounds a whole fetch, not each read: a provider trickling its key set
+    (a byte every 50 ms, for 2 s) does not hold the tokens waiting for it past 0.5 s."""
+    app = dripping(json.dumps(issuer.jwks()).encode(), pause=0.05, count=40)
+    with serve_app(app, lifespan=False, graceful_shutdown=0) as url:
+        document = {"issuer": issuer.url, "jwks_uri": url + "/jwks"}
+        monkeypatch.setattr(issuer, "discovery", lambda: document)
+        settings = OidcSettings(issuer.url, AUDIENCE, TENANT_CLAIM, timeout=0.5)
+        with (
+            caplog.at_level(logging.WARNING, "stateway.identity.oidc"),
+            pytest.raises(IdentityUnavailable),
+        ):
+            await OidcVerifier(settings).verify(issuer.token())
+
+    assert caplog.messages == [
+        f"oidc: the identity provider {issuer.url} gave no key set: "
+        "the key set took longer than 0.5s"
+    ]
+
+
+async def test_a_key_set_past_the_size_limit_is_unusable(
+    issuer: OidcIssuer, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A key set is a few kilobytes; one past ``MAX_DOCUMENT`` is not read into memory."""
+    body = json.dumps(issuer.jwks()).encode() + b" " * MAX_DOCUMENT
+    with serve_misbehaving(body=body) as url:
+        monkeypatch.setattr(issuer, "discovery", lambda: {"issuer": issuer.url, "jwks_uri": url})
+        with (
+            caplog.at_level(logging.WARNING, "stateway.identity.oidc"),
+            pytest.raises(IdentityUnavailable),
+        ):
+            await verifier(issuer).verify(issuer.token())
+
+    assert caplog.messages == [
+        f"oidc: the identity provider {issuer.url} gave no key set: "
+        f"the key set is larger than {MAX_DOCUMENT} bytes"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("key_set", "reason"),
+    [
+        ({"keys": "none"}, "the key set has no 'keys' list"),
+        ({"keys": [{"kty": "RSA", "alg": ["RS256"]}]}, "no signing key of an accepted"),
+        ({"keys": [{"kty": "oct", "k": "c2VjcmV0", "alg": "HS256"}]}, "no signing key of an"),
+        ({"keys": ["RS256"]}, "the key set has no signing key of an accepted algorithm"),
+    ],
+)
+async def test_a_key_set_with_no_usable_key_makes_tokens_unavailable(
+    issuer: OidcIssuer,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    key_set: dict[str, object],
+    reason: str,
+) -> None:
+    """Whatever the provider's key set holds, a token meets a 503 saying the provider
+    could not be used, not a 500; a shared secret (``oct``) is never a key."""
+    monkeypatch.setattr(issuer, "jwks", lambda: key_set)
+
+    with (
+        caplog.at_level(logging.WARNING, "stateway.identity.oidc"),
+        pytest.raises(IdentityUnavailable),
+    ):
+        await verifier(issuer).verify(issuer.token())
+
+    assert reason in caplog.messages[0]
+
+
+async def test_a_discovery_document_redirected_is_not_followed(
+    issuer: OidcIssuer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The documents are the issuer's own URL's: a redirect (elsewhere, or down to plain
+    HTTP) is not followed."""
+    issuer.redirect_to = issuer.url + "/elsewhere"
+
+    with (
+        caplog.at_level(logging.WARNING, "stateway.identity.oidc"),
+        pytest.raises(IdentityUnavailable),
+    ):
+        await verifier(issuer).verify(issuer.token())
+
+    assert caplog.messages == [
+        f"oidc: the identity provider {issuer.url} gave no key set: "
+        "the discovery document was answered with HTTP 302"
+    ]
+
+
 async def test_a_token_signed_with_another_key_under_a_published_kid_is_refused(
     issuer: OidcIssuer,
 ) -> None:
@@ -296,7 +406,7 @@ async def test_an_issuer_that_is_down_makes_tokens_unavailable_not_unauthorized(
     )
     assert caplog.messages == [
         f"oidc: the identity provider {issuer.url} gave no key set: "
-        "HTTP Error 503: Service Unavailable"
+        "the discovery document was answered with HTTP 503"
     ]
     with pytest.raises(IdentityUnavailable):  # within the cooldown: not asked again
         await checking.verify(issuer.token())

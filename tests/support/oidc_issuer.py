@@ -48,6 +48,8 @@ class OidcIssuer:
         """Whether its key set names each key's ``kid`` (RFC 7517 makes it optional)."""
         self.prefix = ""
         """The path its URL ends in (``/realms/acme``: an issuer hosted under a path)."""
+        self.redirect_to: str | None = None
+        """Where its discovery document's URL redirects (302), when it does."""
         self.discovery_fetches = 0
         self.jwks_fetches = 0
         self._keys: dict[str, SigningKey] = {}
@@ -180,6 +182,11 @@ class OidcIssuer:
             def do_GET(self) -> None:
                 if issuer.down:
                     self._answer(503, {"error": "down"})
+                elif issuer.redirect_to and self.path.endswith("/openid-configuration"):
+                    self.send_response(302)
+                    self.send_header("Location", issuer.redirect_to)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
                 elif self.path == issuer.prefix + "/.well-known/openid-configuration":
                     issuer.discovery_fetches += 1
                     self._answer(200, issuer.discovery())

@@ -2,8 +2,9 @@
 
 The issuer's discovery document (``{issuer}/.well-known/openid-configuration``) names
 its JWKS. Both are fetched for the first token, not at start-up (a gateway starts while
-its identity provider is down, and answers tokens with 503 until it is back), through
-PyJWT's ``PyJWKClient`` in a worker thread. The key set is kept for ``JWKS_MAX_AGE``
+its identity provider is down, and answers tokens with 503 until it is back), each
+within ``timeout`` seconds in all and ``MAX_DOCUMENT`` bytes (:mod:`.oidc_documents`):
+the tokens needing a key wait for the fetch. The key set is kept for ``JWKS_MAX_AGE``
 seconds, and fetched again at once for a token naming a key it lacks (the provider
 rotated its keys), at most once per ``refetch_cooldown`` seconds from the end of the last
 fetch: a flood of tokens with made-up key ids costs the provider one fetch per cooldown,
@@ -29,22 +30,20 @@ of a process).
 from __future__ import annotations
 
 import asyncio
-import http.client
-import json
 import logging
 import math
 import time
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
 import jwt
-from jwt import PyJWK, PyJWKClient
+from jwt import PyJWK
 
 from stateway.core.errors import IdentityUnavailable, Unauthorized
 from stateway.exposure import check_url_transport
 from stateway.identity.keys import TENANT_PATTERN
+from stateway.identity.oidc_documents import DocumentUnusable, fetch_document
 from stateway.identity.oidc_settings import OidcSettings
 
 log = logging.getLogger(__name__)
@@ -92,7 +91,8 @@ class OidcVerifier:
         self._verified: dict[str, VerifiedToken] = {}
         self._issuer = settings.issuer
         """As the discovery document spells it: what ``iss`` must be."""
-        self._client: PyJWKClient | None = None
+        self._jwks_uri: str | None = None
+        """The key set's URL, as the discovery document names it (None: not read yet)."""
         self._keys: tuple[PyJWK, ...] = ()
         """The key set's signing keys, as it lists them."""
         self._fetched_at: float | None = None
@@ -142,7 +142,7 @@ class OidcVerifier:
             if attempted is not None and now - attempted < self._settings.refetch_cooldown:
                 return self._known_key(kid)
             try:
-                keys = await asyncio.to_thread(self._fetch)
+                keys = await self._fetch()
             except IdentityUnavailable:
                 self._attempted_at, self._failing = self._clock(), True
                 if self._keys:  # keep serving what was fetched before
@@ -161,36 +161,35 @@ class OidcVerifier:
             raise _unavailable(self._settings.refetch_cooldown)
         raise Unauthorized("The token is signed with a key the identity provider does not publish.")
 
-    def _fetch(self) -> tuple[PyJWK, ...]:
-        """Run in a worker thread: discovery (the first time), then the key set's signing
-        keys, those without a ``kid`` too (a JWK need not have one: a provider with a
-        single key may name it neither there nor in its tokens)."""
+    async def _fetch(self) -> tuple[PyJWK, ...]:
+        """Discovery (until it has once succeeded), then the key set's signing keys."""
         try:
-            if self._client is None:
-                self._client = self._discover()
-            jwk_set = self._client.get_jwk_set(refresh=True)
-        except (jwt.PyJWTError, OSError, http.client.HTTPException, ValueError) as exc:
-            log.warning("oidc: the identity provider %s gave no key set: %s", self._issuer, exc)
+            if self._jwks_uri is None:
+                self._jwks_uri = await self._discover()
+            document = await fetch_document(self._jwks_uri, "the key set", self._settings.timeout)
+            return _signing_keys(document)
+        except DocumentUnusable as unusable:
+            log.warning(
+                "oidc: the identity provider %s gave no key set: %s", self._issuer, unusable
+            )
             raise _unavailable(self._settings.refetch_cooldown) from None
-        return tuple(key for key in jwk_set.keys if key.public_key_use in ("sig", None))
 
-    def _discover(self) -> PyJWKClient:
+    async def _discover(self) -> str:
+        """The key set's URL; what ``iss`` must be, as the document spells it, kept."""
         issuer = self._settings.issuer
-        request = urllib.request.Request(
-            issuer.rstrip("/") + DISCOVERY_PATH, headers={"Accept": "application/json"}
-        )
-        with urllib.request.urlopen(request, timeout=self._settings.timeout) as answer:
-            document = json.load(answer)
-        if not isinstance(document, dict):
-            raise ValueError("the discovery document is not a JSON object")
+        url = issuer.rstrip("/") + DISCOVERY_PATH
+        document = await fetch_document(url, "the discovery document", self._settings.timeout)
         named, jwks_uri = document.get("issuer"), document.get("jwks_uri")
         if not isinstance(named, str) or named.rstrip("/") != issuer.rstrip("/"):
-            raise ValueError(f"the discovery document names another issuer: {named!r}")
+            raise DocumentUnusable(f"the discovery document names another issuer: {named!r}")
         if not isinstance(jwks_uri, str):
-            raise ValueError("the discovery document has no jwks_uri")
-        check_url_transport(jwks_uri, "jwks_uri")
+            raise DocumentUnusable("the discovery document has no jwks_uri")
+        try:
+            check_url_transport(jwks_uri, "jwks_uri")
+        except ValueError as refused:
+            raise DocumentUnusable(str(refused)) from None
         self._issuer = named
-        return PyJWKClient(jwks_uri, cache_jwk_set=False, timeout=self._settings.timeout)
+        return jwks_uri
 
     def _decode(self, token: str, key: PyJWK, alg: str) -> dict[str, Any]:
         try:
@@ -227,6 +226,29 @@ class OidcVerifier:
         except OverflowError:  # an integer past any float: no time a timer could keep
             raise Unauthorized("The token is not valid.") from None
         return VerifiedToken(tenant, subject, expires_at)
+
+
+def _signing_keys(document: dict[str, Any]) -> tuple[PyJWK, ...]:
+    """A key set's keys that can check a token: for signatures (``use`` ``sig``, or none
+    said), of an accepted algorithm (RFC 7517 makes ``kid`` and ``alg`` optional: a key
+    naming neither has its type's), those PyJWT can read (others are skipped, as a
+    provider's keys of another kind are)."""
+    listed = document.get("keys")
+    if not isinstance(listed, list):
+        raise DocumentUnusable("the key set has no 'keys' list")
+    keys: list[PyJWK] = []
+    for jwk in listed:
+        if not isinstance(jwk, dict) or jwk.get("use", "sig") != "sig":
+            continue
+        try:
+            key = PyJWK(jwk)
+        except (jwt.PyJWTError, TypeError, ValueError):  # TypeError: an "alg" not a string
+            continue
+        if key.algorithm_name in ALGORITHMS:
+            keys.append(key)
+    if not keys:
+        raise DocumentUnusable("the key set has no signing key of an accepted algorithm")
+    return tuple(keys)
 
 
 def _header(token: str) -> tuple[str, str | None]:

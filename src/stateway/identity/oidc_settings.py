@@ -14,4 +14,4 @@ class OidcSettings:
     tenant_claim: str
     refetch_cooldown: float = 1.0
     timeout: float = 5.0
-    """Seconds a fetch of the discovery document or the JWKS may take."""
+    """Seconds a fetch of the discovery document or the JWKS may take in all."""
