@@ -141,7 +141,7 @@ async def test_a_token_naming_no_key_is_refused_when_several_are_published(
         ({"exp": None}, "The token is not valid."),
         ({"exp": 10**400}, "The token is not valid."),  # no time: past any float
         ({"sub": None}, "The token is not valid."),
-        ({"nbf": int(time.time()) + 3600}, "The token is not valid."),
+        ({"nbf": int(time.time()) + 3600}, "The token is not valid yet."),
         ({"org": None}, "The token's 'org' claim names no valid tenant."),
         ({"org": "a/b"}, "The token's 'org' claim names no valid tenant."),
         ({"org": ["acme"]}, "The token's 'org' claim names no valid tenant."),
@@ -156,6 +156,41 @@ async def test_a_bad_token_is_unauthorized(
 
     assert refused.value.message == message
     assert refused.value.status == 401
+
+
+@pytest.mark.parametrize("claim", ["iat", "nbf"])
+async def test_a_token_from_an_issuer_whose_clock_runs_ahead_is_taken(
+    issuer: OidcIssuer, claim: str
+) -> None:
+    """An issuer's clock a few seconds ahead (or less than one: ``iat`` is in whole
+    seconds, rounded down there) dates a token just issued in the future here: it is taken,
+    within ``CLOCK_SKEW``."""
+    ahead = int(time.time()) + 5
+
+    verified = await verifier(issuer).verify(issuer.token(**{claim: ahead}))
+
+    assert verified.subject == "user-1"
+
+
+@pytest.mark.parametrize("claim", ["iat", "nbf"])
+async def test_a_token_dated_past_the_clock_skew_is_not_valid_yet(
+    issuer: OidcIssuer, claim: str
+) -> None:
+    ahead = int(time.time()) + oidc.CLOCK_SKEW + 60
+
+    with pytest.raises(Unauthorized) as refused:
+        await verifier(issuer).verify(issuer.token(**{claim: ahead}))
+
+    assert refused.value.message == "The token is not valid yet."
+
+
+async def test_the_clock_skew_does_not_extend_a_token(issuer: OidcIssuer) -> None:
+    """A token ends at its ``exp``, as its streams are ended then: the skew allowed for
+    its start is not added to its end."""
+    with pytest.raises(Unauthorized) as refused:
+        await verifier(issuer).verify(issuer.token(exp=int(time.time()) - 1))
+
+    assert refused.value.message == "The token has expired."
 
 
 async def test_alg_none_is_refused_before_any_fetch(issuer: OidcIssuer) -> None:

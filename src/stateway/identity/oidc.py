@@ -20,8 +20,11 @@ request.
 A token is accepted when it is signed with an asymmetric algorithm (``none`` and HMAC
 are refused: a public key is no shared secret) by a published key, its ``iss`` is the
 issuer's, its ``aud`` holds the audience, and it has not expired (``exp`` is required;
-``nbf`` and ``iat`` are checked when present). Its tenant is the ``tenant_claim`` claim,
-its subject ``sub``. No token ever reaches a log line or an error message.
+``nbf`` and ``iat`` are checked when present, the issuer's clock allowed to run up to
+``CLOCK_SKEW`` seconds ahead: a token used as soon as it is issued is not refused for
+being dated a second in the future; ``exp`` is kept to the second, as the streams a
+token opened end then). Its tenant is the ``tenant_claim`` claim, its subject ``sub``.
+No token ever reaches a log line or an error message.
 
 This module is imported only where OIDC is configured (PyJWT and what it loads are ~6 MiB
 of a process).
@@ -63,6 +66,8 @@ ALGORITHMS: Final = (
 """Signing algorithms accepted: asymmetric ones only."""
 JWKS_MAX_AGE: Final = 300.0
 """Seconds a fetched key set is used before it is fetched again."""
+CLOCK_SKEW: Final = 60
+"""Seconds a token's ``nbf`` and ``iat`` may lie ahead of this gateway's clock."""
 MAX_SUBJECT: Final = 255
 MAX_VERIFIED: Final = 4096
 """Verified tokens remembered (the oldest forgotten first)."""
@@ -199,10 +204,13 @@ class OidcVerifier:
                 algorithms=[alg],
                 audience=self._settings.audience,
                 issuer=self._issuer,
+                leeway=CLOCK_SKEW,  # for nbf and iat: exp is checked to the second below
                 options={"require": ["exp", "iss", "aud", "sub"]},
             )
         except jwt.ExpiredSignatureError:
             raise Unauthorized("The token has expired.") from None
+        except jwt.ImmatureSignatureError:
+            raise Unauthorized("The token is not valid yet.") from None
         except jwt.InvalidAudienceError:
             raise Unauthorized("The token is not meant for this gateway (audience).") from None
         except jwt.InvalidIssuerError:
@@ -214,6 +222,12 @@ class OidcVerifier:
         return claims
 
     def _identity(self, claims: dict[str, Any]) -> VerifiedToken:
+        try:
+            expires_at = float(claims["exp"])
+        except OverflowError:  # an integer past any float: no time a timer could keep
+            raise Unauthorized("The token is not valid.") from None
+        if expires_at <= self._wall():  # within CLOCK_SKEW past its exp
+            raise Unauthorized("The token has expired.")
         claim = self._settings.tenant_claim
         tenant = claims.get(claim)
         if not isinstance(tenant, str) or TENANT_PATTERN.fullmatch(tenant) is None:
@@ -221,10 +235,6 @@ class OidcVerifier:
         subject = claims["sub"]
         if not isinstance(subject, str) or not subject or len(subject) > MAX_SUBJECT:
             raise Unauthorized("The token's 'sub' claim is not a valid subject.")
-        try:
-            expires_at = float(claims["exp"])
-        except OverflowError:  # an integer past any float: no time a timer could keep
-            raise Unauthorized("The token is not valid.") from None
         return VerifiedToken(tenant, subject, expires_at)
 
 
