@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import threading
 import time
 from collections.abc import Iterator
 
@@ -508,6 +509,35 @@ async def test_a_refetch_failing_slowly_is_not_repeated_by_the_tokens_it_kept_wa
 
     assert [token.subject for token in verified] == ["u0", "u1", "u2"]
     assert issuer.jwks_fetches == 2
+
+
+async def test_a_known_key_serves_while_the_key_set_is_fetched_again(
+    issuer: OidcIssuer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A key set due for a refetch keeps serving the keys it holds to the tokens arriving
+    while the refetch is under way: a provider slow to answer holds up one token (the
+    one that asked), not every token until it answers."""
+    clock = Clock()
+    settings = OidcSettings(issuer.url, AUDIENCE, TENANT_CLAIM, timeout=30.0)
+    checking = OidcVerifier(settings, clock=clock)
+    await checking.verify(issuer.token())
+    clock.now += JWKS_MAX_AGE  # due for a refetch
+    entered, release = threading.Event(), threading.Event()
+    key_set = issuer.jwks()
+
+    def held() -> dict[str, object]:
+        entered.set()
+        release.wait(30)
+        return key_set
+
+    monkeypatch.setattr(issuer, "jwks", held)
+    first = asyncio.create_task(checking.verify(issuer.token(sub="first")))
+    await asyncio.to_thread(entered.wait, 30)  # the refetch is under way
+
+    assert (await checking.verify(issuer.token(sub="second"))).subject == "second"
+    assert not first.done()
+    release.set()
+    assert (await first).subject == "first"
 
 
 async def test_a_discovery_document_naming_another_issuer_is_unusable(

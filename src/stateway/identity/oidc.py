@@ -3,14 +3,15 @@
 The issuer's discovery document (``{issuer}/.well-known/openid-configuration``) names
 its JWKS. Both are fetched for the first token, not at start-up (a gateway starts while
 its identity provider is down, and answers tokens with 503 until it is back), each
-within ``timeout`` seconds in all and ``MAX_DOCUMENT`` bytes (:mod:`.oidc_documents`):
-the tokens needing a key wait for the fetch. The key set is kept for ``JWKS_MAX_AGE``
-seconds, and fetched again at once for a token naming a key it lacks (the provider
-rotated its keys), at most once per ``refetch_cooldown`` seconds from the end of the last
-fetch: a flood of tokens with made-up key ids costs the provider one fetch per cooldown,
-and the tokens that waited for a slow fetch do not each fetch again. A fetch that fails
-is not retried within the cooldown either; while it fails, a key set already fetched
-keeps serving, however old.
+within ``timeout`` seconds in all and ``MAX_DOCUMENT`` bytes (:mod:`.oidc_documents`).
+The key set is kept for ``JWKS_MAX_AGE`` seconds, and fetched again at once for a token
+naming a key it lacks (the provider rotated its keys), at most once per
+``refetch_cooldown`` seconds from the end of the last fetch: a flood of tokens with
+made-up key ids costs the provider one fetch per cooldown, and the tokens that waited
+for a slow fetch do not each fetch again. A fetch that fails is not retried within the
+cooldown either; while it fails, a key set already fetched keeps serving, however old.
+While a fetch is under way, a token whose key the set already holds does not wait for
+it: a slow provider holds up the token that asked, not every token.
 
 A token verified once is remembered (up to ``MAX_VERIFIED`` of them) until it expires or
 the key set is fetched again, so that a client sending the same token on every request
@@ -138,6 +139,10 @@ class OidcVerifier:
         return next((key for key in self._keys if key.key_id == kid), None)
 
     async def _fetched_key(self, kid: str | None) -> PyJWK:
+        if self._lock.locked():  # a fetch under way: a key already known serves meanwhile
+            known = self._key(kid)
+            if known is not None:
+                return known
         async with self._lock:
             key = self._fresh_key(kid)  # fetched by another request meanwhile
             if key is not None:
