@@ -11,7 +11,8 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from jwt.algorithms import ECAlgorithm
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from stateway.core.errors import IdentityUnavailable, Unauthorized
@@ -101,6 +102,22 @@ async def test_an_elliptic_curve_key_signs_too(issuer: OidcIssuer) -> None:
     verified = await verifier(issuer).verify(issuer.token(kid=kid, org="ec-org"))
 
     assert verified.tenant_id == "ec-org"
+
+
+async def test_keys_of_two_types_under_one_kid_each_check_their_algorithms_tokens(
+    issuer: OidcIssuer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """RFC 7517 lets keys of different types share a ``kid`` (equivalent alternatives):
+    a token is checked with the one of its own algorithm, whichever is listed first."""
+    elliptic = ec.generate_private_key(ec.SECP256R1())
+    jwk = ECAlgorithm.to_jwk(elliptic.public_key(), as_dict=True)
+    alternative = {**jwk, "kid": issuer.current, "use": "sig", "alg": "ES256"}
+    published = issuer.jwks()["keys"]
+    monkeypatch.setattr(issuer, "jwks", lambda: {"keys": [*published, alternative]})
+    checking = verifier(issuer)
+
+    assert (await checking.verify(issuer.token(key=elliptic, sub="ec"))).subject == "ec"
+    assert (await checking.verify(issuer.token(sub="rsa"))).subject == "rsa"
 
 
 async def test_a_token_naming_no_key_is_checked_with_the_only_published_one(

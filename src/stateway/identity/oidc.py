@@ -120,51 +120,55 @@ class OidcVerifier:
                 raise Unauthorized("The token has expired.")
             return known
         alg, kid = _header(token)
-        key = self._fresh_key(kid) or await self._fetched_key(kid)
+        key = self._fresh_key(alg, kid) or await self._fetched_key(alg, kid)
         verified = self._identity(self._decode(token, key, alg))
         self._verified[token] = verified
         if len(self._verified) > MAX_VERIFIED:
             del self._verified[next(iter(self._verified))]
         return verified
 
-    def _fresh_key(self, kid: str | None) -> PyJWK | None:
+    def _fresh_key(self, alg: str, kid: str | None) -> PyJWK | None:
         fetched = self._fetched_at
         if fetched is None or self._clock() - fetched >= JWKS_MAX_AGE:
             return None
-        return self._key(kid)
+        return self._key(alg, kid)
 
-    def _key(self, kid: str | None) -> PyJWK | None:
-        if kid is None:  # a provider with a single key may leave kid out
-            return self._keys[0] if len(self._keys) == 1 else None
-        return next((key for key in self._keys if key.key_id == kid), None)
+    def _key(self, alg: str, kid: str | None) -> PyJWK | None:
+        """The key of the token's algorithm under its ``kid`` (keys of different types may
+        share one, RFC 7517); for a token naming none, the only key of its algorithm (a
+        provider with a single key may leave ``kid`` out)."""
+        keys = [key for key in self._keys if key.algorithm_name == alg]
+        if kid is None:
+            return keys[0] if len(keys) == 1 else None
+        return next((key for key in keys if key.key_id == kid), None)
 
-    async def _fetched_key(self, kid: str | None) -> PyJWK:
+    async def _fetched_key(self, alg: str, kid: str | None) -> PyJWK:
         if self._lock.locked():  # a fetch under way: a key already known serves meanwhile
-            known = self._key(kid)
+            known = self._key(alg, kid)
             if known is not None:
                 return known
         async with self._lock:
-            key = self._fresh_key(kid)  # fetched by another request meanwhile
+            key = self._fresh_key(alg, kid)  # fetched by another request meanwhile
             if key is not None:
                 return key
             attempted = self._attempted_at
             now = self._clock()
             if attempted is not None and now - attempted < self._settings.refetch_cooldown:
-                return self._known_key(kid)
+                return self._known_key(alg, kid)
             try:
                 keys = await self._fetch()
             except IdentityUnavailable:
                 self._attempted_at, self._failing = self._clock(), True
                 if self._keys:  # keep serving what was fetched before
-                    return self._known_key(kid)
+                    return self._known_key(alg, kid)
                 raise
             self._keys, self._fetched_at, self._failing = keys, self._clock(), False
             self._attempted_at = self._fetched_at
             self._verified.clear()  # a key may have gone: its tokens are checked again
-            return self._known_key(kid)
+            return self._known_key(alg, kid)
 
-    def _known_key(self, kid: str | None) -> PyJWK:
-        key = self._key(kid)
+    def _known_key(self, alg: str, kid: str | None) -> PyJWK:
+        key = self._key(alg, kid)
         if key is not None:
             return key
         if self._failing:
