@@ -12,10 +12,10 @@ import pytest
 from aiohttp import ClientResponse
 
 from stateway.core.tools.ports import SearchHit, SearchQuery, ToolError, ToolFailure
+from stateway.response_bodies import read_capped
 from stateway.search import build_search_provider
 from stateway.search.brave import BraveProvider, from_brave
 from stateway.search.tavily import TavilyProvider
-from stateway.search.transport import _read_capped
 from tests.search.test_providers import build
 from tests.support.fake_search import Api, FakeSearch
 
@@ -91,7 +91,7 @@ class Undeclared:
 async def test_an_undeclared_answer_is_read_up_to_the_limit(
     chunks: tuple[bytes, ...], read: bool
 ) -> None:
-    body = await _read_capped(cast(ClientResponse, Undeclared(*chunks)), 1000)
+    body = await read_capped(cast(ClientResponse, Undeclared(*chunks)), 1000)
     assert body == (b"".join(chunks) if read else None)
 
 
@@ -99,7 +99,7 @@ async def test_an_undeclared_answer_is_read_up_to_the_limit(
 async def test_a_declared_length_is_checked_before_reading(declared: int, read: bool) -> None:
     answer = Undeclared(b"x" * declared)
     answer.content_length = declared  # type: ignore[assignment]
-    body = await _read_capped(cast(ClientResponse, answer), 1000)
+    body = await read_capped(cast(ClientResponse, answer), 1000)
     assert body == (b"x" * declared if read else None)
 
 

@@ -18,6 +18,8 @@ from typing import Any, Final
 
 import aiohttp
 
+from stateway.response_bodies import read_capped
+
 MAX_DOCUMENT: Final = 1 << 20
 """Bytes a discovery document or key set may have."""
 
@@ -42,7 +44,9 @@ async def fetch_document(url: str, what: str, seconds: float) -> dict[str, Any]:
         ):
             if answer.status != 200:
                 raise DocumentUnusable(f"{what} was answered with HTTP {answer.status}")
-            body = await _body(answer, what)
+            body = await read_capped(answer, MAX_DOCUMENT)
+            if body is None:
+                raise DocumentUnusable(f"{what} is larger than {MAX_DOCUMENT} bytes")
     except TimeoutError:
         raise DocumentUnusable(f"{what} took longer than {seconds:g}s") from None
     except (aiohttp.ClientError, OSError) as exc:
@@ -54,19 +58,3 @@ async def fetch_document(url: str, what: str, seconds: float) -> dict[str, Any]:
     if not isinstance(document, dict):
         raise DocumentUnusable(f"{what} is not a JSON object")
     return document
-
-
-async def _body(answer: aiohttp.ClientResponse, what: str) -> bytes:
-    """The whole body, refused as soon as it is known to exceed ``MAX_DOCUMENT``."""
-    declared = answer.content_length
-    too_large = DocumentUnusable(f"{what} is larger than {MAX_DOCUMENT} bytes")
-    if declared is not None and declared > MAX_DOCUMENT:
-        raise too_large
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in answer.content.iter_any():
-        size += len(chunk)
-        if size > MAX_DOCUMENT:
-            raise too_large
-        chunks.append(chunk)
-    return b"".join(chunks)

@@ -25,6 +25,7 @@ import aiohttp
 import orjson
 
 from stateway.core.tools.ports import ToolError, ToolFailure
+from stateway.response_bodies import read_capped
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +116,7 @@ class SearchTransport:
             raise self._failure(f"{self.provider} returned invalid JSON") from None
 
     async def _read(self, response: aiohttp.ClientResponse) -> bytes:
-        body = await _read_capped(response, MAX_RESPONSE_BYTES)
+        body = await read_capped(response, MAX_RESPONSE_BYTES)
         if body is None:
             raise self._failure(f"{self.provider} returned an oversized answer")
         return body
@@ -156,24 +157,9 @@ class SearchTransport:
         return self._session
 
 
-async def _read_capped(response: aiohttp.ClientResponse, limit: int) -> bytes | None:
-    """The whole body, or None as soon as it is known to exceed ``limit`` bytes."""
-    declared = response.content_length
-    if declared is not None and declared > limit:
-        return None
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in response.content.iter_any():
-        size += len(chunk)
-        if size > limit:
-            return None
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
 async def _error_body(response: aiohttp.ClientResponse) -> Any:
     """The decoded JSON of an error response, or None (not JSON, or too large)."""
-    raw = await _read_capped(response, MAX_ERROR_BYTES)
+    raw = await read_capped(response, MAX_ERROR_BYTES)
     if raw is None:
         return None
     try:
