@@ -48,6 +48,18 @@ def verifier(
     return OidcVerifier(settings, clock=clock or Clock(), wall=wall or time.time)
 
 
+async def unavailable(
+    caplog: pytest.LogCaptureFixture, oidc: OidcVerifier, token: str
+) -> list[str]:
+    """What the verifier logged of ``token``, met with :class:`IdentityUnavailable`."""
+    with (
+        caplog.at_level(logging.WARNING, "stateway.identity.oidc"),
+        pytest.raises(IdentityUnavailable),
+    ):
+        await oidc.verify(token)
+    return caplog.messages
+
+
 async def test_a_valid_token_names_its_tenant_subject_and_expiry(issuer: OidcIssuer) -> None:
     expires = int(time.time()) + 300
     verified = await verifier(issuer).verify(issuer.token(org="acme", sub="ann", exp=expires))
@@ -286,13 +298,9 @@ async def test_a_key_set_sent_slowly_is_bounded_by_the_timeout_in_all(
         document = {"issuer": issuer.url, "jwks_uri": url + "/jwks"}
         monkeypatch.setattr(issuer, "discovery", lambda: document)
         settings = OidcSettings(issuer.url, AUDIENCE, TENANT_CLAIM, timeout=0.5)
-        with (
-            caplog.at_level(logging.WARNING, "stateway.identity.oidc"),
-            pytest.raises(IdentityUnavailable),
-        ):
-            await OidcVerifier(settings).verify(issuer.token())
+        logged = await unavailable(caplog, OidcVerifier(settings), issuer.token())
 
-    assert caplog.messages == [
+    assert logged == [
         f"oidc: the identity provider {issuer.url} gave no key set: "
         "the key set took longer than 0.5s"
     ]
@@ -305,13 +313,9 @@ async def test_a_key_set_past_the_size_limit_is_unusable(
     body = json.dumps(issuer.jwks()).encode() + b" " * MAX_DOCUMENT
     with serve_misbehaving(body=body) as url:
         monkeypatch.setattr(issuer, "discovery", lambda: {"issuer": issuer.url, "jwks_uri": url})
-        with (
-            caplog.at_level(logging.WARNING, "stateway.identity.oidc"),
-            pytest.raises(IdentityUnavailable),
-        ):
-            await verifier(issuer).verify(issuer.token())
+        logged = await unavailable(caplog, verifier(issuer), issuer.token())
 
-    assert caplog.messages == [
+    assert logged == [
         f"oidc: the identity provider {issuer.url} gave no key set: "
         f"the key set is larger than {MAX_DOCUMENT} bytes"
     ]
@@ -337,13 +341,9 @@ async def test_a_key_set_with_no_usable_key_makes_tokens_unavailable(
     could not be used, not a 500; a shared secret (``oct``) is never a key."""
     monkeypatch.setattr(issuer, "jwks", lambda: key_set)
 
-    with (
-        caplog.at_level(logging.WARNING, "stateway.identity.oidc"),
-        pytest.raises(IdentityUnavailable),
-    ):
-        await verifier(issuer).verify(issuer.token())
+    logged = await unavailable(caplog, verifier(issuer), issuer.token())
 
-    assert reason in caplog.messages[0]
+    assert reason in logged[0]
 
 
 async def test_a_discovery_document_redirected_is_not_followed(
@@ -353,13 +353,9 @@ async def test_a_discovery_document_redirected_is_not_followed(
     HTTP) is not followed."""
     issuer.redirect_to = issuer.url + "/elsewhere"
 
-    with (
-        caplog.at_level(logging.WARNING, "stateway.identity.oidc"),
-        pytest.raises(IdentityUnavailable),
-    ):
-        await verifier(issuer).verify(issuer.token())
+    logged = await unavailable(caplog, verifier(issuer), issuer.token())
 
-    assert caplog.messages == [
+    assert logged == [
         f"oidc: the identity provider {issuer.url} gave no key set: "
         "the discovery document was answered with HTTP 302"
     ]
@@ -604,13 +600,9 @@ async def test_an_unusable_discovery_document_is_logged_saying_why(
         }
     monkeypatch.setattr(issuer, "discovery", lambda: document)
 
-    with (
-        caplog.at_level(logging.WARNING, "stateway.identity.oidc"),
-        pytest.raises(IdentityUnavailable),
-    ):
-        await verifier(issuer).verify(issuer.token())
+    logged = await unavailable(caplog, verifier(issuer), issuer.token())
 
-    assert caplog.messages[0].startswith(
+    assert logged[0].startswith(
         f"oidc: the identity provider {issuer.url} gave no key set: {reason}"
     )
 
