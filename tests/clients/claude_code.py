@@ -28,7 +28,7 @@ import pytest
 
 from tests.clients.offline import OfflineGateway, inside
 
-VERSION = "2.1.332"
+VERSION = "2.1.337"
 TIMEOUT_S = 60.0
 TOKEN = "sk-claude-code-test"
 MESSAGES_PATH = "/v1/messages?beta=true"

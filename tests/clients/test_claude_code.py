@@ -66,7 +66,7 @@ def test_a_plain_turn(claude_binary: Path, claude_gateway: OfflineGateway, tmp_p
 
 
 def _check_headers(headers: dict[str, str]) -> None:
-    """The headers Claude Code 2.1.332 sends (see shared/clients.md)."""
+    """The headers Claude Code 2.1.337 sends (see shared/clients.md)."""
     assert headers["anthropic-version"] == "2023-06-01"
     betas = headers["anthropic-beta"].split(",")
     assert "claude-code-20250219" in betas
@@ -77,7 +77,7 @@ def _check_headers(headers: dict[str, str]) -> None:
 
 
 def _check_body(body: dict[str, Any], prompt_text: str) -> None:
-    """The first request of a turn: what Claude Code 2.1.332 declares and how it lays out
+    """The first request of a turn: what Claude Code 2.1.337 declares and how it lays out
     the prompt (a user message led by a ``<system-reminder>`` block, then a
     ``role: "system"`` message with the environment)."""
     assert body["model"] == "fake-model"

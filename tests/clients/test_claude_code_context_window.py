@@ -31,7 +31,7 @@ WINDOW = 7000
 """The fake's window, in words: the instructions and tools (~2,500), a Bash output of 3,000
 lines and its answer fit; a 1,500-word prompt more does not."""
 TOO_LONG = re.compile(r"^prompt is too long: (\d+) tokens > 7000 maximum$")
-"""What Claude Code 2.1.332 parses its numbers from (its own pattern, less the window)."""
+"""What Claude Code 2.1.337 parses its numbers from (its own pattern, less the window)."""
 COMPACT_PROMPT = "CRITICAL: Respond with TEXT ONLY."
 """How Claude Code's own summarizing request begins its last user message."""
 

@@ -1,7 +1,7 @@
 """Claude Code's late MCP tools as mid-conversation tool changes, through the gateway.
 
 An MCP server whose tools arrive after the session's first request is surfaced by Claude
-Code 2.1.332 (its ``mcp_late_tool_additions``) with a ``role: "system"`` message: a line
+Code 2.1.337 (its ``mcp_late_tool_additions``) with a ``role: "system"`` message: a line
 naming the tools, then a ``tool_addition`` block for each (beta
 ``mid-conversation-tool-changes-2026-07-01``), by reference to the tool it now declares
 deferred in ``tools``, or, with ``CLAUDE_CODE_INLINE_TOOLS=1`` (beta

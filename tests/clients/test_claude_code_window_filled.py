@@ -9,7 +9,7 @@ llama-server keeps it (``--ctx-size``, words counted as tokens): a Bash call pri
 lines, then the model's next answer (9,000 words asked for) is cut where the window is
 full, in the run that made the call or in a continued session's later run.
 
-Claude Code 2.1.332 takes that stop as it takes ``max_tokens``, an output limit it recovers
+Claude Code 2.1.337 takes that stop as it takes ``max_tokens``, an output limit it recovers
 from: it asks the model to resume (a synthetic ``Output token limit hit`` message, first
 asking for 128,000 output tokens, then again for 32,000), which with the cut answer no
 longer fits the window and is refused as too long, in Anthropic's words with the server's
@@ -39,7 +39,7 @@ WINDOW = 8000
 """The fake's slot, in words: the instructions and tools (~2,500) and a Bash output of 3,000
 lines leave an answer ~2,500, and Claude Code's summarizing request room."""
 TOO_LONG = re.compile(r"^prompt is too long: (\d+) tokens > 8000 maximum$")
-"""What Claude Code 2.1.332 parses its numbers from (its own pattern, less the window)."""
+"""What Claude Code 2.1.337 parses its numbers from (its own pattern, less the window)."""
 RESUME = "Output token limit hit. Resume directly"
 """How Claude Code's synthetic message asking the model to go on after a cut begins."""
 COMPACT_PROMPT = "CRITICAL: Respond with TEXT ONLY."
