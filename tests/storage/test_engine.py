@@ -3,6 +3,7 @@ statement's error shows."""
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import traceback
 from pathlib import Path
@@ -13,6 +14,7 @@ from sqlalchemy import event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DisconnectionError, InvalidatePoolError
 from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.util import await_only
 
 from stateway.core.errors import StorageError, StorageFull, StorageReadOnly
 from stateway.storage.sql import engine as engine_module
@@ -530,6 +532,71 @@ async def test_a_connection_out_while_its_engine_is_disposed_is_closed_as_it_com
             assert await renewed.scalar(text("SELECT 2")) == 2
         assert len(opened) == 2
         assert closed == opened[:1]
+    finally:
+        await engine.dispose()
+
+
+async def test_a_connection_being_opened_while_its_engine_is_disposed_is_closed_as_it_comes_back(
+    database_url: str,
+) -> None:
+    """A connection whose opening is under way as the ping disposes of the engine (a
+    request taking one from the old pool) was opened for that pool all the same: it is
+    closed as it comes back, as one out at that moment is, not left open there for good."""
+    engine = create_engine(database_url, timeout=5)
+    opening = asyncio.Event()
+    disposed = asyncio.Event()
+    opened: list[object] = []
+    closed: list[object] = []
+
+    def held_open(dbapi: object, _record: object) -> None:
+        opened.append(dbapi)
+        opening.set()
+        await_only(disposed.wait())  # on the pool's greenlet: the engine is disposed meanwhile
+
+    event.listen(engine.sync_engine, "connect", held_open, insert=True)  # before all others
+    event.listen(engine.sync_engine, "close", lambda dbapi, _record: closed.append(dbapi))
+
+    async def use() -> None:
+        async with engine.connect() as connection:
+            await connection.execute(text("SELECT 1"))
+
+    try:
+        using = asyncio.create_task(use())
+        await opening.wait()
+        await engine.dispose()
+        disposed.set()
+        await using
+        assert closed == opened
+    finally:
+        await engine.dispose()
+
+
+@pytest.mark.postgres
+async def test_a_connection_reopened_for_a_request_waiting_on_a_disposed_pool_is_closed_too(
+    postgres_url: str,
+) -> None:
+    """A request waiting for a connection of a full pool as it is disposed is given the
+    entry of one closed as it came back, and opens it anew, for the old pool still: it is
+    closed as it comes back in its turn."""
+    engine = create_engine(postgres_url, timeout=5, max_connections=1)
+    opened: list[object] = []
+    closed: list[object] = []
+    event.listen(engine.sync_engine, "connect", lambda dbapi, _record: opened.append(dbapi))
+    event.listen(engine.sync_engine, "close", lambda dbapi, _record: closed.append(dbapi))
+
+    async def wait_then_use() -> None:
+        async with engine.connect() as connection:
+            await connection.execute(text("SELECT 1"))
+
+    try:
+        async with engine.connect() as held:
+            await held.execute(text("SELECT 1"))
+            waiting = asyncio.create_task(wait_then_use())
+            await asyncio.sleep(0)  # it asks the full pool, and waits for it
+            await engine.dispose()
+        await waiting
+        assert len(opened) == 2
+        assert closed == opened
     finally:
         await engine.dispose()
 

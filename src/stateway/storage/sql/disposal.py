@@ -11,15 +11,21 @@ connection keeps the database read-only for the whole process once it is writabl
 (SQLite keeps a file's shared memory once per process, as the first connection opening
 it found it, until every connection to the file is closed).
 
-So each connection is stamped, as it is opened, with how many times its engine had been
-disposed; one stamped before the last disposal is closed as it comes back, before its old
-pool takes it.
+So each pool entry is stamped, as its first connection begins to open, with how many
+times its engine had been disposed; a connection whose entry was stamped before the last
+disposal is closed as it comes back, before its old pool takes it. Stamped as the opening
+begins, not once it is done: a request opening a connection as the engine is disposed
+takes it for the old pool all the same. Stamped once for the entry's life, which it lives
+in one pool: an old pool's entry reopened (a request waiting on that pool, given an
+entry whose connection was closed as it came back) belongs to the old pool too.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import Engine, event
-from sqlalchemy.engine.interfaces import DBAPIConnection
+from sqlalchemy.engine.interfaces import DBAPIConnection, Dialect
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.pool import ConnectionPoolEntry
 
@@ -32,8 +38,13 @@ class Disposals:
     def __init__(self) -> None:
         self._count = 0
 
-    def opened(self, _dbapi_connection: DBAPIConnection, record: ConnectionPoolEntry) -> None:
-        record.info[_STAMP] = self._count
+    def opening(
+        self, _dialect: Dialect, record: ConnectionPoolEntry, _args: Any, _params: Any
+    ) -> None:
+        """Stamp ``record`` as its pool opens its first connection (none returned: the
+        dialect opens it as usual)."""
+        if record.record_info is not None:
+            record.record_info.setdefault(_STAMP, self._count)
 
     def disposed(self, _engine: Engine) -> None:
         self._count += 1
@@ -41,15 +52,16 @@ class Disposals:
     def returned(
         self, dbapi_connection: DBAPIConnection | None, record: ConnectionPoolEntry
     ) -> None:
-        """Close ``record``'s connection if it was opened before the engine was last
-        disposed (none: SQLAlchemy dropped it already)."""
-        if dbapi_connection is not None and record.info.get(_STAMP, self._count) < self._count:
+        """Close ``record``'s connection if its entry was stamped before the engine was
+        last disposed (none: SQLAlchemy dropped it already)."""
+        stamp = (record.record_info or {}).get(_STAMP, self._count)
+        if dbapi_connection is not None and stamp < self._count:
             record.invalidate()
 
 
 def close_when_returned(engine: AsyncEngine) -> None:
     """Have ``engine`` close each connection that comes back after it was disposed."""
     disposals = Disposals()
-    event.listen(engine.sync_engine, "connect", disposals.opened)
+    event.listen(engine.sync_engine, "do_connect", disposals.opening)
     event.listen(engine.sync_engine, "engine_disposed", disposals.disposed)
     event.listen(engine.sync_engine, "checkin", disposals.returned)
