@@ -9,11 +9,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from sqlalchemy import text
 
 from stateway.core.errors import StorageError
 from stateway.core.ports import ResponseRecord
-from stateway.storage.sql import SqlResponseStore, migrate, open_store
-from stateway.storage.sql.writer import _answer
+from stateway.storage.sql import SqlResponseStore, migrate, open_store, queries
+from stateway.storage.sql.engine import create_engine
+from stateway.storage.sql.writer import _answer, writer_for
 
 RecordFactory = Callable[..., ResponseRecord]
 
@@ -121,3 +123,43 @@ async def test_an_answer_for_a_cancelled_wait_is_dropped() -> None:
         loop.set_exception_handler(None)
     assert done.cancelled()
     assert failures == []  # setting a cancelled future's outcome would raise in a callback
+
+
+async def test_a_write_while_the_writer_closes_is_served_and_the_close_ends(
+    tmp_path: Path,
+) -> None:
+    """A write coming as the writer is being closed, while its thread still writes, starts
+    a thread of its own, served at once: neither the closing thread nor the new one takes
+    the other's work (or its end), nor its connection."""
+    url = f"sqlite:///{tmp_path}/w.db"
+    await migrate(url)
+    engine = create_engine(url)
+    writer = writer_for(engine)
+    loop = asyncio.get_running_loop()
+    writing = asyncio.Event()
+    release = threading.Event()
+
+    def hold_the_first(_sql: str) -> None:
+        if not release.is_set():
+            loop.call_soon_threadsafe(writing.set)
+            release.wait()
+
+    writer.watchers.append(hold_the_first)
+    probe = [(queries.INSERT_PROBE, [{"body": b"probe"}])]
+    try:
+        first = asyncio.create_task(writer.write(probe))
+        await writing.wait()
+        closing = asyncio.create_task(writer.aclose())
+        await asyncio.sleep(0)  # it told the busy thread to end once done
+        writer.watchers.remove(hold_the_first)
+        await writer.write(probe)  # on a new thread, while the first still holds its own
+        release.set()
+        await first
+        await closing
+    finally:
+        release.set()
+        await writer.aclose()
+        await engine.dispose()
+    async with engine.connect() as connection:
+        assert await connection.scalar(text("SELECT count(*) FROM write_probes")) == 2
+    await engine.dispose()

@@ -42,9 +42,9 @@ import threading
 from collections.abc import Callable, Collection
 from contextlib import suppress
 from queue import SimpleQueue
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
-from sqlalchemy import Integer, event, literal_column, pool
+from sqlalchemy import URL, Integer, event, literal_column, pool
 from sqlalchemy import create_engine as create_sync_engine
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.sql import Executable
@@ -146,49 +146,61 @@ class AsyncWriter:
 
 
 _Job = tuple[Statements, Collection[Executable], asyncio.AbstractEventLoop, "asyncio.Future[None]"]
+_THREAD: Final = "stateway-writer"
+
+
+class _Serving:
+    """One writer thread and what is its alone: its queue, and the engine of its one
+    connection (opened on it). A thread started while another is told to end (a write
+    coming as the writer is closed) shares neither: it must not take the other's end
+    from a shared queue, leaving it serving for ever and its close waiting for ever, nor
+    close its connection under it."""
+
+    def __init__(self, url: URL, serve: Callable[[_Serving], None]) -> None:
+        # Opens the thread's one connection (pragmas applied), on the thread.
+        self.engine = create_sync_engine(
+            url, poolclass=pool.StaticPool, hide_parameters=HIDE_PARAMETERS
+        )
+        event.listen(self.engine, "connect", apply_sqlite_pragmas)
+        self.jobs: SimpleQueue[_Job | None] = SimpleQueue()
+        self.thread = threading.Thread(target=serve, args=(self,), name=_THREAD, daemon=True)
+        self.thread.start()
 
 
 class ThreadWriter:
     def __init__(self, engine: AsyncEngine) -> None:
-        url = engine.url.set(drivername=SQLITE_SYNC_DRIVER)
-        # Opens the writer's one connection (pragmas applied), on the writer's thread.
-        self._engine = create_sync_engine(
-            url, poolclass=pool.StaticPool, hide_parameters=HIDE_PARAMETERS
-        )
-        event.listen(self._engine, "connect", apply_sqlite_pragmas)
+        self._url = engine.url.set(drivername=SQLITE_SYNC_DRIVER)
         self.watchers: list[Watcher] = []
-        self._jobs: SimpleQueue[_Job | None] = SimpleQueue()
-        self._thread: threading.Thread | None = None
-        self._prepared = PreparedStatements(self._engine.dialect)
+        self._serving: _Serving | None = None
+        self._prepared = PreparedStatements(create_sync_engine(self._url).dialect)
 
     async def write(self, statements: Statements, guarded: Collection[Executable] = ()) -> None:
         loop = asyncio.get_running_loop()
         done: asyncio.Future[None] = loop.create_future()
-        self._jobs.put((statements, guarded, loop, done))
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._serve, name="stateway-writer", daemon=True)
-            self._thread.start()
+        if self._serving is None:
+            self._serving = _Serving(self._url, self._serve)
+        self._serving.jobs.put((statements, guarded, loop, done))
         await done
 
     async def aclose(self) -> None:
         """Let the thread finish what it was given, close the connection on it
         (``sqlite3`` refuses any other thread), and stop it. A later write starts a new
-        thread and connection."""
-        thread, self._thread = self._thread, None
-        if thread is None:
+        thread and connection (one coming meanwhile too: :class:`_Serving`)."""
+        serving, self._serving = self._serving, None
+        if serving is None:
             return
-        self._jobs.put(None)
-        await asyncio.to_thread(thread.join)
+        serving.jobs.put(None)
+        await asyncio.to_thread(serving.thread.join)
 
-    def _serve(self) -> None:
+    def _serve(self, serving: _Serving) -> None:
         connection = None
         try:
-            while (job := self._jobs.get()) is not None:
+            while (job := serving.jobs.get()) is not None:
                 statements, guarded, loop, done = job
                 error: BaseException | None = None
                 try:
                     if connection is None:
-                        connection = self._engine.raw_connection()
+                        connection = serving.engine.raw_connection()
                     self._run(connection.driver_connection, statements, guarded)
                 except BaseException as exc:  # noqa: BLE001  # every outcome goes back to the loop
                     error = exc
@@ -199,7 +211,7 @@ class ThreadWriter:
         finally:
             if connection is not None:
                 connection.close()
-            self._engine.dispose()
+            serving.engine.dispose()
 
     def _run(
         self, connection: Any, statements: Statements, guarded: Collection[Executable]
