@@ -21,7 +21,7 @@ from stateway.identity.oidc import JWKS_MAX_AGE, OidcVerifier
 from stateway.identity.oidc_documents import MAX_DOCUMENT
 from stateway.identity.oidc_settings import OidcSettings
 from tests.support.mcp_server import hanging_server, serve_app, serve_misbehaving
-from tests.support.oidc_issuer import AUDIENCE, TENANT_CLAIM, OidcIssuer
+from tests.support.oidc_issuer import AUDIENCE, JWKS_PATH, TENANT_CLAIM, OidcIssuer
 
 
 class Clock:
@@ -666,3 +666,22 @@ async def test_the_verified_tokens_remembered_are_bounded(
     for n in range(5):
         await checking.verify(issuer.token(sub=f"user-{n}"))
     assert len(checking._verified) == 2
+
+
+async def test_a_key_set_moved_elsewhere_is_found_by_discovering_it_again(
+    issuer: OidcIssuer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A provider moving its key set (a new ``jwks_uri``, the old one gone) is followed
+    once the cooldown lets a fetch through: a failed fetch of the key set reads the
+    discovery document again, rather than the URL it named once, for the process's life."""
+    clock = Clock()
+    checking = verifier(issuer, clock, cooldown=1.0)
+    moved = {"issuer": issuer.url, "jwks_uri": issuer.url + "/gone"}
+    monkeypatch.setattr(issuer, "discovery", lambda: moved)
+    with pytest.raises(IdentityUnavailable):
+        await checking.verify(issuer.token())
+
+    moved["jwks_uri"] = issuer.url + JWKS_PATH
+    clock.now += 1.0
+
+    assert (await checking.verify(issuer.token())).tenant_id == "acme"

@@ -1,7 +1,8 @@
 """OpenID Connect bearer tokens, verified with PyJWT.
 
 The issuer's discovery document (``{issuer}/.well-known/openid-configuration``) names
-its JWKS. Both are fetched for the first token, not at start-up (a gateway starts while
+its JWKS (read again after a fetch of the key set failed: a provider may move it). Both
+are fetched for the first token, not at start-up (a gateway starts while
 its identity provider is down, and answers tokens with 503 until it is back), each
 within ``timeout`` seconds in all and ``MAX_DOCUMENT`` bytes (:mod:`.oidc_documents`).
 The key set is kept for ``JWKS_MAX_AGE`` seconds, and fetched again at once for a token
@@ -176,13 +177,15 @@ class OidcVerifier:
         raise Unauthorized("The token is signed with a key the identity provider does not publish.")
 
     async def _fetch(self) -> tuple[PyJWK, ...]:
-        """Discovery (until it has once succeeded), then the key set's signing keys."""
+        """Discovery (until it has once succeeded, and again after a failed fetch: the
+        provider may have moved its key set), then the key set's signing keys."""
         try:
             if self._jwks_uri is None:
                 self._jwks_uri = await self._discover()
             document = await fetch_document(self._jwks_uri, "the key set", self._settings.timeout)
             return _signing_keys(document)
         except DocumentUnusable as unusable:
+            self._jwks_uri = None
             log.warning(
                 "oidc: the identity provider %s gave no key set: %s", self._issuer, unusable
             )
