@@ -5,6 +5,7 @@ an in-memory gateway (so the test sees its sessions, its runs and its backend)."
 from __future__ import annotations
 
 import asyncio
+import ssl
 import warnings
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -17,6 +18,7 @@ import orjson
 import pytest
 import uvicorn
 from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from starlette.types import Message, Receive, Scope, Send
 
@@ -102,6 +104,23 @@ async def serving(
         await task
         await mount.aclose()
         sock.close()
+
+
+TLS = ssl.create_default_context()
+"""Loaded once: the SDK's own HTTP client loads the CA bundle for each session it opens
+(unused on loopback's plain HTTP), which took most of a short session's time."""
+
+
+@asynccontextmanager
+async def connected(url: str, mode: str) -> AsyncIterator[Client]:
+    """An SDK client session on ``url``, as ``Client(url)`` opens it (its own HTTP client,
+    closed with it, ending with its ``DELETE``; the SDK's timeouts), over :data:`TLS`."""
+    timeout = httpx2.Timeout(30, read=300)
+    async with (
+        httpx2.AsyncClient(verify=TLS, timeout=timeout) as http,
+        Client(streamable_http_client(url, http_client=http), mode=mode) as client,
+    ):
+        yield client
 
 
 def holding(send: Send, release: asyncio.Event, held: asyncio.Event) -> Send:
@@ -194,7 +213,7 @@ async def test_sessions_opened_and_closed_are_not_kept() -> None:
         assert manager._server_instances == {}
 
         for _ in range(200):
-            async with Client(served.url, mode="legacy") as client:
+            async with connected(served.url, "legacy") as client:
                 await client.call_tool("get_response", {"response_id": "resp_x"})
 
         assert manager._server_instances == {}
