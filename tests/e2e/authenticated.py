@@ -1,15 +1,19 @@
 """Real ``stateway serve`` processes with auth configured, and API keys made the way an
-operator makes them (``stateway keys create`` against the gateway's database)."""
+operator makes them (``stateway keys create`` against the gateway's database), the
+command run by the test's own process (:func:`keys_command`)."""
 
 from __future__ import annotations
 
+import io
 import subprocess
 import sys
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
 
+from stateway import cli
 from stateway.identity.keys import looks_like_key
 from stateway.launch import GATEWAY_ANNOUNCEMENT, child_env, launch
 
@@ -29,6 +33,7 @@ class AuthGateway:
 
 
 def stateway(*args: str) -> subprocess.CompletedProcess[str]:
+    """``stateway ARGS`` as a process of its own, as an operator runs it."""
     return subprocess.run(
         [sys.executable, "-m", "stateway", *args],
         capture_output=True,
@@ -39,9 +44,26 @@ def stateway(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def keys_command(*args: str) -> subprocess.CompletedProcess[str]:
+    """``stateway keys ARGS`` run by this process: the command's own code, as
+    ``python -m stateway`` runs it (:func:`stateway.cli.main`), what it prints captured.
+
+    A process of its own spends a second or two importing before the command starts (a
+    loaded machine's test waited ten for the two a revocation took); :func:`stateway`
+    starts one where running the command as an operator does is what a test is about.
+    On a thread of its own: the command's ``asyncio.run`` refuses a running event loop.
+    """
+    out, err = io.StringIO(), io.StringIO()
+    with ThreadPoolExecutor(1) as thread, redirect_stdout(out), redirect_stderr(err):
+        code = thread.submit(cli.main, ["keys", *args]).result()
+    return subprocess.CompletedProcess(
+        ["stateway", "keys", *args], code, out.getvalue(), err.getvalue()
+    )
+
+
 def create_key(database: str, tenant: str, *extra: str) -> str:
     """``stateway keys create --tenant TENANT EXTRA...``: the key it prints, alone."""
-    created = stateway("keys", "create", "--tenant", tenant, "--database", database, *extra)
+    created = keys_command("create", "--tenant", tenant, "--database", database, *extra)
     assert created.returncode == 0, created.stderr
     key = created.stdout.strip()
     assert created.stdout == key + "\n"

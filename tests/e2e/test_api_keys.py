@@ -20,7 +20,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
 from stateway.app import TESTING_RECHECK_ENV
-from tests.e2e.authenticated import AuthGateway, auth_gateway, stateway
+from tests.e2e.authenticated import AuthGateway, auth_gateway, keys_command, stateway
 from tests.e2e.routing import fake_requests
 
 MODEL = "fake-model"
@@ -208,11 +208,11 @@ def test_a_key_revoked_while_its_websocket_is_open_ends_the_connection(
             elif frame["type"] in ("response.completed", "error"):
                 return frame
 
-    key_id = key_id_named(gateway, "socket to revoke")  # before: one run in the ~12 s
+    key_id = key_id_named(gateway, "socket to revoke")  # before: one run in the ~8 s
     with connect(url, additional_headers={"Authorization": f"Bearer {key}"}) as socket:
-        socket.send(json.dumps({**long, "input": "[[slow:300]] [[words:40]]"}))  # ~12 s
+        socket.send(json.dumps({**long, "input": "[[slow:200]] [[words:40]]"}))  # ~8 s
         assert answer(socket)["type"] == "response.completed"
-        revoked = stateway("keys", "revoke", key_id, "--database", gateway.database)
+        revoked = keys_command("revoke", key_id, "--database", gateway.database)
         assert revoked.returncode == 0, revoked.stderr
         deadline = time.monotonic() + 30
         while (frame := answer(socket))["type"] != "error":
@@ -252,17 +252,19 @@ def test_a_steered_responses_successor_on_a_revoked_key_fails_then_the_socket_cl
     key_id = key_id_named(gateway, "steering to revoke")
     with connect(url, additional_headers={"Authorization": f"Bearer {key}"}) as socket:
         create = {"type": "response.create", "model": MODEL, "stream_id": "s"}
-        # ~12 s: the `stateway keys revoke` run must end before it does, however busy the
-        # machine (one that ends after lets the successor start unrefused); the key's id
-        # is looked up before, so that one process's start-up is all the test waits for.
-        socket.send(json.dumps({**create, "input": "[[slow:300]] [[words:40]]"}))
+        # ~8 s: the revocation (once the steer is accepted) must be seen before it ends,
+        # however busy the machine (one seen after lets the successor start unrefused);
+        # the key's id is looked up before, so the revocation is one command's work.
+        socket.send(json.dumps({**create, "input": "[[slow:200]] [[words:40]]"}))
         created = json.loads(socket.recv(timeout=30))
         assert created["type"] == "response.created"
         steer = {"type": "response.steer", "previous_response_id": created["response"]["id"]}
         socket.send(json.dumps({**steer, "input": marker}))
-        revoked = stateway("keys", "revoke", key_id, "--database", gateway.database)
-        assert revoked.returncode == 0, revoked.stderr
         events: list[dict[str, Any]] = []
+        while "response.steer.accepted" not in [event["type"] for event in events]:
+            events.append(lane_frame(socket, lane="s"))
+        revoked = keys_command("revoke", key_id, "--database", gateway.database)
+        assert revoked.returncode == 0, revoked.stderr
         closed = until_closed(socket, events, lane="s")
     types = [event["type"] for event in events]
     assert "response.steer.accepted" in types
@@ -279,7 +281,7 @@ def test_a_steered_responses_successor_on_a_revoked_key_fails_then_the_socket_cl
 
 def key_id_named(gateway: AuthGateway, name: str) -> str:
     """The id ``stateway keys list`` gives the key named ``name``."""
-    listed = stateway("keys", "list", "--json", "--database", gateway.database)
+    listed = keys_command("list", "--json", "--database", gateway.database)
     [entry] = [k for k in json.loads(listed.stdout) if k["name"] == name]
     return str(entry["id"])
 
@@ -288,11 +290,16 @@ def until_closed(socket: Any, seen: list[dict[str, Any]], lane: str = "long") ->
     """Read until the connection closes: only frames of ``lane`` may come."""
     while True:
         try:
-            late: dict[str, Any] = json.loads(socket.recv(timeout=30))
+            seen.append(lane_frame(socket, lane))
         except ConnectionClosed as closed:
             return closed
-        assert late.get("stream_id") == lane, late
-        seen.append(late)
+
+
+def lane_frame(socket: Any, lane: str) -> dict[str, Any]:
+    """The next frame, which must be one of ``lane``'s."""
+    frame: dict[str, Any] = json.loads(socket.recv(timeout=30))
+    assert frame.get("stream_id") == lane, frame
+    return frame
 
 
 def test_an_expired_key_is_refused(gateway: AuthGateway) -> None:

@@ -22,18 +22,23 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
 from stateway.app import TESTING_RECHECK_ENV
-from tests.e2e.authenticated import AuthGateway, auth_gateway, stateway
+from tests.e2e.authenticated import AuthGateway, auth_gateway, keys_command
 
 MODEL = "fake-model"
-SLOW = "[[slow:300]] [[words:40]]"
-"""An answer of ~12 s: still streaming when its key is revoked."""
+SLOW = "[[slow:200]] [[words:40]]"
+"""An answer of ~8 s: still streaming when its key is revoked (its first event, then the
+command revoking it, a fraction of a second) and for ``BOUND`` after."""
+OUTLIVING = "[[slow:300]] [[words:200]]"
+"""An answer of ~60 s, still streaming when a key made by any of :func:`expiring_key`'s
+tries expires (which ends it)."""
 BOUND = 5.0
 """Seconds a revoked key's stream may last after the revocation: checked every 0.2 s
 here (``TESTING_RECHECK_ENV``), seen within the cache's 0.5 s TTL, and time to spare."""
 REVOKED = "This API key has been revoked."
 EXPIRED = "This API key has expired."
 LIFE = 3.0
-"""Seconds an expiring key lives: made (~1 s for the CLI), then a stream opened with it."""
+"""Seconds an expiring key lives: made (``stateway keys create``), then a stream opened
+with it."""
 LEFT = 1.5
 """Seconds of its life a new expiring key must have left: time to open its stream."""
 AT_EXPIRY = 1.0
@@ -50,10 +55,11 @@ def gateway(fake_upstream: str, tmp_path_factory: pytest.TempPathFactory) -> Ite
 
 
 def revoke(gateway: AuthGateway, name: str) -> float:
-    """Revoke the key named ``name`` with the CLI; when that was done (monotonic)."""
-    listed = stateway("keys", "list", "--json", "--database", gateway.database)
+    """Revoke the key named ``name`` with ``stateway keys``; when that was done
+    (monotonic)."""
+    listed = keys_command("list", "--json", "--database", gateway.database)
     [entry] = [k for k in json.loads(listed.stdout) if k["name"] == name]
-    revoked = stateway("keys", "revoke", entry["id"], "--database", gateway.database)
+    revoked = keys_command("revoke", entry["id"], "--database", gateway.database)
     assert revoked.returncode == 0, revoked.stderr
     return time.monotonic()
 
@@ -84,7 +90,7 @@ def keys(gateway: AuthGateway) -> tuple[str, str, str]:
 
 
 def key_to_revoke(gateway: AuthGateway) -> tuple[str, str]:
-    """A key to revoke, and its name (each made by the CLI: a second's start-up)."""
+    """A key to revoke, and its name (made with ``stateway keys create``)."""
     name = f"streaming-{uuid.uuid4().hex}"
     return name, gateway.create_key("acme", "--name", name)
 
@@ -244,16 +250,15 @@ def test_an_unrevoked_keys_stream_runs_to_its_end(gateway: AuthGateway) -> None:
 
 def expiring_key(gateway: AuthGateway) -> tuple[str, float]:
     """A key of the tenant expiring ``LIFE`` seconds from now, and when (Unix time); made
-    again to live four times as long when making it (the CLI, a process of its own) left
-    less than ``LEFT`` of that life on a loaded machine, or took all of it (the CLI refuses
-    an expiry in the past), so the stream opens before the key expires."""
+    again to live four times as long when making it left less than ``LEFT`` of that life on
+    a loaded machine, or took all of it (the command refuses an expiry in the past), so the
+    stream opens before the key expires."""
     for life in (LIFE, 4 * LIFE, 16 * LIFE):
         expires = time.time() + life
         moment = datetime.fromtimestamp(expires, UTC).isoformat()
-        made = stateway(
-            "keys", "create", "--tenant", "acme", "--database", gateway.database,
-            "--expires", moment,
-        )  # fmt: skip
+        made = keys_command(
+            "create", "--tenant", "acme", "--database", gateway.database, "--expires", moment
+        )
         if made.returncode != 0:
             assert "is in the past" in made.stderr, made.stderr
             continue
@@ -278,7 +283,7 @@ def test_an_expiring_keys_responses_stream_ends_at_its_expiry(gateway: AuthGatew
     """No check is waited for: a timer at the expiry ends the stream, with the error event
     numbered next, in the words an expired key is refused with."""
     key, expires = expiring_key(gateway)
-    body = {"model": MODEL, "input": SLOW, "stream": True}
+    body = {"model": MODEL, "input": OUTLIVING, "stream": True}
     with httpx2.stream(
         "POST", gateway.url + "/v1/responses", json=body, headers=bearer(key), timeout=60
     ) as sse:
@@ -313,7 +318,7 @@ def test_an_expiring_keys_messages_stream_ends_with_an_authentication_error_even
         "model": MODEL,
         "max_tokens": 200,
         "stream": True,
-        "messages": [{"role": "user", "content": SLOW}],
+        "messages": [{"role": "user", "content": OUTLIVING}],
     }
     headers = {"x-api-key": key, "anthropic-version": "2023-06-01"}
     with httpx2.stream(
@@ -335,7 +340,7 @@ def test_an_expiring_keys_relayed_chat_stream_ends_with_an_error_chunk(
     gateway: AuthGateway,
 ) -> None:
     key, expires = expiring_key(gateway)
-    body = {"model": MODEL, "stream": True, "messages": [{"role": "user", "content": SLOW}]}
+    body = {"model": MODEL, "stream": True, "messages": [{"role": "user", "content": OUTLIVING}]}
     with httpx2.stream(
         "POST", gateway.url + "/v1/chat/completions", json=body, headers=bearer(key), timeout=60
     ) as sse:
