@@ -17,7 +17,7 @@ from stateway import cli, subcommands
 from stateway.config import Overrides, load_config
 from stateway.fake_upstream.launch import start_fake_upstream
 from stateway.launch import launch
-from tests.cli.commands import stateway
+from tests.cli.commands import stateway, stateway_here
 
 
 def test_serving_api_keys_with_none_active_warns_how_to_make_one(tmp_path: Path) -> None:
@@ -291,7 +291,7 @@ def test_a_stateway_variable_that_sets_nothing_is_warned_of(tmp_path: Path) -> N
         "STATEWAY_MAX_BODY_BYTES": "65536",  # a setting's
         "STATEWAY_TEST_POSTGRES_URL": "postgresql://x",  # the test suite's
     }
-    result = stateway("check-config", "--config", str(config), env=env)
+    result = stateway_here("check-config", "--config", str(config), env=env)
     assert result.returncode == 0, result.stderr
     assert result.stderr.splitlines() == [
         "stateway: warning: STATEWAY_FOO is no setting's variable (ignored)",
@@ -300,4 +300,4 @@ def test_a_stateway_variable_that_sets_nothing_is_warned_of(tmp_path: Path) -> N
         "stateway: warning: STATEWAY_UPSTREAM_URL is no setting's variable (ignored); "
         "did you mean STATEWAY_UPSTREAM?",
     ]
-    assert stateway("check-config").stderr == ""
+    assert stateway("check-config").stderr == ""  # a process of its own: nothing else said
