@@ -685,3 +685,35 @@ async def test_a_key_set_moved_elsewhere_is_found_by_discovering_it_again(
     clock.now += 1.0
 
     assert (await checking.verify(issuer.token())).tenant_id == "acme"
+
+
+async def test_a_key_set_that_is_not_json_is_unusable(
+    issuer: OidcIssuer, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    with serve_misbehaving(body=b"<html>sign in</html>", content_type="text/html") as url:
+        monkeypatch.setattr(issuer, "discovery", lambda: {"issuer": issuer.url, "jwks_uri": url})
+        logged = await unavailable(caplog, verifier(issuer), issuer.token())
+
+    assert logged == [
+        f"oidc: the identity provider {issuer.url} gave no key set: the key set is not JSON"
+    ]
+
+
+async def test_a_key_set_that_cannot_be_reached_says_so(
+    issuer: OidcIssuer, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    gone = {"issuer": issuer.url, "jwks_uri": "http://127.0.0.1:1/jwks"}  # nothing listens
+    monkeypatch.setattr(issuer, "discovery", lambda: gone)
+
+    logged = await unavailable(caplog, verifier(issuer), issuer.token())
+
+    assert logged[0].startswith(
+        f"oidc: the identity provider {issuer.url} gave no key set: "
+        "the key set could not be fetched: Cannot connect to host 127.0.0.1:1"
+    )
+
+
+async def test_the_documents_are_asked_for_as_json(issuer: OidcIssuer) -> None:
+    await verifier(issuer).verify(issuer.token())
+
+    assert issuer.accepted == ["application/json", "application/json"]

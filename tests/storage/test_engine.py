@@ -601,6 +601,28 @@ async def test_a_connection_reopened_for_a_request_waiting_on_a_disposed_pool_is
         await engine.dispose()
 
 
+async def test_a_connection_of_the_pool_one_disposal_started_is_closed_after_the_next(
+    database_url: str,
+) -> None:
+    """Every disposal counts: the ping renews the pool each time it finds writes refused,
+    and a connection opened since the last renewal, out at the next, is closed as it
+    comes back too."""
+    engine = create_engine(database_url, timeout=5)
+    opened: list[object] = []
+    closed: list[object] = []
+    event.listen(engine.sync_engine, "connect", lambda dbapi, _record: opened.append(dbapi))
+    event.listen(engine.sync_engine, "close", lambda dbapi, _record: closed.append(dbapi))
+    try:
+        await engine.dispose()  # a renewal before any connection
+        async with engine.connect() as held:
+            await held.execute(text("SELECT 1"))
+            await engine.dispose()
+        assert len(opened) == 1
+        assert closed == opened
+    finally:
+        await engine.dispose()
+
+
 @pytest.mark.parametrize(
     ("bound", "connecting", "statements"),
     [(None, CONNECT_TIMEOUT, None), (3.5, 3.5, 3.5), (30.0, CONNECT_TIMEOUT, 30.0)],

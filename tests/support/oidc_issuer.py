@@ -52,6 +52,8 @@ class OidcIssuer:
         """Where its discovery document's URL redirects (302), when it does."""
         self.discovery_fetches = 0
         self.jwks_fetches = 0
+        self.accepted: list[str | None] = []
+        """Each request's ``Accept`` header, in order."""
         self._keys: dict[str, SigningKey] = {}
         self._count = 0
         self._lock = threading.Lock()
@@ -180,6 +182,7 @@ class OidcIssuer:
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
+                issuer.accepted.append(self.headers.get("Accept"))
                 if issuer.down:
                     self._answer(503, {"error": "down"})
                 elif issuer.redirect_to and self.path.endswith("/openid-configuration"):
