@@ -42,9 +42,9 @@ with it."""
 LEFT = 1.5
 """Seconds of its life a new expiring key must have left: time to open its stream."""
 AT_EXPIRY = 3.0
-"""Seconds an expired key's stream may last past its expiry: a timer ends it, no check is
-waited for (a serving gateway's come every 5 s, ``RECHECK_INTERVAL``); the slack is a
-loaded machine's (an idle WebSocket's close came 1.3 s late under the whole suite)."""
+"""Seconds an expired key's stream may last past its expiry (a timer ends it, no check is
+waited for): it ends then, not long after. The slack is a loaded machine's: an idle
+WebSocket's close came 1.3 s late once under the whole suite."""
 
 
 @pytest.fixture(scope="module")
