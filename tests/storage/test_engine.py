@@ -20,6 +20,7 @@ from stateway.core.errors import StorageError, StorageFull, StorageReadOnly
 from stateway.storage.sql import engine as engine_module
 from stateway.storage.sql.engine import (
     CONNECT_TIMEOUT,
+    MAX_CONNECTIONS,
     SQLITE_PRAGMAS,
     Replacement,
     apply_sqlite_pragmas,
@@ -509,6 +510,18 @@ class _Asked(Exception):
         self.params = params
 
 
+def watched(
+    url: str, max_connections: int = MAX_CONNECTIONS
+) -> tuple[AsyncEngine, list[object], list[object]]:
+    """An engine for ``url``, with the connections it opens and those it closes, in order."""
+    engine = create_engine(url, timeout=5, max_connections=max_connections)
+    opened: list[object] = []
+    closed: list[object] = []
+    event.listen(engine.sync_engine, "connect", lambda dbapi, _record: opened.append(dbapi))
+    event.listen(engine.sync_engine, "close", lambda dbapi, _record: closed.append(dbapi))
+    return engine, opened, closed
+
+
 async def test_a_connection_out_while_its_engine_is_disposed_is_closed_as_it_comes_back(
     database_url: str,
 ) -> None:
@@ -517,11 +530,7 @@ async def test_a_connection_out_while_its_engine_is_disposed_is_closed_as_it_com
     to a pool nothing takes from any more: it is closed then, not left open there for
     good (an open SQLite connection keeps the file's shared memory as it found it:
     read-only, for every connection the process opens)."""
-    engine = create_engine(database_url, timeout=5)
-    opened: list[object] = []
-    closed: list[object] = []
-    event.listen(engine.sync_engine, "connect", lambda dbapi, _record: opened.append(dbapi))
-    event.listen(engine.sync_engine, "close", lambda dbapi, _record: closed.append(dbapi))
+    engine, opened, closed = watched(database_url)
     try:
         async with engine.connect() as held:
             await held.execute(text("SELECT 1"))
@@ -578,11 +587,7 @@ async def test_a_connection_reopened_for_a_request_waiting_on_a_disposed_pool_is
     """A request waiting for a connection of a full pool as it is disposed is given the
     entry of one closed as it came back, and opens it anew, for the old pool still: it is
     closed as it comes back in its turn."""
-    engine = create_engine(postgres_url, timeout=5, max_connections=1)
-    opened: list[object] = []
-    closed: list[object] = []
-    event.listen(engine.sync_engine, "connect", lambda dbapi, _record: opened.append(dbapi))
-    event.listen(engine.sync_engine, "close", lambda dbapi, _record: closed.append(dbapi))
+    engine, opened, closed = watched(postgres_url, max_connections=1)
 
     async def wait_then_use() -> None:
         async with engine.connect() as connection:
@@ -607,11 +612,7 @@ async def test_a_connection_of_the_pool_one_disposal_started_is_closed_after_the
     """Every disposal counts: the ping renews the pool each time it finds writes refused,
     and a connection opened since the last renewal, out at the next, is closed as it
     comes back too."""
-    engine = create_engine(database_url, timeout=5)
-    opened: list[object] = []
-    closed: list[object] = []
-    event.listen(engine.sync_engine, "connect", lambda dbapi, _record: opened.append(dbapi))
-    event.listen(engine.sync_engine, "close", lambda dbapi, _record: closed.append(dbapi))
+    engine, opened, closed = watched(database_url)
     try:
         await engine.dispose()  # a renewal before any connection
         async with engine.connect() as held:
