@@ -6,6 +6,7 @@ summary or a token count that the upstream works on)."""
 from __future__ import annotations
 
 import asyncio
+import gzip
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -43,6 +44,8 @@ TEAPOT = (
 class CannedUpstream:
     def __init__(self) -> None:
         self.bodies: list[bytes] = []
+        self.headers: list[dict[bytes, bytes]] = []
+        """Each request's headers (lower-case names), as its body's."""
         self.left = threading.Event()
         """Set when the client of a ``hang`` request disconnected."""
         self.silent_asked = threading.Event()
@@ -59,6 +62,7 @@ class CannedUpstream:
             if not message.get("more_body"):
                 break
         self.bodies.append(raw)
+        self.headers.append(dict(scope["headers"]))
         model = orjson.loads(raw)["model"]
         if model == "silent":
             self.silent_asked.set()
@@ -146,6 +150,24 @@ async def test_a_json_answer_comes_back_byte_for_byte(setup: Setup) -> None:
     assert (status, answer) == (200, CANNED_JSON)
     assert headers["Content-Type"] == "application/json"
     assert setup.upstream.bodies[-1] == body  # untouched: the very bytes the client sent
+
+
+async def test_a_compressed_body_goes_upstream_decoded(setup: Setup) -> None:
+    """A body the client compressed goes upstream as the JSON it decodes to, with no
+    ``Content-Encoding`` and its own length: the fast path's bytes are the decoded ones."""
+    body = sent("json", top_k=7)
+    headers = {"Content-Type": "application/json", "Content-Encoding": "gzip"}
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(
+            setup.gateway.url + "/v1/chat/completions", data=gzip.compress(body), headers=headers
+        ) as reply,
+    ):
+        assert (reply.status, await reply.read()) == (200, CANNED_JSON)
+    assert setup.upstream.bodies[-1] == body
+    asked = setup.upstream.headers[-1]
+    assert b"content-encoding" not in asked
+    assert asked[b"content-length"] == str(len(body)).encode()
 
 
 async def test_a_stream_comes_back_byte_for_byte(setup: Setup) -> None:

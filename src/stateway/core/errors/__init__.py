@@ -24,6 +24,10 @@ Import the tree from here. Its branches are kept one concept to a module:
     ├── InvalidRequest            400 invalid_request_error
     │   ├── BodyTimeout           408 code=request_timeout (the body did not arrive in time:
     │   │                             the connection is closed)
+    │   ├── UnsupportedContentEncoding  415 code=unsupported_content_encoding (a body in a
+    │   │                             coding not undone: Accept-Encoding names those that
+    │   │                             are), final
+    │   ├── UndecodableBody       400 code=invalid_json (a compressed body corrupt or cut)
     │   ├── ContextTooLong        400 code=context_length_exceeded (the gateway's own window
     │   │                             check: with the estimated tokens and the window)
     │   ├── WindowFilled          400 code=context_length_exceeded (an answer that filled the
@@ -131,6 +135,8 @@ from stateway.core.errors.request import (
     ToolNameConflict,
     ToolReferenceUnresolved,
     UncarriedPart,
+    UndecodableBody,
+    UnsupportedContentEncoding,
     WindowFilled,
 )
 from stateway.core.errors.threads import (
@@ -225,6 +231,8 @@ __all__ = [
     "Unauthorized",
     "Unavailable",
     "UncarriedPart",
+    "UndecodableBody",
+    "UnsupportedContentEncoding",
     "UpstreamContextTooLong",
     "UpstreamError",
     "UpstreamOutputOverWindow",

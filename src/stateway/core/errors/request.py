@@ -70,6 +70,38 @@ class BodyTimeout(InvalidRequest):
         )
 
 
+class UnsupportedContentEncoding(InvalidRequest):
+    """A request body sent in a content coding the gateway does not undo (``coding``,
+    as the client named it): answered with the ``Accept-Encoding`` it takes instead
+    (``accepted``, as RFC 7694 section 3 has it), and not retried: sent again, it is
+    refused again."""
+
+    status = 415
+    code = "unsupported_content_encoding"
+
+    def __init__(self, coding: str, accepted: tuple[str, ...]) -> None:
+        super().__init__(
+            f"The request body's Content-Encoding '{coding}' is not supported; send it "
+            f"as {', '.join(accepted)} or uncompressed.",
+            headers={"Accept-Encoding": ", ".join(accepted)},
+            retryable=False,
+        )
+
+
+class UndecodableBody(InvalidRequest):
+    """A request body that its ``Content-Encoding`` does not decode: corrupt, cut short,
+    or with bytes past its end. Its code is a body that is no JSON's: nothing of it can
+    be read."""
+
+    code = "invalid_json"
+
+    def __init__(self, coding: str, problem: str) -> None:
+        super().__init__(
+            f"The request body could not be decoded as its Content-Encoding "
+            f"'{coding}' says: {problem}."
+        )
+
+
 class DuplicateItem(InvalidRequest):
     """An item (``param``: its ``id``) whose id another item of the request has, or, a
     conversation keeping it under that id, one of the conversation's items; worded as

@@ -1,15 +1,19 @@
 """A request's body: declared JSON, read whole within its bounds (413 past its size
-limit, 408 past its time limit), as every route reading one does (the HTTP routes, the
-``/mcp`` requests read ahead of the SDK).
+limit, 408 past its time limit), its content codings undone (:mod:`.content_coding`: the
+limit bounds the decoded body too), as every route reading one does (the HTTP routes,
+the ``/mcp`` requests read ahead of the SDK).
 """
 
 from __future__ import annotations
+
+import asyncio
 
 from starlette.requests import ClientDisconnect
 from starlette.types import Receive, Scope
 
 from stateway.core.deadline import Deadline
 from stateway.core.errors import BodyTimeout, InvalidRequest, RequestTooLarge
+from stateway.surfaces.asgi.content_coding import body_decoder
 
 
 def header(scope: Scope, name: bytes) -> str | None:
@@ -48,9 +52,13 @@ async def read_body(
 async def receive_body(
     scope: Scope, receive: Receive, limit: int, within: float | None = None
 ) -> bytes:
-    """The whole body (empty when none was sent), refused with 413 past ``limit`` bytes
-    and with 408 when it takes longer than ``within`` seconds to arrive (the connection is
-    then closed). Raises ``ClientDisconnect`` when the client leaves first."""
+    """The whole body (empty when none was sent), decoded as its ``Content-Encoding``
+    says (415 for a coding not undone, 400 for a body that does not decode), refused
+    with 413 past ``limit`` bytes, as sent or decoded, and with 408 when it takes longer
+    than ``within`` seconds to arrive (the connection is then closed). Raises
+    ``ClientDisconnect`` when the client leaves first. A compressed body's chunks are
+    inflated in a worker thread as they come: one of a few kilobytes may make megabytes."""
+    decoder = body_decoder(scope, limit)
     declared = header(scope, b"content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise _too_large(limit)
@@ -70,6 +78,8 @@ async def receive_body(
                 size += len(chunk)
                 if size > limit:
                     raise _too_large(limit)
+                if decoder is not None:
+                    chunk = await asyncio.to_thread(decoder.decode, chunk)
                 chunks.append(chunk)
     except TimeoutError:
         if within is None:  # not the deadline's
@@ -77,6 +87,8 @@ async def receive_body(
         raise BodyTimeout(within) from None
     if not chunks:
         return b""
+    if decoder is not None:
+        decoder.end()
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
