@@ -1,11 +1,12 @@
 """What one request and one tenant may take of ``/mcp``.
 
 A request's body is read ahead of the ``mcp`` SDK, within the bounds every route's body
-has (``[server] max_body_bytes``, ``request_body_timeout``): past them it is a 413 or a
-408 in the OpenAI error shape, as on the other routes (the SDK would wait for a body for
-ever, and bound it at 4 MiB with a plain-text 413). A tool taking Responses input items
-takes at most ``[server] max_input_items`` of them, as the route does. A listen stream
-follows at most :data:`MAX_LISTENED` resources, each once however often it is named.
+has (``[server] max_body_bytes``, ``request_body_timeout``), its content codings undone:
+past them it is a 413 or a 408 in the OpenAI error shape (a coding not undone a 415), as
+on the other routes (the SDK would wait for a body for ever, and bound it at 4 MiB with a
+plain-text 413). A tool taking Responses input items takes at most ``[server]
+max_input_items`` of them, as the route does. A listen stream follows at most
+:data:`MAX_LISTENED` resources, each once however often it is named.
 The process keeps at most :data:`MAX_SESSIONS` sessions open; with auth configured, one
 tenant holds at most :data:`MAX_TENANT_SESSIONS` of them (``sessions.py``), so that no
 tenant can take them all and keep every other one from opening a session.
@@ -48,9 +49,9 @@ class McpLimits:
 
 
 async def body_read_ahead(scope: Scope, receive: Receive, limits: McpLimits) -> Receive:
-    """``receive`` for the SDK, the request's body read whole within ``limits`` first.
-    Raises ``RequestTooLarge``, ``BodyTimeout``, or ``ClientDisconnect`` (the client
-    left)."""
+    """``receive`` for the SDK, the request's body read whole within ``limits`` first,
+    decoded. Raises ``RequestTooLarge``, ``BodyTimeout``, ``UnsupportedContentEncoding``,
+    ``UndecodableBody``, or ``ClientDisconnect`` (the client left)."""
     body = await receive_body(scope, receive, limits.max_body_bytes, limits.body_timeout)
     pending: list[Message] = [{"type": "http.request", "body": body, "more_body": False}]
 
