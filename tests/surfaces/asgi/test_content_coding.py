@@ -86,6 +86,22 @@ def test_another_coding_is_a_415_naming_those_accepted(coding: str) -> None:
     assert not error.retryable
 
 
+def test_more_codings_than_undone_are_a_415_before_any_inflater_is_made() -> None:
+    """Each coding holds an inflater and its window: a header listing thousands (it may,
+    within the header limit) would hold hundreds of megabytes for one request."""
+    data = BODY
+    for _ in range(3):
+        data = gzip.compress(data)
+    assert decoded(decoder("gzip, gzip", "identity, gzip"), data) == BODY
+    with pytest.raises(UnsupportedContentEncoding) as refused:
+        body_decoder(scope(", ".join(["gzip"] * 10_000)), LIMIT)
+    error = refused.value
+    assert error.status == 415
+    assert "more than 3 codings" in error.message
+    assert len(error.message) < 200
+    assert error.headers["Accept-Encoding"] == "gzip, deflate"
+
+
 def test_a_body_decoding_to_the_limit_is_taken_one_byte_past_it_refused() -> None:
     exact = b"x" * 5000
     assert decoded(decoder("gzip", limit=5000), gzip.compress(exact)) == exact

@@ -72,16 +72,18 @@ class BodyTimeout(InvalidRequest):
 
 class UnsupportedContentEncoding(InvalidRequest):
     """A request body sent in a content coding the gateway does not undo (``coding``,
-    as the client named it): answered with the ``Accept-Encoding`` it takes instead
-    (``accepted``, as RFC 7694 section 3 has it), and not retried: sent again, it is
-    refused again."""
+    as the client named it), or in more of them than it undoes (``problem`` says so):
+    answered with the ``Accept-Encoding`` it takes instead (``accepted``, as RFC 7694
+    section 3 has it), and not retried: sent again, it is refused again."""
 
     status = 415
     code = "unsupported_content_encoding"
 
-    def __init__(self, coding: str, accepted: tuple[str, ...]) -> None:
+    def __init__(
+        self, coding: str, accepted: tuple[str, ...], problem: str = "is not supported"
+    ) -> None:
         super().__init__(
-            f"The request body's Content-Encoding '{coding}' is not supported; send it "
+            f"The request body's Content-Encoding '{coding}' {problem}; send it "
             f"as {', '.join(accepted)} or uncompressed.",
             headers={"Accept-Encoding": ", ".join(accepted)},
             retryable=False,

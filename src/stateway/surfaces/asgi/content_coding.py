@@ -4,7 +4,8 @@ Accepted: ``gzip`` (``x-gzip`` too, and several members one after another, as th
 format allows), ``deflate`` (zlib's format, as RFC 9110 has it, or the raw deflate some
 clients send under that name, told apart by zlib's two-byte header) and ``identity``.
 Several codings listed (``gzip, identity``) were applied in that order and are undone in
-the other; names are case-insensitive. Any other is refused before the body is read: 415
+the other, at most :data:`MAX_CODINGS` of them (each holds its own inflater, and a window
+of 32 KiB); names are case-insensitive. Any other is refused before the body is read: 415
 ``unsupported_content_encoding``, with the ``Accept-Encoding`` the gateway takes
 (:data:`ACCEPTED`, as RFC 7694 section 3 has it). ``zstd`` and ``br`` are among those
 refused: the standard library of the Pythons served undoes neither.
@@ -28,6 +29,8 @@ from stateway.core.errors import RequestTooLarge, UndecodableBody, UnsupportedCo
 ACCEPTED: Final = ("gzip", "deflate")
 """The codings undone (besides ``identity``, sent as it is), as ``Accept-Encoding`` names
 them."""
+MAX_CODINGS: Final = 3
+"""The most codings one body may list (``identity`` aside): past them it is a 415."""
 _GZIP: Final = 16 + zlib.MAX_WBITS
 _ZLIB: Final = zlib.MAX_WBITS
 _RAW: Final = -zlib.MAX_WBITS
@@ -47,6 +50,9 @@ def body_decoder(scope: Scope, limit: int) -> BodyDecoder | None:
                 coding = _ALIASES.get(coding, coding)
                 if coding in ACCEPTED:
                     codings.append(coding)
+                    if len(codings) > MAX_CODINGS:
+                        problem = f"lists more than {MAX_CODINGS} codings"
+                        raise UnsupportedContentEncoding(", ".join(codings), ACCEPTED, problem)
                 elif coding not in ("", "identity"):
                     raise UnsupportedContentEncoding(name.strip(), ACCEPTED)
     if not codings:
@@ -55,8 +61,9 @@ def body_decoder(scope: Scope, limit: int) -> BodyDecoder | None:
 
 
 class BodyDecoder:
-    """A body's codings undone, the last applied first, one chunk at a time; blocking:
-    a large chunk's inflation is run in a worker thread (zlib lets the GIL go)."""
+    """A body's codings undone, the last applied first, one chunk at a time; blocking
+    (:func:`~.bodies.receive_body` runs each chunk's in a worker thread: zlib lets the GIL
+    go)."""
 
     __slots__ = ("_stages",)
 
