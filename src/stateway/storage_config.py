@@ -33,8 +33,9 @@ class StorageConfig(Section):
     answering without closing (a network partition, a frozen host) fails the statement
     after it, cancelled (a request's 503; a run ends failed, "could not be stored"),
     rather than holding it; opening a connection waits 10 s at most, or this when
-    shorter. A statement finding every connection taken waits this long for one. Not
-    applicable to SQLite."""
+    shorter. A statement finding every connection taken waits this long for one: on
+    SQLite that is all this bounds (its statements wait for locks 5 s, its busy
+    timeout)."""
     max_connections: int = Field(default=MAX_CONNECTIONS, ge=1)
     """PostgreSQL: connections a gateway process holds at most (10 kept open, the rest
     opened when needed). Each replica holds its own, against the server's own

@@ -8,12 +8,14 @@ import sqlite3
 import traceback
 from pathlib import Path
 from types import SimpleNamespace
+from typing import cast
 
 import pytest
 from sqlalchemy import event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DisconnectionError, InvalidatePoolError
 from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.pool import QueuePool
 from sqlalchemy.util import await_only
 
 from stateway.core.errors import StorageError, StorageFull, StorageReadOnly
@@ -652,6 +654,20 @@ async def test_a_postgres_connection_is_opened_and_answered_within_its_bounds(
         connecting,
         statements,
     )
+
+
+@pytest.mark.parametrize("scheme", ["sqlite", "postgresql"])
+@pytest.mark.parametrize(("bound", "waited"), [(None, 30.0), (2.5, 2.5)], ids=["none", "set"])
+def test_a_statement_waits_for_a_pooled_connection_its_timeout_at_most(
+    tmp_path: Path, scheme: str, bound: float | None, waited: float
+) -> None:
+    """A statement finding every pooled connection taken waits ``timeout`` for one (the
+    configured ``database_timeout``), on SQLite as on PostgreSQL; 30 s with none (the
+    migrator's). Read off the pool, no connection opened."""
+    url = f"sqlite:///{tmp_path / 'x.db'}" if scheme == "sqlite" else "postgresql://u@h/db"
+    engine = create_engine(url, timeout=bound)
+
+    assert cast(QueuePool, engine.pool).timeout() == waited
 
 
 @pytest.mark.parametrize(

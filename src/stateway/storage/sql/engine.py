@@ -51,7 +51,7 @@ A process holds ``max_connections`` PostgreSQL connections at most (``POOL_SIZE`
 open, the rest opened as needed and closed once let go): with several replicas, each
 counts against the server's own ``max_connections``. A statement finding all of them
 taken waits for one, ``timeout`` seconds at most (a 503 after, as for a statement gone
-silent).
+silent). So does one finding SQLite's 15 reading connections taken.
 """
 
 from __future__ import annotations
@@ -105,8 +105,8 @@ POOL_SIZE: Final = 10
 """PostgreSQL connections a process keeps open (fewer when ``max_connections`` is)."""
 
 _POOL_TIMEOUT: Final = 30.0
-"""Seconds a statement waits for a pooled PostgreSQL connection, with no ``timeout``
-(SQLAlchemy's default)."""
+"""Seconds a statement waits for a pooled connection, with no ``timeout`` (SQLAlchemy's
+default)."""
 
 _SQLITE_EXAMPLE: Final = "sqlite:///path/to/stateway.db"
 _EXAMPLES: Final = f"{_SQLITE_EXAMPLE} or postgresql://user@host:5432/dbname"
@@ -235,9 +235,10 @@ def create_engine(
     url: str, *, timeout: float | None = None, max_connections: int = MAX_CONNECTIONS
 ) -> AsyncEngine:
     """An async engine for ``url``, with pragmas (SQLite) and pool settings applied.
-    ``timeout``: PostgreSQL only, the seconds each statement may wait for its answer
-    (None: as long as it takes, as migrations may), and for a pooled connection (None:
-    ``_POOL_TIMEOUT``). ``max_connections``: PostgreSQL only, the connections held at most.
+    ``timeout``: the seconds a statement may wait for a pooled connection (None:
+    ``_POOL_TIMEOUT``), and on PostgreSQL for its answer too (None: as long as it takes,
+    as migrations may). ``max_connections``: PostgreSQL only, the connections held at
+    most.
 
     Creating the SQLite file (empty, owner-only: the module's doc) and its parent directory
     is the only I/O done here; connections are opened lazily.
@@ -254,6 +255,7 @@ def create_engine(
             target,
             pool_size=5,
             max_overflow=10,
+            pool_timeout=_POOL_TIMEOUT if timeout is None else timeout,
             pool_reset_on_return=None,
             hide_parameters=HIDE_PARAMETERS,
         )
