@@ -38,6 +38,9 @@ from stateway.stray_variables import stray_variables
 from stateway.telemetry.logs import configure_logging, quietened
 
 if TYPE_CHECKING:
+    import socket
+
+    from stateway.app.gateway import GatewayParts
     from stateway.identity.keys import KeyStore
     from stateway.reload import Compiled
 
@@ -141,65 +144,16 @@ def _serve(
         return 1
 
     async def serve() -> None:
-        from stateway.app import build_app, open_gateway
-        from stateway.app.upstream_check import check_generation
+        from stateway.app import open_gateway
 
         await migrate(config.database_url)
         parts = await open_gateway(compiled, flags)
-        try:
+        try:  # every way out closes the store (once served, the app's shutdown did already)
             await parts.recover()  # its StorageError reported as the database's, not the lifespan's
-        except BaseException:
-            await parts.store.aclose()
-            raise
-        await _warn_without_active_keys(config, parts.keys)
-        app = build_app(parts)
-        # Reloads are explicit: SIGHUP (or the admin route); a file edit alone does nothing.
-        reload = parts.reloader.reload_signalled
-        asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, reload)
-        if hangup.seen:  # while starting up: the file it was sent for is read now
-            reload()
-        _tune_gc()
-        sessions = None if parts.websockets is None else parts.websockets.drain
-        drain = Drain(
-            config.server.drain_timeout,
-            parts.end_runs,
-            parts.settle_runs,
-            sessions,
-            in_flight=lambda: len(parts.runs),
-        )
-        graceful = math.ceil(drain.timeout) + DRAIN_GRACE
-        frames = config.websocket.frame_limit(config.server.max_body_bytes)
-        uvicorn_config = server_config(
-            app,
-            lifespan=True,
-            graceful_shutdown=graceful,
-            own_logging=config.logging.format == "json",
-            ws_max_size=2 * frames,  # up to twice the limit is answered with an error frame
-            ws_compression=config.websocket.compression,
-            headers=HeaderLimits(
-                config.server.max_header_bytes,
-                config.server.header_timeout,
-                max_drain_bytes=config.server.max_body_bytes,
-            ),
-            keep_alive=config.server.keep_alive_timeout,
-            send_timeout=config.server.send_timeout,
-            refused=parts.telemetry,
-            log_level=quietened(config.logging.level),
-        )
-        _describe(config, sys.stdout, beyond_loopback=warning is not None)
-        announcement = f"stateway {__version__} listening on {socket_url(sock)}"
-        server = AnnouncingServer(uvicorn_config, announcement, drain=drain)
-        generations = parts.gateway.generations
-        urls = {backend.name: backend.shown_url for backend in config.backends}
-        # Beside serving, leasing its generation: a SIGHUP meanwhile leaves its pools open.
-        check = asyncio.create_task(check_generation(generations, generations.acquire(), urls))
-        try:
-            # A Ctrl+C since the last await (the loop cancels this task for it) lands
-            # here, not in uvicorn's start-up, which would log it as a lifespan failure.
-            await asyncio.sleep(0)
-            await server.serve(sockets=[sock])
+            await _warn_without_active_keys(config, parts.keys)
+            await _serve_parts(parts, hangup, sock, beyond_loopback=warning is not None)
         finally:
-            check.cancel()
+            await parts.store.aclose()
 
     with sock:
         try:
@@ -207,6 +161,64 @@ def _serve(
         except KeyboardInterrupt:  # the SIGINT uvicorn drained on, raised again as it ends
             end_by(signal.SIGINT)
     return 0
+
+
+async def _serve_parts(
+    parts: GatewayParts, hangup: StartupHangup, sock: socket.socket, *, beyond_loopback: bool
+) -> None:
+    """Serve the opened and recovered gateway ``parts`` on ``sock`` until shut down."""
+    from stateway.app import build_app
+    from stateway.app.upstream_check import check_generation
+
+    config = parts.config
+    app = build_app(parts)
+    # Reloads are explicit: SIGHUP (or the admin route); a file edit alone does nothing.
+    reload = parts.reloader.reload_signalled
+    asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, reload)
+    if hangup.seen:  # while starting up: the file it was sent for is read now
+        reload()
+    _tune_gc()
+    sessions = None if parts.websockets is None else parts.websockets.drain
+    drain = Drain(
+        config.server.drain_timeout,
+        parts.end_runs,
+        parts.settle_runs,
+        sessions,
+        in_flight=lambda: len(parts.runs),
+    )
+    graceful = math.ceil(drain.timeout) + DRAIN_GRACE
+    frames = config.websocket.frame_limit(config.server.max_body_bytes)
+    uvicorn_config = server_config(
+        app,
+        lifespan=True,
+        graceful_shutdown=graceful,
+        own_logging=config.logging.format == "json",
+        ws_max_size=2 * frames,  # up to twice the limit is answered with an error frame
+        ws_compression=config.websocket.compression,
+        headers=HeaderLimits(
+            config.server.max_header_bytes,
+            config.server.header_timeout,
+            max_drain_bytes=config.server.max_body_bytes,
+        ),
+        keep_alive=config.server.keep_alive_timeout,
+        send_timeout=config.server.send_timeout,
+        refused=parts.telemetry,
+        log_level=quietened(config.logging.level),
+    )
+    _describe(config, sys.stdout, beyond_loopback=beyond_loopback)
+    announcement = f"stateway {__version__} listening on {socket_url(sock)}"
+    server = AnnouncingServer(uvicorn_config, announcement, drain=drain)
+    generations = parts.gateway.generations
+    urls = {backend.name: backend.shown_url for backend in config.backends}
+    # Beside serving, leasing its generation: a SIGHUP meanwhile leaves its pools open.
+    check = asyncio.create_task(check_generation(generations, generations.acquire(), urls))
+    try:
+        # A Ctrl+C since the last await (the loop cancels this task for it) lands
+        # here, not in uvicorn's start-up, which would log it as a lifespan failure.
+        await asyncio.sleep(0)
+        await server.serve(sockets=[sock])
+    finally:
+        check.cancel()
 
 
 async def _warn_without_active_keys(config: Config, keys: KeyStore | None) -> None:

@@ -14,9 +14,12 @@ from pathlib import Path
 import pytest
 
 from stateway import cli, subcommands
-from stateway.config import Overrides, load_config
+from stateway.app.gateway import GatewayParts
+from stateway.config import Config, Overrides, load_config
+from stateway.core.errors import StorageError
 from stateway.fake_upstream.launch import start_fake_upstream
 from stateway.launch import launch
+from stateway.reload import Compiled
 from tests.cli.commands import stateway, stateway_here
 
 
@@ -97,6 +100,41 @@ def test_serving_any_page_without_auth_is_logged_as_a_warning(
     assert code == 1  # the (refused) bind came after the warning
     [warning] = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert 'cors_origins = ["*"] without auth' in warning.getMessage()
+
+
+def test_a_start_up_failing_after_the_database_opened_closes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The key check failing (the database failing as its keys are read): serving ends
+    reporting it, and the store it opened is closed, not left to the loop's end."""
+    import stateway.app
+
+    opened = stateway.app.open_gateway
+    closed: list[bool] = []
+
+    async def opening(compiled: Compiled, flags: Overrides) -> GatewayParts:
+        parts = await opened(compiled, flags)
+        store_close = parts.store.aclose
+
+        async def close() -> None:
+            closed.append(True)
+            await store_close()
+
+        monkeypatch.setattr(parts.store, "aclose", close)
+        return parts
+
+    async def failing(config: Config, keys: object) -> None:
+        raise StorageError("The database failed as its keys were read")
+
+    monkeypatch.setattr(stateway.app, "open_gateway", opening)
+    monkeypatch.setattr(subcommands, "_warn_without_active_keys", failing)
+    monkeypatch.setattr(subcommands, "bind_socket", lambda host, port: socket.socket())
+    monkeypatch.setattr(subcommands, "configure_logging", lambda form, level: None)
+
+    code = cli.main(["serve", "--database", f"sqlite:///{tmp_path}/x.db"])
+
+    assert code == 1
+    assert closed
 
 
 def test_the_start_up_description_says_when_no_auth_serves_beyond_loopback() -> None:
