@@ -63,6 +63,16 @@ def test_an_oidc_table_configures_auth_with_its_names(tmp_path: Path) -> None:
             "jwks_refetch_cooldown = -1\n",
             "jwks_refetch_cooldown",
         ),
+        (
+            "[auth.oidc]\nissuer = 'https://i.example'\naudience = 'a'\ntenant_claim = 'o'\n"
+            "jwks_refetch_cooldown = 0\n",
+            "jwks_refetch_cooldown",
+        ),
+        (
+            "[auth.oidc]\nissuer = 'https://i.example'\naudience = 'a'\ntenant_claim = 'o'\n"
+            "jwks_refetch_cooldown = 0.5\n",
+            "jwks_refetch_cooldown",
+        ),
         ("[auth]\napi_keys = 'maybe'\n", "api_keys"),
         ("[auth]\nkeys = true\n", "keys"),
     ],

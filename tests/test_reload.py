@@ -350,6 +350,21 @@ def test_reloading_a_file_saved_in_another_encoding_is_refused(tmp_path: Path) -
         compile_generation(flags, started)
 
 
+def test_reloading_a_jwks_refetch_cooldown_below_its_floor_is_refused(tmp_path: Path) -> None:
+    """Without a cooldown each token naming a made-up key would fetch the provider's key
+    set: refused on a reload as at start-up (though [auth] applies only at a restart)."""
+    path = tmp_path / "stateway.toml"
+    oidc = (
+        "[auth.oidc]\nissuer = 'https://idp.example'\naudience = 'a'\ntenant_claim = 'o'\n"
+        "jwks_refetch_cooldown = {}\n"
+    )
+    flags = write(path, BACKEND.format(name="a") + oidc.format(1))
+    started = compile_generation(flags)
+    path.write_text(BACKEND.format(name="a") + oidc.format(0))
+    with pytest.raises(ConfigError, match=r"auth\.oidc\.jwks_refetch_cooldown"):
+        compile_generation(flags, started)
+
+
 @pytest.mark.parametrize("emptied", [b"", b"\n  \n"])
 def test_reloading_an_emptied_file_is_refused_not_taken_for_the_defaults(
     tmp_path: Path, emptied: bytes

@@ -18,6 +18,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 from websockets.exceptions import ConnectionClosed
 
+from stateway.app import TESTING_JWKS_COOLDOWN_ENV
 from tests.e2e.authenticated import AuthGateway, auth_gateway
 from tests.e2e.routing import fake_requests
 from tests.support.oidc_issuer import AUDIENCE, TENANT_CLAIM, OidcIssuer
@@ -26,10 +27,14 @@ MODEL = "fake-model"
 SENT: list[str] = []
 
 
-def oidc_tables(issuer: OidcIssuer, cooldown: float = 0.0) -> str:
+NO_COOLDOWN = {TESTING_JWKS_COOLDOWN_ENV: "0"}
+"""A rotated key, or the issuer back up, seen at once, not a cooldown later."""
+
+
+def oidc_tables(issuer: OidcIssuer) -> str:
     return (
         f"[auth.oidc]\nissuer = '{issuer.url}'\naudience = '{AUDIENCE}'\n"
-        f"tenant_claim = '{TENANT_CLAIM}'\njwks_refetch_cooldown = {cooldown}\n"
+        f"tenant_claim = '{TENANT_CLAIM}'\n"
     )
 
 
@@ -45,7 +50,8 @@ def gateway(
 ) -> Iterator[AuthGateway]:
     directory = tmp_path_factory.mktemp("oidc")
     database = f"sqlite:///{directory / 'stateway.db'}"
-    with auth_gateway(directory, fake_upstream, database, oidc_tables(issuer)) as running:
+    tables = oidc_tables(issuer)
+    with auth_gateway(directory, fake_upstream, database, tables, NO_COOLDOWN) as running:
         yield running
 
 
@@ -130,7 +136,8 @@ def test_an_issuer_that_is_down_is_a_503_in_each_frontends_shape(
     with OidcIssuer() as down:
         down.down = True
         database = f"sqlite:///{tmp_path / 'stateway.db'}"
-        with auth_gateway(tmp_path, fake_upstream, database, oidc_tables(down, 0.0)) as gateway:
+        tables = oidc_tables(down)
+        with auth_gateway(tmp_path, fake_upstream, database, tables, NO_COOLDOWN) as gateway:
             token = down.token()
             with as_openai(gateway, token) as client:
                 with pytest.raises(openai.InternalServerError) as unavailable:

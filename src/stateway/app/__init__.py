@@ -18,6 +18,7 @@ from stateway.app.generation import (
     compile_generation,
 )
 from stateway.app.http import (
+    TESTING_JWKS_COOLDOWN_ENV,
     TESTING_KEEPALIVE_ENV,
     TESTING_RECHECK_ENV,
     build_app,
@@ -26,6 +27,7 @@ from stateway.app.http import (
 
 __all__ = [
     "BACKEND_APIS",
+    "TESTING_JWKS_COOLDOWN_ENV",
     "TESTING_KEEPALIVE_ENV",
     "TESTING_RECHECK_ENV",
     "GatewayParts",

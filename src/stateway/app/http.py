@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import replace
 
 from starlette.applications import Starlette
 
@@ -42,6 +43,11 @@ end-to-end tests need not wait 15 s to see one."""
 TESTING_RECHECK_ENV = "STATEWAY_TESTING_KEY_RECHECK"
 """Testing only, not a setting: seconds between checks of a streaming request's API key
 (default 5), so end-to-end tests need not wait 5 s for a revoked key's stream to end."""
+
+TESTING_JWKS_COOLDOWN_ENV = "STATEWAY_TESTING_JWKS_COOLDOWN"
+"""Testing only, not a setting: seconds between the JWKS refetches an unknown ``kid``
+triggers, below the least ``[auth.oidc] jwks_refetch_cooldown`` a configuration may set,
+so end-to-end tests see a rotated key, or a provider back, without waiting that out."""
 
 
 def build_app(parts: GatewayParts) -> Starlette:
@@ -167,7 +173,11 @@ def build_authenticator(
     if auth.oidc is not None:
         from stateway.identity.oidc import OidcVerifier  # PyJWT: only where OIDC is on
 
-        oidc = OidcVerifier(auth.oidc.settings)
+        settings = auth.oidc.settings
+        cooldown = os.environ.get(TESTING_JWKS_COOLDOWN_ENV)
+        if cooldown is not None:
+            settings = replace(settings, refetch_cooldown=float(cooldown))
+        oidc = OidcVerifier(settings)
     recheck_every = float(os.environ.get(TESTING_RECHECK_ENV, RECHECK_INTERVAL))
     return Authenticator(
         keys=cache, oidc=oidc, admin_key=admin_credential, recheck_every=recheck_every
