@@ -5,13 +5,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+from typing import Any
 
+import httpx2
 import mcp_types as types
 import orjson
 import pytest
 
 from stateway.core.tools.ports import McpServer, McpTransport, ToolError, ToolFailure
 from stateway.mcp_client.pool import MAX_LISTED_TOOLS, PooledMcpClient
+from stateway.mcp_client.transports import STREAM_READ_TIMEOUT
 from tests.support.hostile_mcp_server import serve_endless_listing, serve_notification_flood
 from tests.support.mcp_server import PICTURE_PNG, TOOLS, RunningMcpServer
 
@@ -47,6 +50,41 @@ async def test_call_tool_returns_text(
 
     assert await pool.call_tool(server, "add", {"a": 2, "b": 3}) == "5"
     assert await pool.call_tool(server, "echo", {"text": "héllo\nworld"}) == "héllo\nworld"
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_a_call_silent_past_the_connect_timeout_is_answered(
+    mcp_server: RunningMcpServer, transport: McpTransport
+) -> None:
+    """A long tool call answers on a stream silent meanwhile: its reads wait
+    ``STREAM_READ_TIMEOUT``, not the connect timeout (nor httpx's 5 s default), which is
+    shortened here so that a read bounded by it would fail the call."""
+    pool = PooledMcpClient(connect_timeout=1.0)
+    try:
+        server = server_for(mcp_server, transport)
+        assert await pool.call_tool(server, "sleep", {"seconds": 1.5}) == "slept"
+    finally:
+        await pool.aclose()
+
+
+async def test_a_streamable_http_sessions_reads_wait_the_stream_read_timeout(
+    mcp_server: RunningMcpServer, pool: PooledMcpClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the call above cannot see short of a silence past httpx's 5 s: the session's
+    client is built with ``STREAM_READ_TIMEOUT`` for its reads, not left to that default.
+    Read off every client the call builds."""
+    built: list[httpx2.AsyncClient] = []
+
+    class Recorded(httpx2.AsyncClient):
+        def __init__(self, **kwargs: Any) -> None:
+            super().__init__(**kwargs)
+            built.append(self)
+
+    monkeypatch.setattr(httpx2, "AsyncClient", Recorded)
+
+    assert await pool.call_tool(server_for(mcp_server), "add", {"a": 2, "b": 3}) == "5"
+    assert built
+    assert {client.timeout.read for client in built} == {STREAM_READ_TIMEOUT}
 
 
 async def test_other_contents_are_compact_json(
