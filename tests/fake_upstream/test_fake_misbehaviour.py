@@ -181,6 +181,19 @@ def test_unanswered_is_a_stream_of_done_alone(url: str) -> None:
     assert parse_script("[[unanswered]] [[fail:1]] [[only:x]]").for_model("y") == Script(only="x")
 
 
+def test_overrun_goes_on_with_data_in_the_done_event(url: str) -> None:
+    """``[[overrun]]``: the whole answer, then ``[DONE]`` with another data line in its
+    event (a server writing past its end); unstreamed answers ignore it."""
+    body = post(url, "[[words:3]] [[overrun]]", stream=True)[2]
+    *events, done = body.split(b"\n\n")[:-1]
+    assert done == b"data: [DONE]\ndata: more"
+    chunks = [orjson.loads(event[6:]) for event in events]
+    assert "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks) == "w1 w2 w3"
+    assert chunks[-1]["choices"][0]["finish_reason"] == "stop"
+    assert post(url, "[[words:3]] [[overrun]]")[2].startswith(b'{"id"')
+    assert parse_script("[[overrun]] [[only:x]]").for_model("y") == Script(only="x")
+
+
 def test_truncate_ends_a_stream_cleanly_before_its_ending(url: str) -> None:
     """The body ends as a whole one does, after the frames asked for: no finish, no usage,
     no ``[DONE]``."""

@@ -19,6 +19,7 @@ from stateway.fake_upstream.chat import (
     ChatRequest,
     llama_cpp_error,
     llama_cpp_refusal,
+    overrun,
     unanswered,
 )
 from stateway.fake_upstream.conversation import Conversation
@@ -138,6 +139,8 @@ async def answer(
             frames = failing(frames, script.fail, partial(_failure, request, script))
         if script.unanswered and isinstance(request, ChatRequest):
             frames = unanswered()
+        if script.overrun and isinstance(request, ChatRequest):
+            frames = overrun(frames)
         if script.truncate is not None:
             frames = failing(frames, script.truncate, lambda sent: ())
         late, pause = (script.late_ms or 0) / 1000, (script.pause_ms or 0) / 1000

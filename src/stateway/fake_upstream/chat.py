@@ -25,7 +25,7 @@ leaves it). Its tools and ``tool_choice`` are taken as ``tool_server`` takes the
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any, Final, Literal
 
@@ -46,6 +46,8 @@ from stateway.fake_upstream.errors import (
 from stateway.fake_upstream.plan import Plan, new_id, word_chunks, word_logprob
 
 _DONE = b"data: [DONE]\n\n"
+_OVERRUN = b"data: [DONE]\ndata: more\n\n"
+"""``[DONE]`` going on with more data in its event (``[[overrun]]``)."""
 
 ReasoningField = Literal["reasoning_content", "reasoning"]
 REASONING_FIELDS: Final = ("reasoning_content", "reasoning")
@@ -364,6 +366,13 @@ def unanswered() -> list[Frame]:
     """A stream of ``data: [DONE]`` alone: vLLM's, when an error came before the first
     token (``[[unanswered]]``)."""
     return [(_DONE, END)]
+
+
+def overrun(frames: Iterable[Frame]) -> Iterator[Frame]:
+    """``frames`` with their ``data: [DONE]`` going on with another data line in its event
+    (``[[overrun]]``): a server writing past its stream's end."""
+    for frame, kind in frames:
+        yield (_OVERRUN if frame == _DONE else frame), kind
 
 
 def _opening(plan: Plan) -> dict[str, Any]:

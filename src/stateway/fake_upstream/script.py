@@ -74,6 +74,10 @@ Grammar (names are lower case, no spaces inside the brackets)::
     [[unanswered]]        on the Chat wire, a streamed answer is ``data: [DONE]`` alone (as
                           vLLM ends one whose error came before the first token); the other
                           wires and unstreamed answers ignore it
+    [[overrun]]           on the Chat wire, a streamed answer's ``data: [DONE]`` goes on with
+                          another data line in its event (``data: more``), as a server
+                          writing past its end; the other wires and unstreamed answers
+                          ignore it
     [[truncate:N]]        end a streamed answer cleanly after N payload chunks (0: after the
                           frames before the first), without the rest: no finish, usage or
                           ``data: [DONE]`` (a proxy's timeout, a server dying between two
@@ -102,7 +106,8 @@ Grammar (names are lower case, no spaces inside the brackets)::
                           echoes the bearer key
     [[leak:text]]         the same with a text/plain body
     [[leak:stream]]       stream the answer, but end it with an error event echoing the key
-    [[only:MODEL]]        the misbehaviours (error, cut, fail, unanswered, truncate, finish,
+    [[only:MODEL]]        the misbehaviours (error, cut, fail, unanswered, overrun, truncate,
+                          finish,
                           slow, silence, stall, late, pause, trickle, leak) and the context
                           limit apply only to requests for model MODEL; a request for
                           another model is answered plainly (tests of routing between
@@ -154,6 +159,7 @@ _FLAGS = frozenset(
         "sglang",
         "reported",
         "unanswered",
+        "overrun",
     }
 )
 _INTEGERS = {
@@ -203,6 +209,7 @@ class Script:
     sglang: bool = False
     reported: bool = False
     unanswered: bool = False
+    overrun: bool = False
     tools: list[ToolDirective] = field(default_factory=list)
     then: list[ToolDirective] = field(default_factory=list)
     items: list[dict[str, object]] = field(default_factory=list)
@@ -247,6 +254,7 @@ class Script:
             cut=None,
             fail=None,
             unanswered=False,
+            overrun=False,
             truncate=None,
             finish=None,
             slow_ms=None,
