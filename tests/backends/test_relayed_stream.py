@@ -695,13 +695,48 @@ async def test_a_first_read_apart_cut_part_way_is_not_relayed(
     assert error.status == 502
 
 
-async def test_a_done_line_with_more_data_in_its_event_ends_nothing(loopback: Loopback) -> None:
-    """``[DONE]`` then another data line before the blank line: the event's data is
-    ``[DONE]`` and more, no end; the body ending after it is a cut."""
-    chunks = [ROLE, OUTPUT, b"data: [DONE]\ndata: more\n\n"]
+@pytest.mark.parametrize(
+    "done",
+    [
+        pytest.param(b"data: [DONE]\ndata: more\n\n", id="more-data"),
+        pytest.param(b"data:[DONE]\r\ndata: more\r\n\r\n", id="crlf"),
+        pytest.param(b"data: [DONE]\n: ping\ndata: more\n\n", id="past-a-comment"),
+        pytest.param(b"data: [DONE] more\n\n", id="on-its-line"),
+    ],
+)
+@pytest.mark.parametrize(
+    "before", [[ROLE, OUTPUT], [ROLE, OUTPUT, finished("stop")]], ids=["unfinished", "finished"]
+)
+@pytest.mark.parametrize("apart", [False, True])
+async def test_more_data_after_done_in_its_event_is_a_malformed_chunk(
+    loopback: Loopback, done: bytes, before: list[bytes], apart: bool
+) -> None:
+    """``[DONE]`` then more data in its event (another data line, or more on its line): no
+    end, nor a cut, but an upstream's malformed chunk, as a run reads the event's data
+    (``[DONE]`` and more), whether or not the answer had finished: told in that event's
+    place, after those before it (relayed, the ``openai`` SDK would read it as ``[DONE]``
+    and stop before the error). But for a ``[DONE]`` line read apart with a comment line
+    after it: what a read holds up to an ended comment line goes out at once
+    (:func:`~stateway.backends.relayed_stream.whole_end`), and the error is told at the
+    stream's end, from its last reads."""
+    writes = before + (lines_of(done) if apart else [done])
+    relayed, error = await relayed_until(await forwarded(loopback, *writes))
+    in_place = not apart or b": ping" not in done
+    assert relayed == b"".join(before if in_place else writes)
+    assert error.code == "upstream_error"
+    same(error, await streamed_failure(loopback, b"".join(before) + done))
+
+
+async def test_an_answers_chunk_after_done_in_its_event_is_told_at_the_streams_end(
+    loopback: Loopback,
+) -> None:
+    """``[DONE]`` then an answer's chunk in its event: a read ending as an answer's chunk
+    does is relayed unread (no ``[DONE]`` looked for in it), and the malformed chunk told
+    as the stream ends, from its last reads."""
+    chunks = [ROLE, OUTPUT, finished("stop"), b"data: [DONE]\n" + OUTPUT]
     relayed, error = await relayed_until(await forwarded(loopback, *chunks))
     assert relayed == b"".join(chunks)
-    assert error.code == "upstream_stream_cut"
+    same(error, await streamed_failure(loopback, b"".join(chunks)))
 
 
 @pytest.mark.parametrize(

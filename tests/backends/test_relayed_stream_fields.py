@@ -1,12 +1,14 @@
 """The relay's byte-level readings of a stream's end, one at a time: which field after a
 ``data: [DONE]`` line leaves its data ``[DONE]`` (as the ``openai`` SDK reads an event),
-and which tail may tell a failure (so that it is parsed rather than taken as answered)."""
+whether a ``[DONE]`` goes on with more data in its event (a malformed chunk), and which
+tail may tell a failure (so that it is parsed rather than taken as answered)."""
 
 from __future__ import annotations
 
 import pytest
 
-from stateway.backends.relayed_stream import done_field, told_at_end, whole_end
+from stateway.backends.relayed_done import done_field, more_after_done
+from stateway.backends.relayed_stream import told_at_end, whole_end
 
 
 @pytest.mark.parametrize(
@@ -42,6 +44,36 @@ def test_a_field_after_done_leaves_it_done(line: bytes) -> None:
 )
 def test_more_data_or_an_error_after_done_does_not(line: bytes) -> None:
     assert not done_field(line)
+
+
+@pytest.mark.parametrize(
+    "chunk",
+    [
+        b"data: [DONE]\ndata: more\n\n",
+        b"data:[DONE]\r\ndata:more\r\n",  # its blank line not read yet
+        b"data: [DONE] more\n\n",
+        b"data: [DONE]\nid: 7\n: ping\ndata\n\n",  # a field of no value is a data line too
+        b"data: [DONE]\rdata: more\r\r",
+    ],
+)
+def test_done_going_on_with_data_in_its_event_is_more_after_done(chunk: bytes) -> None:
+    assert more_after_done(chunk)
+
+
+@pytest.mark.parametrize(
+    "chunk",
+    [
+        b"data: [DONE]\n\n",
+        b"data: [DONE]  \n\n",
+        b"data: [DONE]\n\ndata: more\n\n",  # another event: what a run never reads
+        b"data: [DONE]\nid: 7\n\n",
+        b'data: {"choices":[{"delta":{"content":"[DONE] more"}}]}\n\n',
+        b": data: [DONE] more\n\n",
+        b"data: [DONE]\n",  # its event goes on in a read to come
+    ],
+)
+def test_done_alone_in_its_event_is_not(chunk: bytes) -> None:
+    assert not more_after_done(chunk)
 
 
 def _finished(reason: bytes, spaced: bool = False) -> bytes:

@@ -326,6 +326,29 @@ CHAT_UPSTREAMS = ["sqlite-chat", pytest.param("postgres-chat", marks=pytest.mark
 some tests script."""
 
 
+@pytest.mark.parametrize("gateway", CHAT_UPSTREAMS, indirect=True)
+def test_data_after_done_is_one_fault_relayed_or_translated(client: OpenAI) -> None:
+    """A Chat upstream's ``[DONE]`` going on with more data in its event (``[[overrun]]``)
+    is a malformed chunk, ``upstream_error``, on the fast path (the SDK raises it where the
+    ``[DONE]`` event was, after the whole text; relayed, it would read that event as
+    ``[DONE]``) as in a translated request's run (a Responses stream's failure, its code
+    folded into the Responses wire's ``server_error``)."""
+    content = "[[words:3]] [[overrun]]"
+    chunks = client.chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": content}], stream=True
+    )
+    text, error = read_until_raised(chunks)
+    assert text.split() == ["w1", "w2", "w3"]
+    assert error.code == "upstream_error"
+    assert "sent a malformed chunk" in error.message
+
+    events = list(client.responses.create(model=MODEL, input=content, stream=True))
+    assert events[-1].type == "response.failed"
+    failure = events[-1].response.error
+    assert failure is not None
+    assert (failure.code, failure.message) == ("server_error", error.message)
+
+
 def test_a_stream_ending_before_its_answer_raises(client: OpenAI) -> None:
     """An upstream stream that ends cleanly part-way (no finish, no ``[DONE]``: a proxy's
     timeout, a server dying between two events), which a client reading the bytes could

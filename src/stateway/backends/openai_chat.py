@@ -70,7 +70,7 @@ from stateway.backends.think_tags import TaggedReply, untagged
 from stateway.backends.thinking_switch import switch_thinking, thinking_asked
 from stateway.backends.tokenizer import UpstreamTokenizer
 from stateway.backends.upstream_http import UpstreamClient
-from stateway.backends.upstream_reply import cut_short, no_answer
+from stateway.backends.upstream_reply import cut_short, malformed_chunk, no_answer
 from stateway.backends.upstream_status import (
     NULL_CONTENT_UNSUPPORTED,
     STREAMED_LOGPROBS_UNSUPPORTED,
@@ -326,7 +326,7 @@ class ChatBackend:
             self._check_reported(chunk, mid_stream=True)
             return from_upstream_chunk(chunk, tokens, custom)
         except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
-            raise UpstreamError(f"The model server '{self.name}' sent a malformed chunk.") from exc
+            raise malformed_chunk(self.name) from exc
 
     def _decoder(
         self, custom: CustomInputs, answered: Answered | None

@@ -36,7 +36,10 @@ after an error it dropped before the first token; a role chunk and ``[DONE]``, n
 output: ``no_answer``) or when the last ``finish_reason`` says the server gave up on the
 answer (vLLM's and SGLang's ``abort``, vLLM's ``error``) or the bytes ``error`` follow it
 (:func:`told_at_end`, searches from the end), as a run reads them
-(:func:`~stateway.backends.chat_reply.from_upstream_chunk`, and an error event).
+(:func:`~stateway.backends.chat_reply.from_upstream_chunk`, and an error event). A
+``[DONE]`` that goes on with more data in its event (:func:`more_after_done`) is neither
+an end nor a cut but a malformed chunk, as a run reads that event's data: told in the
+event's place, or at the stream's end when its read went out unjudged.
 
 The relay's loop adds almost nothing to an ordinary chunk, one event that starts as an
 answer's chunk does (:data:`ORDINARY`) and ends as an event does (:data:`LF`): one
@@ -75,7 +78,8 @@ from typing import Final
 import orjson
 
 from stateway.backends.chat_reply import from_upstream_chunk
-from stateway.backends.upstream_reply import cut_short, no_answer
+from stateway.backends.relayed_done import DONE, DONE_ENDS, done_ending, more_after_done
+from stateway.backends.upstream_reply import cut_short, malformed_chunk, no_answer
 from stateway.backends.upstream_status import classify_event, classify_reported, reports_error
 from stateway.core.errors import GatewayError
 from stateway.core.inference import Delta, Finish
@@ -138,15 +142,6 @@ def _reported(data: bytes, backend: str, scrub: Scrub) -> GatewayError | None:
     return None
 
 
-DONE: Final = b"data: [DONE]\n\n"
-"""How every server known here ends a stream."""
-
-DONE_ENDS: Final = (DONE, b"data: [DONE]\r\n\r\n", b"data:[DONE]\n\n", b"data:[DONE]\r\n\r\n")
-"""How a read holding a stream's ``data: [DONE]`` mostly ends: it is the stream's last
-event, told by one ``endswith``. A read that holds ``[DONE]`` but ends otherwise (a
-proxy's keepalive comment or a blank line after it, an ``id`` after it in its event) is
-read from its end
-(:func:`done_ending`) unless it ends as an answer's chunk does (:data:`OBJECT_ENDS`)."""
 OBJECT_ENDS: Final = (b"}\n\n", b"}\r\n\r\n", b"}\r\r")
 """How a read whose last event is an answer's chunk ends: no ``[DONE]`` looked for in it.
 One that ends otherwise (a comment, a blank line or an event's end read apart, the
@@ -254,49 +249,6 @@ GAVE_UP_VALUES: Final = frozenset({b'"abort"', b'"error"'})
 (:data:`~stateway.backends.chat_reply.GAVE_UP`), as JSON strings."""
 
 
-def done_at(chunk: bytes) -> int:
-    """Where the ``data: [DONE]`` line of ``chunk`` starts; -1 when it has none. The last
-    ``[DONE]`` in it (searched from its end, where a stream's is)."""
-    at = chunk.rfind(b"[DONE]")
-    if at < 0:
-        return -1
-    start = max(chunk.rfind(b"\n", 0, at), chunk.rfind(b"\r", 0, at)) + 1
-    return start if chunk[start:at] in (b"data: ", b"data:") else -1
-
-
-def done_ending(chunk: bytes) -> int:
-    """Where the ``data: [DONE]`` line that ends ``chunk`` starts: the last event of it, a
-    blank line after it, and after that only comments (a proxy's keepalive) or blank lines
-    (a server's extra line break), which a run never reads (it stops at ``[DONE]``); -1
-    when no ``[DONE]`` ends it so (none, one not yet followed by its blank line, one in a
-    comment). Its event may name itself or have an ``id`` or a ``retry`` after its data
-    (:func:`done_field`). Searched from the end: a few bytes read of a read that ends a
-    stream."""
-    start = done_at(chunk)
-    if start < 0:
-        return -1
-    after = chunk[chunk.index(b"[DONE]", start) + 6 :].splitlines(keepends=True)
-    if not after or after[0].strip():  # more on its line than spaces: no [DONE] alone
-        return -1
-    for line in after[1:]:
-        if line[:1] in (b"\n", b"\r"):  # a blank line: [DONE] was dispatched
-            return start
-        if line[:1] != b":" and not done_field(line):
-            return -1
-    return -1  # not dispatched (yet): its blank line may be in the next read
-
-
-def done_field(line: bytes) -> bool:
-    """Whether ``line``, after a ``data: [DONE]`` line in its event, leaves its data
-    ``[DONE]`` alone, as a run and the ``openai`` SDK read it: an ``id``, a ``retry``, an
-    unknown field, an ``event`` naming it anything but ``error``; not a ``data`` line
-    (more data), nor an ``error`` one (llama.cpp's, which a run reads as an error's)."""
-    name, _, value = line.rstrip(b"\r\n").partition(b":")
-    if name == b"event":
-        return value.removeprefix(b" ") != b"error"
-    return name not in (b"data", b"error")
-
-
 def told_at_end(tail: bytes) -> bool:
     """Whether the end of ``tail`` (a stream's last reads, joined: a read may end inside a
     key or value) may tell a failure: its last ``finish_reason`` says the server gave up
@@ -338,11 +290,15 @@ def unended(previous: bytes, last: bytes, events: int, backend: str) -> GatewayE
     (:func:`unanswered`, from these two reads alone) when they end with one
     (:func:`done_ending`; a ``[DONE]`` split between reads, however: reads that are not
     whole events were kept with the read before them, :data:`KEPT`, so these two hold the
-    answer's finish and its usage after it), else by its finish (:func:`unfinished`). Once
-    a stream, at its end."""
+    answer's finish and its usage after it); a malformed chunk when their ``[DONE]`` goes
+    on with more data in its event (:func:`more_after_done`: one in a read ending as an
+    answer's chunk does is not judged as it is relayed); else by its finish
+    (:func:`unfinished`). Once a stream, at its end."""
     tail = previous + last
     if done_ending(tail) >= 0:
         return unanswered(b"", previous, last, events - 1, backend)
+    if more_after_done(tail):
+        return malformed_chunk(backend)
     return unfinished(tail, backend)
 
 

@@ -6,25 +6,19 @@ its end: a read that is not whole events of its own is kept after the last read 
 in its place (:meth:`RelayedTail.joined`), so that they hold a ``[DONE]``, the usage and
 the finish before it however the stream's last bytes were split. A read that may end the
 stream (told by :func:`~.relayed_stream.telling`) is judged from them
-(:meth:`RelayedTail.ending`): an event reporting an error, or a ``[DONE]`` ending no
-answer; a stream that ends with no ``[DONE]`` told is judged once, at its end
-(:meth:`RelayedTail.unended`). The relay's loop (:mod:`.upstream_relay`) updates the
-reads and the count itself for every ordinary read.
+(:meth:`RelayedTail.ending`): an event reporting an error, a ``[DONE]`` ending no
+answer, or one going on with more data in its event (a malformed chunk); a stream that
+ends with no ``[DONE]`` told is judged once, at its end (:meth:`RelayedTail.unended`).
+The relay's loop (:mod:`.upstream_relay`) updates the reads and the count itself for
+every ordinary read.
 """
 
 from __future__ import annotations
 
 from stateway.backends.chat_usage import reported_usage
-from stateway.backends.relayed_stream import (
-    DONE,
-    DONE_ENDS,
-    KEPT,
-    done_at,
-    done_ending,
-    reported_error,
-    unanswered,
-    unended,
-)
+from stateway.backends.relayed_done import DONE, DONE_ENDS, done_at, done_ending, more_after_done
+from stateway.backends.relayed_stream import KEPT, reported_error, unanswered, unended
+from stateway.backends.upstream_reply import malformed_chunk
 from stateway.core.errors import GatewayError
 from stateway.core.usage import Usage
 from stateway.redaction import KeyScrubber
@@ -50,10 +44,11 @@ class RelayedTail:
         bytes ``error``, or goes on with them) ends the stream with, and what of it goes
         before it: an event's that reports one (:func:`~.relayed_stream.reported_error`),
         or that of its ``[DONE]`` ending no answer (:func:`~.relayed_stream.unanswered`,
-        which reads the chunks before it); None when it ends none. ``[DONE]`` read alone
+        which reads the chunks before it) or going on with more data in its event (a
+        malformed chunk: :meth:`_malformed`); None when it ends none. ``[DONE]`` read alone
         (most streams' last read) is told by one comparison; no read is read whole unless
         it holds ``error``, and one that holds ``[DONE]`` is read from its end
-        (:func:`~.relayed_stream.done_ending`: comments and blank lines may follow it): an
+        (:func:`~.relayed_done.done_ending`: comments and blank lines may follow it): an
         answer ended as every answer is costs a stream the fewest calls."""
         at = 0
         if chunk != DONE:
@@ -66,8 +61,8 @@ class RelayedTail:
                 at = -1  # its [DONE] line found below, if it ends a failure
             else:
                 at = done_ending(chunk)
-                if at < 0:  # no [DONE] ends it
-                    return None
+                if at < 0:  # no [DONE] ends it: none, or one going on with more data
+                    return self._malformed(chunk)
         self.done = True  # the answer's end judged here (its [DONE] line found if it fails)
         before = self.events + events - 1
         failed = unanswered(self.previous, self.last, chunk, before, self._backend)
@@ -79,6 +74,15 @@ class RelayedTail:
                 self.done = False
                 return None
         return chunk[:at], failed
+
+    def _malformed(self, chunk: bytes) -> tuple[bytes, GatewayError] | None:
+        """What goes before the ``[DONE]`` line of ``chunk`` when its event goes on with
+        more data (:func:`~.relayed_done.more_after_done`), and the malformed chunk it
+        is; None when it does not."""
+        if not more_after_done(chunk):
+            return None
+        self.done = True  # ended here, by its error
+        return chunk[: done_at(chunk)], malformed_chunk(self._backend)
 
     def _reported(self, chunk: bytes) -> tuple[int, GatewayError] | None:
         """The first event in ``chunk`` that reports an error, and where it starts

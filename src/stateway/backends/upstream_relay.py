@@ -41,9 +41,8 @@ from typing import Final
 import aiohttp
 
 from stateway.backends.relayed_answer import judged_answer
+from stateway.backends.relayed_done import DONE, DONE_ENDS
 from stateway.backends.relayed_stream import (
-    DONE,
-    DONE_ENDS,
     LF,
     LINE_ENDS,
     OBJECT_ENDS,

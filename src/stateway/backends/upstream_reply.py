@@ -131,6 +131,13 @@ def cut_short(backend: str) -> UpstreamError:
     )
 
 
+def malformed_chunk(backend: str) -> UpstreamError:
+    """The error of a stream event whose data is no chunk: not JSON, or of no known shape;
+    ``[DONE]`` followed by more data in its event too (no end, nor a cut: a protocol fault
+    of the server's)."""
+    return UpstreamError(f"The model server '{backend}' sent a malformed chunk.")
+
+
 def no_answer(backend: str) -> UpstreamError:
     """The error of a stream that ended (with ``[DONE]``) before any output: vLLM's, when
     it drops an error that came before the first token."""
