@@ -313,6 +313,7 @@ _COMMANDS = [
     "serve",
     "check-config",
     "migrate",
+    "backup",
     "keys create",
     "keys list",
     "keys revoke",

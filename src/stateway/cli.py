@@ -1,4 +1,4 @@
-"""The ``stateway`` command: serve, check-config, migrate, keys, fake-upstream.
+"""The ``stateway`` command: serve, check-config, migrate, backup, keys, fake-upstream.
 
 Its entry imports nothing else first: ``serve`` notes a ``SIGHUP`` from here on
 (:mod:`stateway.hangup`), before the second or so it takes to import what it runs, in

@@ -1,5 +1,6 @@
-"""What each ``stateway`` command does: serve, check-config, migrate, keys, fake-upstream
-(:mod:`stateway.cli` is the entry, importing this once it has noted a ``SIGHUP``)."""
+"""What each ``stateway`` command does: serve, check-config, migrate, backup, keys,
+fake-upstream (:mod:`stateway.cli` is the entry, importing this once it has noted a
+``SIGHUP``)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
-from stateway import __version__, key_commands
+from stateway import __version__, backup_command, key_commands
 from stateway.cli import end_by
 from stateway.config import Config, ConfigError, Overrides, load_config
 from stateway.core.errors import StorageError
@@ -56,6 +57,8 @@ def main(arguments: list[str], hangup: StartupHangup | None) -> int:
         return 2
     if args.command == "keys":
         return key_commands.run(args)
+    if args.command == "backup":
+        return backup_command.run(args)
     flags = _overrides(args)
     try:
         if args.command == "migrate":
@@ -357,6 +360,7 @@ def _parser() -> argparse.ArgumentParser:
     _insecure_no_auth(check, "accept serving")
     migrate_cmd = commands.add_parser("migrate", help="upgrade the database schema")
     _common(migrate_cmd)
+    backup_command.add_parser(commands)
     key_commands.add_parser(commands)
     # Listed here; main() hands its arguments to the fake's own parser.
     commands.add_parser("fake-upstream", help="run the deterministic fake model server")

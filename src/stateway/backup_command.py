@@ -1,0 +1,88 @@
+"""``stateway backup PATH``: a consistent copy of the SQLite database a gateway uses, made
+while it serves (:mod:`stateway.storage.sql.backup`).
+
+The database is the one ``migrate`` and ``keys`` use (``--config``, ``--database``, or
+``STATEWAY_DATABASE``). On success one line on stdout names the database, the copy and
+its size and schema revision; a database at an older revision than this release's is
+copied as it is, and a note on stderr says so (a gateway of this release started on the
+copy upgrades it). Exit 2: what was asked cannot be done (PATH exists without
+``--force``, or is the database itself; a PostgreSQL database, which ``pg_dump`` backs
+up: the message gives the command); exit 1: the copy failed, nothing left at PATH.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+from stateway.config import ConfigError, Overrides, load_config
+from stateway.storage.sql.backup import BackupFailed, TargetExists, back_up
+from stateway.storage.sql.engine import async_url, describe_url, is_sqlite
+from stateway.storage.sql.migrator import HEAD_REVISION
+
+
+def add_parser(commands: Any) -> None:
+    """The ``backup`` command, on ``stateway``'s subparsers."""
+    backup = commands.add_parser(
+        "backup", help="copy the SQLite database, consistently, while a gateway serves it"
+    )
+    backup.add_argument("path", help="the file to write (refused if it exists)")
+    backup.add_argument("--force", action="store_true", help="replace PATH if it exists")
+    backup.add_argument("--config", help="TOML configuration file")
+    backup.add_argument("--database", help="sqlite:///file.db")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        config = load_config(Overrides(config=args.config, database=args.database))
+    except ConfigError as exc:
+        print(f"stateway: {exc}", file=sys.stderr)
+        return 2
+    url = async_url(config.database_url)
+    target = Path(args.path).absolute()
+    if not is_sqlite(url):
+        print(f"stateway: {_use_pg_dump(config.database_url, target)}", file=sys.stderr)
+        return 2
+    database = Path(str(url.database))
+    try:
+        backup = back_up(database, target, replace=args.force)
+    except TargetExists as exc:
+        print(f"stateway: {exc}", file=sys.stderr)
+        return 2
+    except BackupFailed as exc:
+        print(f"stateway: {exc}; nothing was written to {target}", file=sys.stderr)
+        return 1
+    print(
+        f"backed up {describe_url(config.database_url)} to {backup.path} "
+        f"({backup.size} bytes, schema revision {backup.revision})"
+    )
+    if backup.revision < HEAD_REVISION:  # revisions are zero-padded numbers
+        print(
+            f"stateway: note: the database is at schema revision {backup.revision}, older "
+            f"than this release's {HEAD_REVISION}: copied as it is; a gateway of this "
+            "release started on the copy upgrades it",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def _use_pg_dump(database_url: str, target: Path) -> str:
+    """The refusal of a PostgreSQL database, with the ``pg_dump`` command that backs it up
+    (its password left out: ``pg_dump`` asks for it, or reads ``PGPASSWORD``)."""
+    url = async_url(database_url)
+    command = ["pg_dump", "--format=custom", f"--file={target}"]
+    if url.host:
+        command.append(f"--host={url.host}")
+    if url.port:
+        command.append(f"--port={url.port}")
+    if url.username:
+        command.append(f"--username={url.username}")
+    if url.database:
+        command.append(url.database)
+    return (
+        f"{describe_url(database_url)}: stateway backup copies SQLite databases only; back "
+        f"up PostgreSQL with its own tools: {shlex.join(command)} (restore with pg_restore)"
+    )

@@ -1,0 +1,301 @@
+"""``stateway backup``: the copy, what it refuses, and what a failure leaves (nothing).
+Run by the test's process (:func:`stateway.cli.main`), but where a test needs a process
+without root's power over file permissions. A copy made while a gateway serves, and
+gateways started on it: ``tests/e2e/test_backup_restore.py``."""
+
+import os
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+
+from stateway import cli
+from stateway.launch import child_env
+from stateway.storage.sql.migrator import HEAD_REVISION
+from tests.e2e.test_read_only_database import unprivileged
+
+SECRET = ("sealing_key", "c2VhbGVk", 0)
+
+
+@pytest.fixture
+def database(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Path:
+    """A gateway's database (migrated, a sealing key stored) in a directory of its own."""
+    path = tmp_path / "data" / "stateway.db"
+    assert cli.main(["migrate", "--database", f"sqlite:///{path}"]) == 0
+    with opened(path) as db:
+        db.execute("INSERT INTO gateway_secrets VALUES (?, ?, ?)", SECRET)
+    capsys.readouterr()
+    return path
+
+
+def opened(path: Path) -> closing[sqlite3.Connection]:
+    """The SQLite database at ``path``, each statement committed, closed after the block."""
+    return closing(sqlite3.connect(path, isolation_level=None))
+
+
+def backup(database: Path, *args: str) -> int:
+    return cli.main(["backup", *args, "--database", f"sqlite:///{database}"])
+
+
+def secrets(path: Path) -> list[tuple[str, str, int]]:
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        return db.execute("SELECT * FROM gateway_secrets").fetchall()
+    finally:
+        db.close()
+
+
+@pytest.fixture
+def open_umask() -> Iterator[None]:
+    """Files made meanwhile readable by anyone unless made otherwise."""
+    before = os.umask(0)
+    try:
+        yield
+    finally:
+        os.umask(before)
+
+
+@pytest.mark.usefixtures("open_umask")
+def test_a_backup_is_a_private_copy_said_in_one_line(
+    database: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "copy.db"
+
+    assert backup(database, str(target)) == 0
+
+    said = capsys.readouterr()
+    size = target.stat().st_size
+    assert said.out == (
+        f"backed up SQLite database at {database} to {target} ({size} bytes, schema revision"
+        f" {HEAD_REVISION})\n"
+    )
+    assert said.err == ""
+    assert target.stat().st_mode & 0o777 == 0o600
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["copy.db", "data"]
+    assert secrets(target) == [SECRET]  # the sealing key comes along
+
+
+def test_the_commits_still_in_the_log_are_copied(
+    database: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A writer holds the database open, its last commit in the ``-wal`` file alone (no
+    checkpoint: as a serving gateway's recent writes are): copying the file would miss
+    that commit, the backup holds it."""
+    later = ("cache_salt", "bGF0ZXI=", 1)
+    with opened(database) as writer:
+        writer.execute("PRAGMA wal_autocheckpoint=0")
+        writer.execute("INSERT INTO gateway_secrets VALUES (?, ?, ?)", later)
+        naive = tmp_path / "naive.db"
+        naive.write_bytes(database.read_bytes())
+        assert secrets(naive) == [SECRET]  # the file alone: the commit is in the log
+
+        assert backup(database, str(tmp_path / "copy.db")) == 0
+
+    assert capsys.readouterr().err == ""
+    assert secrets(tmp_path / "copy.db") == [SECRET, later]
+
+
+def test_an_existing_file_is_refused_unless_forced(
+    database: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "copy.db"
+    target.write_text("an earlier backup")
+    target.chmod(0o644)
+
+    assert backup(database, str(target)) == 2
+    assert capsys.readouterr().err == f"stateway: {target} exists; give --force to replace it\n"
+    assert target.read_text() == "an earlier backup"
+
+    assert backup(database, "--force", str(target)) == 0
+    assert capsys.readouterr().out.startswith(f"backed up SQLite database at {database} to ")
+    assert secrets(target) == [SECRET]
+    assert target.stat().st_mode & 0o777 == 0o600
+
+
+def test_the_database_itself_or_a_directory_is_refused_even_forced(
+    database: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = database.read_bytes()
+    for itself in (database, database.parent / ".." / "data" / "stateway.db"):
+        assert backup(database, "--force", str(itself)) == 2
+        said = capsys.readouterr().err
+        assert said == f"stateway: {itself} is the database itself; give another path\n"
+    assert database.read_bytes() == before
+
+    assert backup(database, "--force", str(tmp_path)) == 2
+    said = capsys.readouterr().err
+    assert said == f"stateway: {tmp_path} is a directory; give the backup's file name\n"
+
+
+def test_a_copy_that_fails_leaves_nothing_and_an_earlier_file_as_it_was(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The copy fails once it has begun writing (the file is not a database, found as
+    the copy reads it): the temporary file beside the target goes."""
+    broken = tmp_path / "data" / "stateway.db"
+    broken.parent.mkdir()
+    broken.write_bytes(b"no database here " * 512)
+    target = tmp_path / "copy.db"
+
+    assert backup(broken, str(target)) == 1
+    assert capsys.readouterr().err == (
+        f"stateway: cannot back up {broken} (file is not a database); nothing was written to"
+        f" {target}\n"
+    )
+    assert list(tmp_path.iterdir()) == [broken.parent]
+
+    target.write_text("an earlier backup")
+    assert backup(broken, "--force", str(target)) == 1
+    assert target.read_text() == "an earlier backup"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["copy.db", "data"]
+
+
+def unprivileged_backup(database: Path, target: Path) -> subprocess.CompletedProcess[str]:
+    """``stateway backup`` by a process of its own, without root's power over file
+    permissions (as a deployment runs it)."""
+    command = [*unprivileged(), sys.executable, "-m", "stateway", "backup"]
+    command += [str(target), "--database", f"sqlite:///{database}"]
+    return subprocess.run(
+        command, capture_output=True, text=True, env=child_env(), timeout=60, check=False
+    )
+
+
+def test_a_directory_it_may_not_write_is_said_and_left_empty(
+    database: Path, tmp_path: Path
+) -> None:
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o555)
+
+    result = unprivileged_backup(database, locked / "copy.db")
+
+    assert result.returncode == 1, result.stderr
+    assert result.stderr == (
+        f"stateway: cannot write in {locked} (Permission denied); nothing was written to"
+        f" {locked}/copy.db\n"
+    )
+    assert list(locked.iterdir()) == []
+
+
+def alone(database: Path) -> None:
+    """The files SQLite keeps beside ``database`` (empty: it is not open) removed."""
+    for each in database.parent.iterdir():
+        if each != database:
+            each.unlink()
+
+
+def test_a_read_only_database_is_copied(database: Path, tmp_path: Path) -> None:
+    alone(database)
+    database.chmod(0o444)
+
+    result = unprivileged_backup(database, tmp_path / "copy.db")
+
+    assert result.returncode == 0, result.stderr
+    assert secrets(tmp_path / "copy.db") == [SECRET]
+
+
+def test_a_database_it_may_not_read_is_said(database: Path, tmp_path: Path) -> None:
+    """Unreadable, or in a directory it may not write, where SQLite must make the file
+    it reads a database in write-ahead logging with (as the gateway leaves it)."""
+    database.chmod(0)
+    result = unprivileged_backup(database, tmp_path / "copy.db")
+    assert result.returncode == 1, result.stderr
+    assert result.stderr == (
+        f"stateway: cannot read the database {database} (Permission denied: {database});"
+        f" nothing was written to {tmp_path}/copy.db\n"
+    )
+
+    database.chmod(0o444)
+    alone(database)
+    database.parent.chmod(0o555)
+    result = unprivileged_backup(database, tmp_path / "copy.db")
+    assert result.returncode == 1, result.stderr
+    assert result.stderr == (
+        f"stateway: cannot back up {database}: SQLite makes its shared-memory file (-shm)"
+        f" beside it to read it, and may not write in {database.parent}; run as a user who"
+        f" may (the gateway's); nothing was written to {tmp_path}/copy.db\n"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data"]
+
+
+def test_a_missing_database_is_said_not_made(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "typo.db"
+    target = tmp_path / "copy.db"
+
+    assert backup(missing, str(target)) == 1
+
+    assert capsys.readouterr().err == (
+        f"stateway: the database {missing} is missing (no such file); nothing was written to"
+        f" {target}\n"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_file_holding_no_gateway_schema_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    other = tmp_path / "other.db"
+    with opened(other) as db:
+        db.execute("CREATE TABLE notes (text)")
+    target = tmp_path / "copy.db"
+
+    assert backup(other, str(target)) == 1
+
+    said = capsys.readouterr().err
+    assert said.startswith(f"stateway: {other} holds no stateway schema: not a gateway's ")
+    assert not target.exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".partial")]
+
+
+def test_an_older_schema_is_copied_as_it_is_and_said(
+    database: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    older = f"{int(HEAD_REVISION) - 1:04d}"
+    with opened(database) as db:
+        db.execute("UPDATE alembic_version SET version_num = ?", (older,))
+    target = tmp_path / "copy.db"
+
+    assert backup(database, str(target)) == 0
+
+    said = capsys.readouterr()
+    assert f"schema revision {older})" in said.out
+    assert said.err == (
+        f"stateway: note: the database is at schema revision {older}, older than this"
+        f" release's {HEAD_REVISION}: copied as it is; a gateway of this release started on"
+        " the copy upgrades it\n"
+    )
+    with opened(target) as db:
+        assert db.execute("SELECT version_num FROM alembic_version").fetchone() == (older,)
+
+
+def test_postgresql_is_refused_with_the_pg_dump_command_that_backs_it_up(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Nothing is opened: the refusal comes before any connection (port 9 has no server)."""
+    url = "postgresql://gateway:hunter2@127.0.0.1:9/state"
+    target = tmp_path / "state.dump"
+
+    code = cli.main(["backup", str(target), "--database", url])
+
+    assert code == 2
+    said = capsys.readouterr().err
+    assert said == (
+        "stateway: PostgreSQL database state on 127.0.0.1:9 as gateway: stateway backup"
+        " copies SQLite databases only; back up PostgreSQL with its own tools: pg_dump"
+        f" --format=custom --file={target} --host=127.0.0.1 --port=9 --username=gateway"
+        " state (restore with pg_restore)\n"
+    )
+    assert "hunter2" not in said
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_in_memory_sqlite_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["backup", str(tmp_path / "copy.db"), "--database", "sqlite:///:memory:"]) == 2
+    assert "In-memory SQLite is not supported" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
