@@ -526,6 +526,16 @@ async def test_a_read_after_done_undoes_nothing(loopback: Loopback, after: bytes
     await streamed_answer(loopback, b"".join(chunks))
 
 
+async def test_an_event_after_done_in_its_read_saying_done_undoes_nothing(
+    loopback: Loopback,
+) -> None:
+    """An event read with the ``[DONE]`` before it, whose text says ``data: [DONE]``: the
+    stream was told done (the ``[DONE]`` line, not the text), as a run stops at it."""
+    chunks = [ROLE, OUTPUT, DONE + SAYS_DONE]
+    assert await relayed_whole(await forwarded(loopback, *chunks)) == b"".join(chunks)
+    await streamed_answer(loopback, b"".join(chunks))
+
+
 @pytest.mark.parametrize(
     "chunks",
     [
@@ -727,13 +737,18 @@ async def test_more_data_after_done_in_its_event_is_a_malformed_chunk(
     same(error, await streamed_failure(loopback, b"".join(before) + done))
 
 
+SAYS_DONE = b'data: {"id":"c","choices":[{"index":0,"delta":{"content":"data: [DONE]"}}]}\n\n'
+"""An answer's chunk whose text says ``data: [DONE]`` (a JSON string: no line end in it)."""
+
+
+@pytest.mark.parametrize("after", [OUTPUT, SAYS_DONE], ids=["output", "says-done"])
 async def test_an_answers_chunk_after_done_in_its_event_is_told_at_the_streams_end(
-    loopback: Loopback,
+    loopback: Loopback, after: bytes
 ) -> None:
     """``[DONE]`` then an answer's chunk in its event: a read ending as an answer's chunk
     does is relayed unread (no ``[DONE]`` looked for in it), and the malformed chunk told
-    as the stream ends, from its last reads."""
-    chunks = [ROLE, OUTPUT, finished("stop"), b"data: [DONE]\n" + OUTPUT]
+    as the stream ends, from its last reads; its text saying ``[DONE]`` too."""
+    chunks = [ROLE, OUTPUT, finished("stop"), b"data: [DONE]\n" + after]
     relayed, error = await relayed_until(await forwarded(loopback, *chunks))
     assert relayed == b"".join(chunks)
     same(error, await streamed_failure(loopback, b"".join(chunks)))

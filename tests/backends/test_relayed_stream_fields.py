@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from stateway.backends.relayed_done import done_field, more_after_done
+from stateway.backends.relayed_done import done_at, done_field, more_after_done
 from stateway.backends.relayed_stream import told_at_end, whole_end
 
 
@@ -54,6 +54,9 @@ def test_more_data_or_an_error_after_done_does_not(line: bytes) -> None:
         b"data: [DONE] more\n\n",
         b"data: [DONE]\nid: 7\n: ping\ndata\n\n",  # a field of no value is a data line too
         b"data: [DONE]\rdata: more\r\r",
+        # more data that is an answer's chunk whose text says [DONE]: the data line before
+        # it is the one said, not the text
+        b'data: [DONE]\ndata: {"choices":[{"delta":{"content":"data: [DONE]"}}]}\n\n',
     ],
 )
 def test_done_going_on_with_data_in_its_event_is_more_after_done(chunk: bytes) -> None:
@@ -74,6 +77,23 @@ def test_done_going_on_with_data_in_its_event_is_more_after_done(chunk: bytes) -
 )
 def test_done_alone_in_its_event_is_not(chunk: bytes) -> None:
     assert not more_after_done(chunk)
+
+
+@pytest.mark.parametrize(
+    ("chunk", "at"),
+    [
+        (b"data: [DONE]\n\n", 0),
+        (b'data: {"choices":[{"delta":{"content":"data: [DONE]"}}]}\n\n', -1),
+        (b": data: [DONE]\n\n", -1),
+        # an event after the [DONE] line (what a run never reads) whose text says [DONE]
+        (b'data: [DONE]\n\ndata: {"choices":[{"delta":{"content":"[DONE]"}}]}\n\n', 0),
+        (b'data: {"choices":[{"delta":{"content":"[DONE]"}}]}\n\ndata:[DONE]\n\n', 52),
+    ],
+)
+def test_the_done_line_is_found_past_a_done_in_an_answers_text(chunk: bytes, at: int) -> None:
+    """Where the last ``data: [DONE]`` line starts, however many times an answer's text
+    (a JSON string: no line end in it) says ``[DONE]`` after it."""
+    assert done_at(chunk) == at
 
 
 def _finished(reason: bytes, spaced: bool = False) -> bytes:

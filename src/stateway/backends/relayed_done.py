@@ -22,12 +22,16 @@ read from its end
 
 def done_at(chunk: bytes) -> int:
     """Where the ``data: [DONE]`` line of ``chunk`` starts; -1 when it has none. The last
-    ``[DONE]`` in it (searched from its end, where a stream's is)."""
-    at = chunk.rfind(b"[DONE]")
-    if at < 0:
-        return -1
-    start = max(chunk.rfind(b"\n", 0, at), chunk.rfind(b"\r", 0, at)) + 1
-    return start if chunk[start:at] in (b"data: ", b"data:") else -1
+    one in it (searched from its end, where a stream's is), past a ``[DONE]`` an answer's
+    text says after it (in a JSON string, which holds no line end: its line is the
+    chunk's ``data: {...``), or a comment."""
+    end = len(chunk)
+    while (at := chunk.rfind(b"[DONE]", 0, end)) >= 0:
+        start = max(chunk.rfind(b"\n", 0, at), chunk.rfind(b"\r", 0, at)) + 1
+        if chunk[start:at] in (b"data: ", b"data:"):
+            return start
+        end = at
+    return -1
 
 
 def done_ending(chunk: bytes) -> int:
