@@ -7,21 +7,41 @@ its size and schema revision; a database at an older revision than this release'
 copied as it is, and a note on stderr says so (a gateway of this release started on the
 copy upgrades it). Exit 2: what was asked cannot be done (PATH exists without
 ``--force``, or is the database itself; a PostgreSQL database, which ``pg_dump`` backs
-up: the message gives the command); exit 1: the copy failed, nothing left at PATH.
+up: the message gives the command); exit 1: the copy failed, nothing left at PATH. A
+``SIGINT`` (Ctrl+C), ``SIGTERM`` (a service manager's, a timeout's) or ``SIGHUP`` (a
+closed terminal) stops the copy between two of its steps, removes its temporary file and
+ends the command by that signal, as their default actions would but for what they leave.
 """
 
 from __future__ import annotations
 
 import argparse
 import shlex
+import signal
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from types import FrameType
+from typing import Any, Final
 
+from stateway.cli import end_by
 from stateway.config import ConfigError, Overrides, load_config
 from stateway.storage.sql.backup import BackupFailed, TargetExists, back_up
 from stateway.storage.sql.engine import async_url, describe_url, is_sqlite
 from stateway.storage.sql.migrator import HEAD_REVISION
+
+STOPPING: Final = (signal.SIGTERM, signal.SIGHUP)
+"""The signals that stop a copy as Ctrl+C's ``KeyboardInterrupt`` does (else they would
+end the process with its temporary file left beside the target)."""
+
+
+class _Stopped(BaseException):
+    """One of :data:`STOPPING` came: unwinds the copy (its temporary file removed)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
 
 
 def add_parser(commands: Any) -> None:
@@ -48,7 +68,11 @@ def run(args: argparse.Namespace) -> int:
         return 2
     database = Path(str(url.database))
     try:
-        backup = back_up(database, target, replace=args.force)
+        with _stopped_by_signals():
+            backup = back_up(database, target, replace=args.force)
+    except _Stopped as stopped:
+        end_by(stopped.signum)
+        return 128 + stopped.signum  # pragma: no cover - the signal ended the process
     except TargetExists as exc:
         print(f"stateway: {exc}", file=sys.stderr)
         return 2
@@ -67,6 +91,22 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return 0
+
+
+@contextmanager
+def _stopped_by_signals() -> Iterator[None]:
+    """:data:`STOPPING` raise :class:`_Stopped` meanwhile; their handlers as they were
+    after."""
+
+    def stop(signum: int, _frame: FrameType | None) -> None:
+        raise _Stopped(signum)
+
+    before = {signum: signal.signal(signum, stop) for signum in STOPPING}
+    try:
+        yield
+    finally:
+        for signum, handler in before.items():
+            signal.signal(signum, handler)
 
 
 def _use_pg_dump(database_url: str, target: Path) -> str:

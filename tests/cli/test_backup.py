@@ -4,6 +4,7 @@ without root's power over file permissions. A copy made while a gateway serves, 
 gateways started on it: ``tests/e2e/test_backup_restore.py``."""
 
 import os
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import pytest
 
 from stateway import cli
 from stateway.launch import child_env
+from stateway.storage.sql import backup as copying
 from stateway.storage.sql.migrator import HEAD_REVISION
 from tests.e2e.test_read_only_database import unprivileged
 
@@ -153,6 +155,73 @@ def test_a_copy_that_fails_leaves_nothing_and_an_earlier_file_as_it_was(
     assert backup(broken, "--force", str(target)) == 1
     assert target.read_text() == "an earlier backup"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["copy.db", "data"]
+
+
+def test_writes_between_the_copys_steps_neither_restart_it_nor_come_into_it(
+    database: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The copy is made a few pages at a time (where a signal is handled), all in one
+    read of the database: a gateway's commit between two steps is not in it, and does
+    not start it again (under steady writes it would never end)."""
+    steps: list[int] = []
+
+    def written_meanwhile(_status: int, remaining: int, _total: int) -> None:
+        steps.append(remaining)
+        assert len(steps) < 10_000, "the copy keeps starting again"
+        with opened(database) as db:
+            db.execute("INSERT INTO gateway_secrets VALUES (?, ?, ?)", (f"k{len(steps)}", "", 0))
+
+    monkeypatch.setattr(copying, "STEP_PAGES", 1)
+    monkeypatch.setattr(copying, "_stepped", written_meanwhile)
+    target = tmp_path / "copy.db"
+
+    assert backup(database, str(target)) == 0
+
+    assert len(steps) > 1
+    assert steps == sorted(steps, reverse=True)
+    assert secrets(target) == [SECRET]  # as the database was when the copy began
+    assert len(secrets(database)) == 1 + len(steps)
+
+
+STOPPED_BY = """
+import os, signal, sys
+from stateway import cli
+from stateway.storage.sql import backup
+signal.signal(signal.SIGINT, signal.default_int_handler)  # a background job's is ignored
+def stop(*args):
+    os.kill(os.getpid(), {signum})
+    return {hook}(*args)
+{hook} = backup.{hook}
+backup.STEP_PAGES = 1
+backup.{hook} = stop
+sys.exit(cli.main(sys.argv[1:]))
+"""
+"""``stateway backup`` sent ``signum`` when the copy calls ``hook`` (mid-copy, between
+two steps; or once copied, as its schema revision is read)."""
+
+
+@pytest.mark.parametrize("hook", ["_stepped", "_revision"], ids=["mid-copy", "copied"])
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+def test_a_signal_stops_the_copy_and_leaves_nothing(
+    database: Path, tmp_path: Path, signum: signal.Signals, hook: str
+) -> None:
+    """Ctrl+C, a service manager's or a timeout's SIGTERM, a closed terminal's SIGHUP: the
+    copy stops between two steps (a large database is not copied to its end first), its
+    temporary file beside the target is removed, and the command ends by that signal."""
+    target = tmp_path / "out" / "copy.db"
+    target.parent.mkdir()
+    script = STOPPED_BY.format(signum=int(signum), hook=hook)
+    command = [sys.executable, "-c", script, "backup", str(target)]
+    command += ["--database", f"sqlite:///{database}"]
+
+    result = subprocess.run(
+        command, capture_output=True, text=True, env=child_env(), timeout=60, check=False
+    )
+
+    assert result.returncode == -signum, result.stderr
+    assert result.stdout == ""
+    assert "Traceback" not in result.stderr
+    assert list(target.parent.iterdir()) == []
 
 
 def unprivileged_backup(database: Path, target: Path) -> subprocess.CompletedProcess[str]:

@@ -1,15 +1,20 @@
 """An online, consistent copy of a SQLite database: ``stateway backup``'s work (the
 command: :mod:`stateway.backup_command`).
 
-It uses SQLite's online backup API (Python's ``sqlite3.Connection.backup``), in a single
-step: the whole copy is made inside one read transaction, and under write-ahead logging,
-as the gateway runs its database, a reader holds up no writer, so a gateway serving from
-the file goes on writing meanwhile, and the copy is the database as it was when that read
+It uses SQLite's online backup API (Python's ``sqlite3.Connection.backup``), inside one
+read transaction, begun before it and held to its end: under write-ahead logging, as the
+gateway runs its database, a reader holds up no writer, so a gateway serving from the
+file goes on writing meanwhile, and the copy is the database as it was when that read
 began (the commits still in the ``-wal`` file included, which copying the file would
-miss). A single step, because a copy made in several starts again each time another
-connection writes between two of them: under steady writes it might never end. ``VACUUM
-INTO`` would give a consistent copy too, but rebuilds every table and index as it writes
-them: more work, for as long a read, than copying the pages as they are.
+miss). The pages are copied :data:`STEP_PAGES` at a time, so that a signal is handled
+between two steps (Python runs its handlers between bytecodes, never inside SQLite): a
+Ctrl+C, a ``SIGTERM`` or a ``SIGHUP`` (:mod:`stateway.backup_command`) stops the copy,
+its temporary file removed, without copying a large database to its end first. Held
+across the steps, the read keeps what they see as it was: a copy whose source connection
+begins a read at each step (the API's own way) starts again each time another connection
+writes between two of them, and under steady writes might never end. ``VACUUM INTO``
+would give a consistent copy too, but rebuilds every table and index as it writes them:
+more work, for as long a read, than copying the pages as they are.
 
 The database is opened read-only: a missing file is an error, not a new empty database,
 and nothing of it is changed (as any reader may, it leaves the ``-wal`` and ``-shm``
@@ -52,6 +57,9 @@ _SIDE_FILES: Final = ("-journal", "-wal", "-shm")
 """What SQLite may keep beside a database file while it writes it."""
 _NO_LINKS: Final = frozenset({errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP})
 """What ``link`` says on a file system that has no hard links."""
+STEP_PAGES: Final = 1024
+"""Pages copied a step (4 MiB of SQLite's default 4 KiB pages): between two, a signal is
+handled."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,12 +144,15 @@ def _partial(target: Path) -> Iterator[Path]:
 
 def _copy(database: Path, partial: Path) -> str:
     """Copy ``database`` into the empty file ``partial``, synced; its schema revision."""
+    read_only = f"file:{quote(str(database))}?mode=ro"
     try:
         with (
-            closing(sqlite3.connect(f"file:{quote(str(database))}?mode=ro", uri=True)) as source,
+            closing(sqlite3.connect(read_only, uri=True, isolation_level=None)) as source,
             closing(sqlite3.connect(partial)) as copy,
         ):
-            source.backup(copy, pages=0)  # in one step: one read transaction
+            source.execute("BEGIN")
+            source.execute("SELECT count(*) FROM sqlite_master")  # the read begins: the copy's
+            source.backup(copy, pages=STEP_PAGES, progress=_stepped)
             revision = _revision(copy, database)
     except sqlite3.Error as exc:
         if exc.sqlite_errorname == "SQLITE_READONLY_DIRECTORY":
@@ -158,6 +169,11 @@ def _copy(database: Path, partial: Path) -> str:
         said = exc.strerror or type(exc).__name__  # not the temporary file's name
         raise BackupFailed(f"cannot write in {partial.parent} ({said})") from None
     return revision
+
+
+def _stepped(_status: int, _remaining: int, _total: int) -> None:
+    """Called between two steps of the copy: Python code, where a signal's handler runs
+    (what it raises stops the copy)."""
 
 
 def _revision(copy: sqlite3.Connection, database: Path) -> str:
