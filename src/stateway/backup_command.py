@@ -35,6 +35,14 @@ STOPPING: Final = (signal.SIGTERM, signal.SIGHUP)
 """The signals that stop a copy as Ctrl+C's ``KeyboardInterrupt`` does (else they would
 end the process with its temporary file left beside the target)."""
 
+_LIBPQ_VARIABLES: Final = {
+    "ssl": "PGSSLMODE",
+    "target_session_attrs": "PGTARGETSESSIONATTRS",
+    "passfile": "PGPASSFILE",
+    "krbsrvname": "PGKRBSRVNAME",
+}
+"""The environment variables libpq reads a database URL's parameters from."""
+
 
 class _Stopped(BaseException):
     """One of :data:`STOPPING` came: unwinds the copy (its temporary file removed)."""
@@ -110,19 +118,46 @@ def _stopped_by_signals() -> Iterator[None]:
 
 
 def _use_pg_dump(database_url: str, target: Path) -> str:
-    """The refusal of a PostgreSQL database, with the ``pg_dump`` command that backs it up
-    (its password left out: ``pg_dump`` asks for it, or reads ``PGPASSWORD``)."""
+    """The refusal of a PostgreSQL database, with the ``pg_dump`` command that backs it up,
+    connecting as the gateway does: its hosts as options, its parameters (``sslmode``, a
+    certificate checked; ``target_session_attrs``; ``passfile``; ``krbsrvname``) as
+    libpq's environment, which pg_dump has no options for; its password left out
+    (``pg_dump`` asks for it, or reads ``PGPASSWORD`` or the password file)."""
     url = async_url(database_url)
+    query = dict(url.query)  # sslmode as asyncpg's ssl: the same modes
+    listed = query.pop("host", ())  # SQLAlchemy's hosts (host=h1:5432&host=h2)
+    hosts = [listed] if isinstance(listed, str) else list(listed)
     command = ["pg_dump", "--format=custom", f"--file={target}"]
-    if url.host:
-        command.append(f"--host={url.host}")
-    if url.port:
-        command.append(f"--port={url.port}")
+    if hosts:
+        names, ports = zip(*map(_host_port, hosts), strict=True)
+        command.append(f"--host={','.join(names)}")
+        if any(ports):
+            command.append(f"--port={','.join(ports)}")  # an empty one: the default
+    else:
+        if url.host:
+            command.append(f"--host={url.host}")
+        if url.port:
+            command.append(f"--port={url.port}")
     if url.username:
         command.append(f"--username={url.username}")
     if url.database:
         command.append(url.database)
+    settings = [
+        f"{variable}={shlex.quote(str(query[name]))} "
+        for name, variable in _LIBPQ_VARIABLES.items()
+        if name in query
+    ]
     return (
         f"{describe_url(database_url)}: stateway backup copies SQLite databases only; back "
-        f"up PostgreSQL with its own tools: {shlex.join(command)} (restore with pg_restore)"
+        f"up PostgreSQL with its own tools: {''.join(settings)}{shlex.join(command)} "
+        "(restore with pg_restore)"
     )
+
+
+def _host_port(host: str) -> tuple[str, str]:
+    """A host of a URL's ``host`` parameters (``name:port``, ``name``, or a socket's
+    directory), and its port (empty: none given)."""
+    if host.startswith("/"):
+        return host, ""
+    name, colon, port = host.rpartition(":")
+    return (name, port) if colon and port.isdigit() else (host, "")

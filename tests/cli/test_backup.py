@@ -364,6 +364,47 @@ def test_postgresql_is_refused_with_the_pg_dump_command_that_backs_it_up(
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize(
+    ("query", "command"),
+    [
+        pytest.param(
+            "?sslmode=verify-full&target_session_attrs=read-write&passfile=/etc/pg%20pass",
+            "PGSSLMODE=verify-full PGTARGETSESSIONATTRS=read-write PGPASSFILE='/etc/pg pass'"
+            " pg_dump --format=custom --file={target} --host=db.example --port=5433"
+            " --username=gateway state",
+            id="parameters",
+        ),
+        pytest.param(
+            "?host=db1:5433&host=db2&krbsrvname=pg",
+            "PGKRBSRVNAME=pg pg_dump --format=custom --file={target} --host=db1,db2"
+            " --port=5433, --username=gateway state",
+            id="hosts",
+        ),
+        pytest.param(
+            "?host=/run/postgresql",
+            "pg_dump --format=custom --file={target} --host=/run/postgresql"
+            " --username=gateway state",
+            id="socket",
+        ),
+    ],
+)
+def test_the_pg_dump_command_connects_as_the_gateway_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], query: str, command: str
+) -> None:
+    """The URL's parameters (a certificate checked, a primary asked for, a password file)
+    and its hosts, as libpq's environment and pg_dump's options: a command run as
+    printed must not connect with less (``sslmode`` ``prefer`` takes any certificate)."""
+    where = "" if "host=" in query else "db.example:5433"
+    url = f"postgresql://gateway:hunter2@{where}/state{query}"
+    target = tmp_path / "state.dump"
+
+    assert cli.main(["backup", str(target), "--database", url]) == 2
+
+    said = capsys.readouterr().err
+    assert said.endswith(f": {command.format(target=target)} (restore with pg_restore)\n")
+    assert "hunter2" not in said
+
+
 def test_in_memory_sqlite_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["backup", str(tmp_path / "copy.db"), "--database", "sqlite:///:memory:"]) == 2
     assert "In-memory SQLite is not supported" in capsys.readouterr().err
