@@ -541,3 +541,31 @@ async def test_a_settle_redis_cannot_take_is_one_warning(
     assert logged in warned
     assert "The coordination store (Redis) is unavailable. (" in warned
     assert "Connection closed" in warned, "what Redis's client said of the cut"
+
+
+@pytest.mark.redis
+async def test_a_claim_cancelled_as_redis_takes_it_is_let_go(redis_url: str) -> None:
+    """A waiter cancelled (its client left) at any point of its claim, even while Redis
+    takes it for the waiter, leaves no claim behind: none left to hold the key, unrenewed,
+    until it expires."""
+    prefix = f"test:{uuid.uuid4().hex}:"
+    results = RedisCommandResults(connect(redis_url), prefix)
+    probe = connect(redis_url)
+    held = []
+    try:
+        for steps in range(12):  # cancelled after ever more steps of its claim
+            key = CommandKey("default", "anonymous", f"key-{steps}")
+            claiming = asyncio.create_task(results.claim(key, "f"))
+            for _ in range(steps):
+                await asyncio.sleep(0)
+            claiming.cancel()
+            with suppress(asyncio.CancelledError):
+                if await claiming is None:  # claimed before it was cancelled: its to let go
+                    held.append(key)
+        for key in held:
+            await results.release(key)
+    finally:
+        await results.aclose()  # what it let go, let go by then
+        left = await probe.keys(prefix + "cmd:*")
+        await probe.aclose()
+    assert left == []

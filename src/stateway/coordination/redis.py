@@ -170,6 +170,8 @@ class RedisCommandResults:
         self._renew = client.register_script(_RENEW)
         self._held: dict[CommandKey, tuple[bytes, asyncio.Task[None]]] = {}
         """Claims of this process: their value, and the task renewing their expiry."""
+        self._letting_go: set[asyncio.Task[None]] = set()
+        """Claims taken for waiters cancelled meanwhile, being let go."""
 
     def _key(self, key: CommandKey) -> str:
         return self._cmd + _digest(str(key))
@@ -189,8 +191,14 @@ class RedisCommandResults:
         mine = _PENDING + secrets.token_hex(8).encode() + fingerprint.encode()
         pause = FIRST_POLL
         while True:
-            setting = self._redis.set(name, mine, nx=True, px=self._claim_ms, get=True)
-            found = await _guarded(setting)
+            setting = asyncio.ensure_future(
+                _guarded(self._redis.set(name, mine, nx=True, px=self._claim_ms, get=True))
+            )
+            try:
+                found = await asyncio.shield(setting)  # what Redis did is learnt, whatever
+            except asyncio.CancelledError:
+                self._abandoned(key, mine, setting)
+                raise
             assert found is None or isinstance(found, bytes)  # SET ... GET: the old value
             if found is None or found == mine:  # set (found: by a send that was retried)
                 renewing = asyncio.create_task(self._keep(name, mine))
@@ -216,7 +224,24 @@ class RedisCommandResults:
         for _, renewing in self._held.values():
             renewing.cancel()
         self._held.clear()
+        await asyncio.gather(*self._letting_go, return_exceptions=True)
         await self._redis.aclose()
+
+    def _abandoned(self, key: CommandKey, mine: bytes, setting: Awaitable[Any]) -> None:
+        """A claim's ``SET`` whose caller was cancelled meanwhile (a waiter whose client
+        left): a claim it took is let go, not left to hold the key, unrenewed, until it
+        expires (closing waits for that)."""
+        letting_go = asyncio.get_running_loop().create_task(self._let_go(key, mine, setting))
+        self._letting_go.add(letting_go)
+        letting_go.add_done_callback(self._letting_go.discard)
+
+    async def _let_go(self, key: CommandKey, mine: bytes, setting: Awaitable[Any]) -> None:
+        try:
+            found = await setting
+            if found is None or found == mine:
+                await self._replace(key, mine, b"", 0)
+        except StorageError as exc:
+            log.warning("a claim taken for a waiter that left is left to expire: %s", exc)
 
     async def _end(self, key: CommandKey, value: bytes, size: int) -> None:
         """Replace this process's claim of ``key`` by ``value``, an answer of ``size``
@@ -226,6 +251,10 @@ class RedisCommandResults:
             return
         mine, renewing = held
         renewing.cancel()
+        await self._replace(key, mine, value, size)
+
+    async def _replace(self, key: CommandKey, mine: bytes, value: bytes, size: int) -> None:
+        """Replace the claim ``mine`` of ``key`` by ``value`` (see :meth:`_end`)."""
         settle = self._settle(
             keys=[self._key(key), *self._outcomes(key.tenant_id)],
             args=[mine, value, self._result_ms, _digest(str(key)), size, *self._bounds, self._cmd],
