@@ -178,9 +178,9 @@ class ChatRoutes:
             watches.append(DisconnectWatch(receive))
             return await self._gateway.execute(principal, command)
 
-        async def relayed(relay: Relay) -> bytes | None:
+        async def relayed(relay: Relay, opened: bool) -> bytes | None:
             try:
-                return await relayed_once(relay, call.stream, scope, receive, send)
+                return await relayed_once(relay, call.stream, scope, receive, send, opened)
             finally:  # over: storing its answer is not cancelled by its client leaving
                 watches[0].stop()
 
@@ -191,8 +191,10 @@ class ChatRoutes:
             call.stream,
             start,
             _whole,
-            lambda run: self._streamed(scope, decoded(), stay, run),
+            lambda run, opened: self._streamed(scope, decoded(), stay, run, opened),
             lambda run: _recorded(decoded().include_usage, run),
+            encode_error_chunk,
+            self._keepalive,
             relayed=relayed,
         )
         gateway = self._gateway
@@ -207,9 +209,15 @@ class ChatRoutes:
                 watches[0].stop()
 
     def _streamed(
-        self, scope: Scope, decoded: ChatRequest, on_disconnect: Callable[[], None], run: Run
+        self,
+        scope: Scope,
+        decoded: ChatRequest,
+        on_disconnect: Callable[[], None],
+        run: Run,
+        opened: bool = False,
     ) -> SSEResponse:
-        """``run``'s answer as a stream; ``on_disconnect``: what its client leaving does."""
+        """``run``'s answer as a stream; ``on_disconnect``: what its client leaving does;
+        ``opened``: in a stream already open (:class:`SSEResponse`)."""
         return SSEResponse(
             _frames(run, decoded.include_usage),
             on_disconnect,
@@ -217,6 +225,7 @@ class ChatRoutes:
             keepalive=self._keepalive,
             error_response=partial(_translated_answer, scope, decoded.fields),
             ending=encode_error_chunk,
+            opened=opened,
         )
 
     async def _translate(

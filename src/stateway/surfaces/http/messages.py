@@ -127,6 +127,9 @@ class MessagesRoutes:
                 partial(_whole, command, request_id),
                 partial(self._streamed, scope, request_id, command, body, stay),
                 partial(_recorded, command.input),
+                partial(_refusal_event, body, command.input),
+                self._keepalive,
+                PING,
                 {REQUEST_ID: request_id},
             )
             gateway = self._gateway
@@ -157,8 +160,11 @@ class MessagesRoutes:
         body: bytes,
         on_disconnect: Callable[[], None],
         run: Run,
+        opened: bool = False,
     ) -> SSEResponse:
-        """``run``'s answer as a stream; ``on_disconnect``: what its client leaving does."""
+        """``run``'s answer as a stream; ``on_disconnect``: what its client leaving does;
+        ``opened``: in a stream already open (:class:`SSEResponse`): an error before any
+        output is its error event (its block named) instead of its HTTP error."""
         return SSEResponse(
             _frames(run, command.input),
             on_disconnect,
@@ -172,7 +178,8 @@ class MessagesRoutes:
                 respond=partial(_refusal_response, body, command.input, request_id=request_id),
                 logger=log,
             ),
-            ending=encode_error_event,
+            ending=partial(_refusal_event, body, command.input) if opened else encode_error_event,
+            opened=opened,
         )
 
     async def _count_tokens(self, request: Request, request_id: str) -> Response:
@@ -232,6 +239,13 @@ def _refusal_response(
     """:func:`error_response`, a block of the request ``raw`` named as Anthropic names it
     (:func:`named_block`)."""
     return error_response(named_block(error, raw, items), request_id=request_id)
+
+
+def _refusal_event(raw: bytes, items: list[Item], error: GatewayError) -> bytes:
+    """The ``error`` event for ``error``, a block of the request ``raw`` named as
+    Anthropic names it (:func:`named_block`): a stream's answer to what would have been
+    its HTTP error, once its status line went out."""
+    return encode_error_event(named_block(error, raw, items))
 
 
 def _raise_named(error: GatewayError, raw: bytes, items: list[Item]) -> NoReturn:

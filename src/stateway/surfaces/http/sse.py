@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from starlette.responses import Response
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from stateway.core.deadline import Deadline
 from stateway.core.errors import CredentialRevoked, GatewayError
@@ -39,7 +39,8 @@ LAG_CHECK_INTERVAL = 1.0
 
 log = logging.getLogger(__name__)
 
-_COMMENT = b": keep-alive\n\n"
+COMMENT: Final = b": keep-alive\n\n"
+"""The keep-alive a stream sends when idle (an SSE comment), unless its protocol has its own."""
 UNBUFFERED: Final = (
     (b"cache-control", b"no-cache"),
     (b"x-accel-buffering", b"no"),
@@ -48,6 +49,12 @@ UNBUFFERED: Final = (
 reply without ``X-Accel-Buffering: no``): pass its events on as they come. A relayed one
 (:mod:`.relay`) says it too."""
 _SSE_HEADERS = [(b"content-type", b"text/event-stream; charset=utf-8"), *UNBUFFERED]
+
+
+def status_line(headers: dict[str, str] | None = None) -> Message:
+    """The status line of a stream (200) and its headers, with ``headers`` besides."""
+    extra = [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
+    return {"type": "http.response.start", "status": 200, "headers": [*_SSE_HEADERS, *extra]}
 
 
 Chunks = AsyncGenerator[tuple[bytes, bool], None]
@@ -104,6 +111,11 @@ class SSEResponse(Response):
     instead, when the status line has not gone out yet) and closes. A
     :class:`GatewayError` the frames raise once streaming (a watched response deleted
     meanwhile) ends the stream with ``ending`` too.
+
+    ``opened``: its status line and headers went out already (a keyed retry that waited
+    for its key: :mod:`.keyed_waits`); it goes on from there, keep-alives from the start,
+    and a failure before it opens, which would have been its HTTP error, is its
+    ``ending`` instead.
     """
 
     def __init__(
@@ -113,16 +125,19 @@ class SSEResponse(Response):
         *,
         opening: Opening | None = None,
         keepalive: float = KEEPALIVE_INTERVAL,
-        idle_frame: bytes = _COMMENT,
+        idle_frame: bytes = COMMENT,
         headers: dict[str, str] | None = None,
         error_response: Callable[[GatewayError], Response] | None = None,
         watcher: Watcher | None = None,
         ending: Ending | None = None,
+        opened: bool = False,
     ) -> None:
         super().__init__(status_code=200)
+        assert ending is not None or not opened, "an open stream's failure ends it in its shape"
+        self._opened = opened
         self._idle_frame = idle_frame
         self._error_response = error_response
-        self._extra_headers = [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
+        self._stream_headers = headers
         self._frames = frames
         self._on_disconnect = on_disconnect
         self._opening = opening
@@ -198,10 +213,15 @@ class SSEResponse(Response):
 
     async def _respond(self, scope: Scope, receive: Receive, send: Send) -> None:
         async with aclosing(self._frames) as frames:
+            if self._opened:  # its status line went out already: it idles from now
+                await self._open(send)
             if self._opening is not None:
                 try:
                     await self._hold(self._opening)
                 except GatewayError as error:
+                    if self._started:  # its status line gone: it ends in the stream
+                        await self._cannot_go_on(error, send)
+                        return
                     if self._error_response is None:
                         raise
                     self._ended = True
@@ -209,20 +229,26 @@ class SSEResponse(Response):
                     return
             if self._gone:
                 return
-            headers = [*_SSE_HEADERS, *self._extra_headers]
-            self._started = True
-            # Only a stream not yet open is refused with an answer of its own: what that
-            # answer needs (a Messages request's body, to name a block) goes now.
-            self._error_response = None
-            await send({"type": "http.response.start", "status": 200, "headers": headers})
-            now = asyncio.get_running_loop().time()
-            self._idle_from(now, send)
-            if self._watcher is not None:
-                self._check_lag_at(now + self._watcher.check_every)
+            if not self._started:
+                await self._open(send)
             try:
                 await self._stream(frames, send)
             except GatewayError as error:  # the stream cannot go on (its response deleted)
                 await self._cannot_go_on(error, send)
+
+    async def _open(self, send: Send) -> None:
+        """Start streaming: the status line (unless it went out already), the keep-alive
+        timer, a watcher's lag checks."""
+        self._started = True
+        # Only a stream not yet open is refused with an answer of its own: what that
+        # answer needs (a Messages request's body, to name a block) goes now.
+        self._error_response = None
+        if not self._opened:
+            await send(status_line(self._stream_headers))
+        now = asyncio.get_running_loop().time()
+        self._idle_from(now, send)
+        if self._watcher is not None:
+            self._check_lag_at(now + self._watcher.check_every)
 
     async def _end_revoked(
         self, revoked: CredentialRevoked, scope: Scope, receive: Receive, send: Send

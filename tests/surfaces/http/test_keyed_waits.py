@@ -1,0 +1,260 @@
+"""A keyed stream's retry waiting for its key, in process: once it has waited a keep-alive
+interval its stream opens (200, the stream's headers) and gets its protocol's keep-alives
+while the first request runs; then the first answer follows, or, when the first left
+none, the retry's own answer (a failure before its output as the protocol's error event,
+the status line being gone). A retry that leaves while it waits leaves the key as it
+was."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator, Callable
+from typing import Any
+
+import pytest
+from starlette.applications import Starlette
+from starlette.types import Message
+
+from stateway.coordination import MemoryCommandResults
+from stateway.core.errors import GatewayError, UpstreamError
+from stateway.core.gateway import Gateway
+from stateway.core.inference import Delta, InferenceRequest
+from stateway.core.loop import Loop
+from stateway.core.routing import BackendEntry, Router
+from stateway.core.run_registry import RunRegistry
+from stateway.protocols.messages.stream import PING
+from stateway.surfaces.http.app import build_http_app
+from stateway.surfaces.http.chat import ChatRoutes
+from stateway.surfaces.http.messages import MessagesRoutes
+from stateway.surfaces.http.responses import ResponsesRoutes
+from stateway.surfaces.http.service import ServiceRoutes
+from stateway.surfaces.http.sse import COMMENT
+from tests.core.fakes import MemoryStore, ScriptedBackend
+from tests.surfaces.http.asgi import Reply, call
+from tests.surfaces.http.test_chat import FakeRelay, ForwardingBackend
+from tests.surfaces.http.test_keyed_runs import CHAT, MESSAGES, SCRIPT, STREAMS
+
+KEEPALIVE = 0.01
+"""The routes' keep-alive interval here: a waiting retry's stream opens after it."""
+IDLE = {CHAT: COMMENT, MESSAGES: PING}
+SSE = {"content-type": "text/event-stream"}
+FRAME = b'data: {"object": "chat.completion.chunk", "choices": []}\n\n'
+DONE = b"data: [DONE]\n\n"
+FOREVER = 30.0
+"""Seconds a test waits for what must come (a guard, not a timing)."""
+
+
+def build(backend: ScriptedBackend, results: MemoryCommandResults) -> Starlette:
+    store = MemoryStore()
+    router = Router([BackendEntry(backend, {}, catch_all=True)])
+    gateway = Gateway(store, router, Loop(store), RunRegistry(), results=results)
+    return build_http_app(
+        ResponsesRoutes(gateway, 1 << 20),
+        ServiceRoutes(gateway),
+        chat=ChatRoutes(gateway, 1 << 20, keepalive=KEEPALIVE),
+        messages=MessagesRoutes(gateway, 1 << 20, keepalive=KEEPALIVE),
+    )
+
+
+class Scripts(ScriptedBackend):
+    """Answers each call with the next of ``scripts``."""
+
+    def __init__(self, *scripts: list[Delta | GatewayError]) -> None:
+        super().__init__(scripts[0])
+        self.scripts = list(scripts)
+
+    async def infer(self, request: InferenceRequest) -> AsyncGenerator[Delta, None]:
+        self.script = self.scripts.pop(0)
+        async for delta in super().infer(request):
+            yield delta
+
+
+def seeing(idle: bytes, seen: asyncio.Event) -> Callable[[Message], None]:
+    """A ``watch`` setting ``seen`` at the first keep-alive sent."""
+
+    def watch(message: Message) -> None:
+        if message.get("body") == idle:
+            seen.set()
+
+    return watch
+
+
+async def post(app: Starlette, path: str, **kwargs: Any) -> Reply:
+    headers = [(b"idempotency-key", b"k1"), (b"anthropic-version", b"2023-06-01")]
+    return await call(app, "POST", path, STREAMS[path], headers=headers, **kwargs)
+
+
+async def waiting_retry(app: Starlette, path: str, **kwargs: Any) -> asyncio.Task[Reply]:
+    """A retry posted while the first runs, once it got a keep-alive."""
+    alive = asyncio.Event()
+    retry = asyncio.create_task(post(app, path, watch=seeing(IDLE[path], alive), **kwargs))
+    await asyncio.wait_for(alive.wait(), FOREVER)
+    return retry
+
+
+def events(path: str, reply: Reply) -> bytes:
+    """A stream's body without its keep-alives."""
+    return reply.body.replace(IDLE[path], b"")
+
+
+@pytest.mark.parametrize("path", [CHAT, MESSAGES])
+async def test_a_waiting_retry_gets_keep_alives_then_the_first_answer(path: str) -> None:
+    gate = asyncio.Event()
+    backend = ScriptedBackend(SCRIPT, gate)
+    app = build(backend, MemoryCommandResults())
+    first = asyncio.create_task(post(app, path))
+    await backend.started.wait()
+
+    retry = await waiting_retry(app, path)
+    assert not first.done()  # kept alive while the first runs
+    gate.set()
+    original, retried = await first, await retry
+
+    assert (original.status, retried.status) == (200, 200)
+    assert retried.headers["content-type"].startswith("text/event-stream")
+    assert retried.headers["x-accel-buffering"] == "no"
+    if path == MESSAGES:
+        assert retried.headers["request-id"]
+    assert retried.body.startswith(IDLE[path])
+    assert events(path, retried) == events(path, original)
+    assert len(backend.requests) == 1
+
+
+@pytest.mark.parametrize("path", [CHAT, MESSAGES])
+async def test_a_waiting_retry_runs_itself_in_its_stream_when_the_first_failed(
+    path: str,
+) -> None:
+    """The first fails before any output: the retry, whose status line went out, runs
+    the request itself and streams its own answer."""
+    backend = Scripts([UpstreamError("down", status=502)], SCRIPT)
+    backend.seat = asyncio.Event()
+    app = build(backend, MemoryCommandResults())
+    first = asyncio.create_task(post(app, path))
+    await backend.started.wait()
+
+    retry = await waiting_retry(app, path)
+    backend.seat.set()
+    failed, retried = await first, await retry
+    again = await post(app, path)  # the retry's answer, remembered
+
+    assert b"down" in failed.body  # its error: a status, or an event once it opened
+    assert retried.status == again.status == 200
+    assert events(path, retried) == events(path, again)
+    ending = b"data: [DONE]\n\n" if path == CHAT else b'message_stop"}\n\n'
+    assert retried.body.endswith(ending)
+    assert len(backend.requests) == 2
+
+
+@pytest.mark.parametrize("path", [CHAT, MESSAGES])
+async def test_a_waiting_retry_failing_before_output_ends_with_an_error_event(
+    path: str,
+) -> None:
+    backend = ScriptedBackend([UpstreamError("down", status=502)])
+    backend.seat = asyncio.Event()
+    app = build(backend, MemoryCommandResults())
+    first = asyncio.create_task(post(app, path))
+    await backend.started.wait()
+
+    retry = await waiting_retry(app, path)
+    backend.seat.set()
+    failed, retried = await first, await retry
+
+    assert b"down" in failed.body
+    assert retried.status == 200
+    last = events(path, retried).rstrip(b"\n").rsplit(b"\n\n", 1)[-1]
+    if path == CHAT:  # the error line of a stream cut off
+        assert last.startswith(b'data: {"error":{"message":"down"')
+    else:
+        assert last.startswith(b"event: error\ndata: ")
+        assert b'"type":"api_error"' in last
+    assert len(backend.requests) == 2
+
+
+@pytest.mark.parametrize("path", [CHAT, MESSAGES])
+async def test_a_retry_leaving_while_it_waits_leaves_the_key_as_it_was(path: str) -> None:
+    gate = asyncio.Event()
+    backend = ScriptedBackend(SCRIPT, gate)
+    results = MemoryCommandResults()
+    app = build(backend, results)
+    first = asyncio.create_task(post(app, path))
+    await backend.started.wait()
+
+    leave = asyncio.Event()
+    retry = asyncio.create_task(post(app, path, leave=leave, watch=seeing(IDLE[path], leave)))
+    left = await asyncio.wait_for(retry, FOREVER)  # its wait ends with it
+    assert left.status == 200
+    assert not first.done()  # the first goes on
+    gate.set()
+    original = await first
+    again = await post(app, path)
+
+    assert events(path, again) == events(path, original)
+    assert len(backend.requests) == 1
+
+
+class Relays(ForwardingBackend):
+    """Forwards each body to the next of ``relays``."""
+
+    def __init__(self, *relays: FakeRelay) -> None:
+        super().__init__(relays[0])
+        self.relays = list(relays)
+
+    async def forward_chat(self, body: bytes, fields: Any) -> FakeRelay:
+        self.forwarded.append(body)
+        self.started.set()
+        return self.relays.pop(0)
+
+
+class Refusing(FakeRelay):
+    """A relay of an error status, telling the error a translated request would get."""
+
+    def failure(self) -> GatewayError:  # type: ignore[override]
+        return UpstreamError("overloaded", status=503)
+
+
+async def test_a_waiting_fast_path_retry_gets_keep_alives_then_the_relayed_answer() -> None:
+    gate = asyncio.Event()
+    backend = Relays(FakeRelay(200, SSE, [FRAME, DONE], gate))
+    app = build(backend, MemoryCommandResults())
+    first = asyncio.create_task(post(app, CHAT))
+    await backend.started.wait()
+
+    retry = await waiting_retry(app, CHAT)
+    gate.set()
+    original, retried = await first, await retry
+
+    assert original.body == FRAME + DONE
+    assert retried.status == 200
+    assert retried.headers["content-type"].startswith("text/event-stream")
+    assert events(CHAT, retried) == FRAME + DONE
+    assert len(backend.forwarded) == 1
+
+
+@pytest.mark.parametrize("relayed", ["stream", "refused"])
+async def test_a_waiting_fast_path_retry_relays_in_its_stream_when_the_first_failed(
+    relayed: str,
+) -> None:
+    gate = asyncio.Event()
+    error = b'{"error": {"message": "busy"}}'
+    failing = FakeRelay(503, {"content-type": "application/json"}, [error], gate)
+    second = (
+        FakeRelay(200, SSE, [FRAME, DONE], None)
+        if relayed == "stream"
+        else Refusing(503, {"content-type": "application/json"}, [error], None)
+    )
+    backend = Relays(failing, second)
+    app = build(backend, MemoryCommandResults())
+    first = asyncio.create_task(post(app, CHAT))
+    await backend.started.wait()
+
+    retry = await waiting_retry(app, CHAT)
+    gate.set()
+    failed, retried = await first, await retry
+
+    assert (failed.status, retried.status) == (503, 200)
+    if relayed == "stream":
+        assert events(CHAT, retried) == FRAME + DONE
+    else:
+        assert events(CHAT, retried).startswith(b'data: {"error":{"message":"overloaded"')
+    assert second.closed.is_set()
+    assert len(backend.forwarded) == 2
