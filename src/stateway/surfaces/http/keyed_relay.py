@@ -27,6 +27,9 @@ from stateway.core.errors import GatewayError, UpstreamError
 from stateway.protocols.chat.stream import encode_error_chunk
 from stateway.surfaces.http.relay import RelayResponse
 
+NO_STREAM = "The model server answered a streamed request with no event stream."
+"""The error ending a stream already open whose relay came as a 200 of another kind."""
+
 
 class _Recording:
     """``send``, keeping the status and each body chunk that went out; ``opened``: the
@@ -79,7 +82,7 @@ async def _refused_in_stream(relay: Relay, send: Send) -> None:
     try:
         async for _ in relay.chunks():
             pass
-        error = relay.failure() or UpstreamError(NO_STREAM, status=502)
+        error = relay.failure() or UpstreamError(NO_STREAM)
     except GatewayError as failed:
         error = failed
     finally:
@@ -87,6 +90,3 @@ async def _refused_in_stream(relay: Relay, send: Send) -> None:
     with contextlib.suppress(OSError):  # its client left
         body = encode_error_chunk(error)
         await send({"type": "http.response.body", "body": body, "more_body": False})
-
-
-NO_STREAM = "The model server answered a streamed request with no event stream."
