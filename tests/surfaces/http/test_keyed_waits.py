@@ -11,12 +11,13 @@ import asyncio
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
+import orjson
 import pytest
 from starlette.applications import Starlette
 from starlette.types import Message
 
 from stateway.coordination import MemoryCommandResults
-from stateway.core.errors import GatewayError, UpstreamError
+from stateway.core.errors import GatewayError, InvalidRequest, UpstreamError
 from stateway.core.gateway import Gateway
 from stateway.core.inference import Delta, InferenceRequest
 from stateway.core.loop import Loop
@@ -267,3 +268,21 @@ async def test_a_waiting_fast_path_retry_relays_in_its_stream_when_the_first_fai
     assert retried.body.endswith(b"\n\n")
     assert second.closed.is_set()
     assert len(backend.forwarded) == 2
+
+
+async def test_a_waiting_chat_retrys_error_names_the_field_as_sent() -> None:
+    """What would have been its error status's answer, param and all: the field as the
+    Chat request sent it, not as the gateway's canonical request names it."""
+    backend = ScriptedBackend([InvalidRequest("Too long.", param="input")])
+    backend.seat = asyncio.Event()
+    app = build(backend, MemoryCommandResults())
+    first = asyncio.create_task(post(app, CHAT))
+    await backend.started.wait()
+
+    retry = await waiting_retry(app, CHAT)
+    backend.seat.set()
+    _, retried = await first, await retry
+
+    last = events(CHAT, retried).rstrip(b"\n").rsplit(b"\n\n", 1)[-1]
+    error = orjson.loads(last.removeprefix(b"data: "))["error"]
+    assert (error["message"], error["param"]) == ("Too long.", "messages")

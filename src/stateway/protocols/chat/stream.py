@@ -39,6 +39,7 @@ the completion, ``"system_fingerprint": null``), so only the delta is serialized
 
 from __future__ import annotations
 
+from collections.abc import Container
 from typing import Any, Final
 
 import orjson
@@ -56,6 +57,7 @@ from stateway.protocols.chat.encode import (
     message_annotations,
     reasoning_fields,
 )
+from stateway.protocols.chat.errors import chat_error
 from stateway.protocols.service_tier import served_tier
 
 DONE: Final = b"data: [DONE]\n\n"
@@ -244,7 +246,9 @@ def stream_error(error: dict[str, Any] | None) -> dict[str, Any]:
     }
 
 
-def encode_error_chunk(error: GatewayError) -> bytes:
+def encode_error_chunk(error: GatewayError, sent: Container[str] | None = None) -> bytes:
     """The ``data: {"error": ...}`` line ending a stream the gateway cut off (an API key
-    revoked while it streamed, an upstream failing part-way through a relay)."""
-    return b"data: " + orjson.dumps({"error": error.to_dict()}) + b"\n\n"
+    revoked while it streamed, an upstream failing part-way through a relay). ``sent``:
+    a translated request's fields, its ``param`` named as sent (:func:`chat_error`)."""
+    wire = error.to_dict() if sent is None else chat_error(error, sent)
+    return b"data: " + orjson.dumps({"error": wire}) + b"\n\n"

@@ -193,7 +193,7 @@ class ChatRoutes:
             _whole,
             lambda run, opened: self._streamed(scope, decoded(), stay, run, opened),
             lambda run: _recorded(decoded().include_usage, run),
-            encode_error_chunk,
+            partial(_error_line, translated),
             self._keepalive,
             relayed=relayed,
         )
@@ -218,13 +218,14 @@ class ChatRoutes:
     ) -> SSEResponse:
         """``run``'s answer as a stream; ``on_disconnect``: what its client leaving does;
         ``opened``: in a stream already open (:class:`SSEResponse`)."""
+        sent = decoded.fields if opened else None  # its error, as its status's would be
         return SSEResponse(
             _frames(run, decoded.include_usage),
             on_disconnect,
             opening=partial(wait_for_output, run, hidden.shows),
             keepalive=self._keepalive,
             error_response=partial(_translated_answer, scope, decoded.fields),
-            ending=encode_error_chunk,
+            ending=partial(encode_error_chunk, sent=sent),
             opened=opened,
         )
 
@@ -266,6 +267,13 @@ def _translated_answer(scope: Scope, fields: dict[str, Any], error: Exception) -
 def _translated_error(fields: dict[str, Any], error: GatewayError) -> Response:
     wire = chat_error(error, fields)
     return JSONResponse({"error": wire}, status_code=error.status, headers=error.headers or None)
+
+
+def _error_line(translated: list[ChatRequest], error: GatewayError) -> bytes:
+    """The error line ending a keyed stream opened while it waited, in place of an error
+    status: worded as that status's answer (:func:`_translated_answer` once the request
+    was translated)."""
+    return encode_error_chunk(error, translated[0].fields if translated else None)
 
 
 async def _frames(run: Run, include_usage: bool) -> Chunks:
