@@ -8,7 +8,8 @@ was."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, Callable
+import uuid
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any
 
 import orjson
@@ -17,6 +18,8 @@ from starlette.applications import Starlette
 from starlette.types import Message
 
 from stateway.coordination import MemoryCommandResults
+from stateway.coordination.redis import RedisCommandResults, connect
+from stateway.core.coordination import CommandResults
 from stateway.core.errors import GatewayError, InvalidRequest, UpstreamError
 from stateway.core.gateway import Gateway
 from stateway.core.inference import Delta, InferenceRequest
@@ -45,7 +48,7 @@ FOREVER = 30.0
 """Seconds a test waits for what must come (a guard, not a timing)."""
 
 
-def build(backend: ScriptedBackend, results: MemoryCommandResults) -> Starlette:
+def build(backend: ScriptedBackend, results: CommandResults) -> Starlette:
     store = MemoryStore()
     router = Router([BackendEntry(backend, {}, catch_all=True)])
     gateway = Gateway(store, router, Loop(store), RunRegistry(), results=results)
@@ -171,26 +174,64 @@ async def test_a_waiting_retry_failing_before_output_ends_with_an_error_event(
     assert len(backend.requests) == 2
 
 
+@pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis)])
+async def results(request: pytest.FixtureRequest) -> AsyncIterator[CommandResults]:
+    """Where the outcomes are kept: in process, or in Redis (where a waiter polls)."""
+    if request.param == "memory":
+        kept: CommandResults = MemoryCommandResults()
+    else:
+        url: str = request.getfixturevalue("redis_url")
+        kept = RedisCommandResults(connect(url), f"test:{uuid.uuid4().hex}:")
+    yield kept
+    await kept.aclose()
+
+
+async def leaving(app: Starlette, path: str) -> None:
+    """A retry that leaves once it got a keep-alive: its call ends with it."""
+    leave = asyncio.Event()
+    retry = asyncio.create_task(post(app, path, leave=leave, watch=seeing(IDLE[path], leave)))
+    left = await asyncio.wait_for(retry, FOREVER)
+    assert left.status == 200
+
+
 @pytest.mark.parametrize("path", [CHAT, MESSAGES])
-async def test_a_retry_leaving_while_it_waits_leaves_the_key_as_it_was(path: str) -> None:
+async def test_a_retry_leaving_while_it_waits_leaves_the_key_as_it_was(
+    path: str, results: CommandResults
+) -> None:
     gate = asyncio.Event()
     backend = ScriptedBackend(SCRIPT, gate)
-    results = MemoryCommandResults()
     app = build(backend, results)
     first = asyncio.create_task(post(app, path))
     await backend.started.wait()
 
-    leave = asyncio.Event()
-    retry = asyncio.create_task(post(app, path, leave=leave, watch=seeing(IDLE[path], leave)))
-    left = await asyncio.wait_for(retry, FOREVER)  # its wait ends with it
-    assert left.status == 200
+    await leaving(app, path)
     assert not first.done()  # the first goes on
     gate.set()
     original = await first
     again = await post(app, path)
 
-    assert events(path, again) == events(path, original)
+    assert events(path, again) == events(path, original)  # the first's, remembered
     assert len(backend.requests) == 1
+
+
+@pytest.mark.parametrize("path", [CHAT, MESSAGES])
+async def test_a_retry_leaving_while_a_failing_first_waits_leaves_the_key_free(
+    path: str, results: CommandResults
+) -> None:
+    backend = Scripts([UpstreamError("down", status=502)], SCRIPT)
+    backend.seat = asyncio.Event()
+    app = build(backend, results)
+    first = asyncio.create_task(post(app, path))
+    await backend.started.wait()
+
+    await leaving(app, path)
+    backend.seat.set()
+    await first
+    again = await post(app, path)  # runs: nothing was remembered, nothing holds the key
+
+    assert again.status == 200
+    assert b"down" not in again.body
+    assert len(backend.requests) == 2
 
 
 class Relays(ForwardingBackend):
