@@ -10,10 +10,12 @@ import pytest
 from stateway.app import build_app, build_gateway, compile_generation, open_gateway
 from stateway.config import Overrides
 from stateway.core.commands import CreateResponse
+from stateway.core.coordination import AskHandler
 from stateway.core.response import ResponseState
 from stateway.core.runs import Run
 from stateway.storage.sql import migrate
 from tests.core.fakes import HeldReads, MemoryStore
+from tests.core.sharing_fakes import MemoryFanout, MemoryOwnerLeases
 from tests.surfaces.http.asgi import call
 
 
@@ -103,6 +105,45 @@ async def test_deleted_responses_are_erased_without_a_retention(
     async with app.router.lifespan_context(app):
         await asyncio.wait_for(eraser.started.wait(), 5)
     assert eraser.cancelled
+
+
+class ClosedStore(MemoryStore):
+    """Records that it was closed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.closed = False
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+class RefusingFanout(MemoryFanout):
+    """A fan-out whose start fails (a Redis refusing in a way no retry covers)."""
+
+    async def start(self, asked: AskHandler) -> None:
+        raise RuntimeError("the fan-out would not start")
+
+
+async def test_a_failed_start_up_closes_what_it_started(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A start-up step failing after others started (the lease's beat, the retention
+    sweep, the reloader) fails the start-up, and leaves none of them running: the
+    lease's row is removed and the store is closed."""
+    monkeypatch.delenv("STATEWAY_RETENTION", raising=False)
+    flags = Overrides(upstream="http://127.0.0.1:9/v1")
+    store, leases, eraser = ClosedStore(), MemoryOwnerLeases(), HeldPurger()
+    parts = build_gateway(
+        compile_generation(flags), flags, store, leases=leases, response_eraser=eraser
+    )
+    parts.fanout = RefusingFanout()
+    app = build_app(parts)
+    with pytest.raises(RuntimeError, match="would not start"):
+        async with app.router.lifespan_context(app):
+            pass
+    running = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    assert not [t for t in running if not t.done()]
+    assert leases.counts == {}
+    assert store.closed
 
 
 @pytest.mark.parametrize(

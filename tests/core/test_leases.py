@@ -308,6 +308,27 @@ async def test_closing_removes_this_process_and_survives_a_database_outage(
         await judge.beat()
 
 
+async def test_closing_a_keeper_not_started_or_closed_already_touches_no_database(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A start-up failing before the lease was registered closes the keeper, and so may
+    a second shutdown path after the first: neither reaches the database (failing here,
+    as it may be what stopped the start-up)."""
+    store, leases, clock = MemoryStore(), MemoryOwnerLeases(), Clock()
+    judge = keeper(store, leases, clock)
+    leases.fail = True
+    with caplog.at_level(logging.WARNING):
+        await judge.aclose()
+    leases.fail = False
+    await judge.start()
+    await judge.aclose()
+    assert "host-b 2 2" not in leases.counts
+    leases.fail = True
+    with caplog.at_level(logging.WARNING):
+        await judge.aclose()
+    assert "lease failed" not in caplog.text
+
+
 async def test_closing_keeps_the_lease_of_a_process_leaving_responses_in_progress(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

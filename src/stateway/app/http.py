@@ -53,7 +53,8 @@ so end-to-end tests see a rotated key, or a provider back, without waiting that 
 def build_app(parts: GatewayParts) -> Starlette:
     """The HTTP app. Its start-up marks the responses a dead process left in progress
     (before any request is served: :meth:`GatewayParts.recover`, unless done); its
-    shutdown ends the runs still in flight, then closes every config generation."""
+    shutdown ends the runs still in flight, then closes every config generation. A
+    start-up failing closes what it had started, as the shutdown does."""
     server = parts.config.server
     tenant_sessions = MAX_TENANT_SESSIONS if parts.config.auth.configured else None
     limits = McpLimits(
@@ -67,15 +68,15 @@ def build_app(parts: GatewayParts) -> Starlette:
 
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
-        await parts.recover()
-        if parts.retention is not None:
-            parts.retention.start()
-        parts.reloader.start()
-        if parts.signals is not None:
-            await parts.signals.start(parts.gateway.cancel_signalled)
-        if parts.fanout is not None:
-            await parts.fanout.start(parts.gateway.position_asked)
-        try:
+        try:  # a step failing closes what the others started: each part's aclose is safe
+            await parts.recover()  # on a part never started (and on one closed already)
+            if parts.retention is not None:
+                parts.retention.start()
+            parts.reloader.start()
+            if parts.signals is not None:
+                await parts.signals.start(parts.gateway.cancel_signalled)
+            if parts.fanout is not None:
+                await parts.fanout.start(parts.gateway.position_asked)
             yield
         finally:
             await mcp.aclose()

@@ -133,15 +133,18 @@ class LeaseKeeper:
 
     async def aclose(self) -> None:
         """Stop beating and remove this process's row: call once its runs have ended,
-        and its settler has stopped. A response of its own still in progress (an end the
-        settler gave up storing) keeps the row, beating no more: a survivor fails it once
-        the lease expires, as a dead process's. Removed, the row would never be judged,
-        and the response would stay in progress for ever (a conversation held, its
-        watchers waiting), but for a restart on the same host (start-up marking)."""
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.wait([self._task])
-            self._task = None
+        and its settler has stopped (nothing, on a keeper not started since it was last
+        closed: a start-up that failed early, or a second close). A response of its own
+        still in progress (an end the settler gave up storing) keeps the row, beating no
+        more: a survivor fails it once the lease expires, as a dead process's. Removed,
+        the row would never be judged, and the response would stay in progress for ever
+        (a conversation held, its watchers waiting), but for a restart on the same host
+        (start-up marking)."""
+        task, self._task = self._task, None
+        if task is None:  # never started, or closed already: no row of its own to remove
+            return
+        task.cancel()
+        await asyncio.wait([task])
         try:
             left = [r for r in await self._store.in_progress() if r.owner == self._me]
             if left:
