@@ -151,11 +151,14 @@ def _serve(
 
         await migrate(config.database_url)
         parts = await open_gateway(compiled, flags)
-        try:  # every way out closes the store (once served, the app's shutdown did already)
+        try:  # every way out gives the lease back and closes the store (once served, the
+            # app's shutdown did already: closing them again is harmless)
             await parts.recover()  # its StorageError reported as the database's, not the lifespan's
             await _warn_without_active_keys(config, parts.keys)
             await _serve_parts(parts, hangup, sock, beyond_loopback=warning is not None)
         finally:
+            if parts.leases is not None:
+                await parts.leases.aclose()
             await parts.store.aclose()
 
     with sock:

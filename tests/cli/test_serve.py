@@ -5,10 +5,12 @@ import errno
 import io
 import logging
 import socket
+import sqlite3
 import sys
 import time
 import urllib.error
 import urllib.request
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -135,6 +137,28 @@ def test_a_start_up_failing_after_the_database_opened_closes_it(
 
     assert code == 1
     assert closed
+
+
+def test_a_start_up_failing_after_the_lease_was_registered_gives_it_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A step after the lease's registration failing (the key check, here): serving
+    ends reporting it, the lease's beat stops and its row is removed, not left for the
+    other replicas to judge once it expires."""
+
+    async def failing(config: Config, keys: object) -> None:
+        raise StorageError("The database failed as its keys were read")
+
+    monkeypatch.setattr(subcommands, "_warn_without_active_keys", failing)
+    monkeypatch.setattr(subcommands, "bind_socket", lambda host, port: socket.socket())
+    monkeypatch.setattr(subcommands, "configure_logging", lambda form, level: None)
+    database = tmp_path / "x.db"
+
+    code = cli.main(["serve", "--database", f"sqlite:///{database}"])
+
+    assert code == 1
+    with closing(sqlite3.connect(database)) as connection:
+        assert connection.execute("select owner from run_owners").fetchall() == []
 
 
 def test_the_start_up_description_says_when_no_auth_serves_beyond_loopback() -> None:
