@@ -57,7 +57,9 @@ def fake_surface(monkeypatch: pytest.MonkeyPatch) -> type[FakeSurface]:
     return FakeSurface
 
 
-async def call(mount: McpMount) -> tuple[int, bytes]:
+async def call(
+    mount: McpMount, method: str = "POST", headers: list[tuple[bytes, bytes]] | None = None
+) -> tuple[int, bytes]:
     sent: list[dict[str, Any]] = []
 
     async def receive() -> dict[str, Any]:
@@ -66,7 +68,7 @@ async def call(mount: McpMount) -> tuple[int, bytes]:
     async def send(message: dict[str, Any]) -> None:
         sent.append(message)
 
-    scope = {"type": "http", "path": "/mcp", "method": "POST", "headers": []}
+    scope = {"type": "http", "path": "/mcp", "method": method, "headers": headers or []}
     await asyncio.wait_for(mount(scope, receive, send), 5)  # a start that hangs fails
     body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
     return sent[0]["status"], body
@@ -139,6 +141,23 @@ async def test_a_body_is_read_within_its_bounds_before_the_surface_starts(
     error = orjson.loads(b"".join(m.get("body", b"") for m in sent[1:]))["error"]
     assert error["code"] == "request_timeout"
     assert fake_surface.built == []  # nothing started for a request that never came
+    await served.aclose()
+
+
+@pytest.mark.parametrize("method", ["GET", "DELETE"])
+async def test_a_bodiless_request_is_served_whatever_coding_it_names(
+    fake_surface: type[FakeSurface], method: str
+) -> None:
+    """``GET`` (the stream) and ``DELETE`` (the session's end) carry no body, and none is
+    read: the ``Content-Encoding`` they name is ignored, as every other route's bodiless
+    requests ignore it. A ``POST``'s body is decoded: a coding not undone is a 415."""
+    served = mount()
+    coded = [(b"content-encoding", b"br")]
+
+    assert await call(served, method, coded) == (200, b"ok")
+    status, body = await call(served, "POST", coded)
+    assert status == 415
+    assert orjson.loads(body)["error"]["code"] == "unsupported_content_encoding"
     await served.aclose()
 
 

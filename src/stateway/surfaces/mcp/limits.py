@@ -51,7 +51,12 @@ class McpLimits:
 async def body_read_ahead(scope: Scope, receive: Receive, limits: McpLimits) -> Receive:
     """``receive`` for the SDK, the request's body read whole within ``limits`` first,
     decoded. Raises ``RequestTooLarge``, ``BodyTimeout``, ``UnsupportedContentEncoding``,
-    ``UndecodableBody``, or ``ClientDisconnect`` (the client left)."""
+    ``UndecodableBody``, or ``ClientDisconnect`` (the client left). Only a ``POST``'s
+    body is read (the SDK reads no other's: ``GET`` opens a stream, ``DELETE`` ends a
+    session): another request's ``receive`` is returned as it is, and the
+    ``Content-Encoding`` it names ignored, as every route's bodiless requests do."""
+    if scope["method"] != "POST":
+        return receive
     body = await receive_body(scope, receive, limits.max_body_bytes, limits.body_timeout)
     pending: list[Message] = [{"type": "http.request", "body": body, "more_body": False}]
 

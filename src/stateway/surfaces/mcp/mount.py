@@ -5,7 +5,7 @@ serving process, ~20 MiB. A gateway nobody drives over MCP should not carry it, 
 HTTP app mounts an :class:`McpMount`: at the first request to ``/mcp`` it imports
 :mod:`.server`, builds the :class:`~.server.McpSurface` and enters its session manager in
 a task of its own (the SDK's task group must be left by the task that entered it), which
-:meth:`McpMount.aclose` ends at shutdown. A request's body is read here, ahead of the
+:meth:`McpMount.aclose` ends at shutdown. A ``POST``'s body is read here, ahead of the
 surface, within the bounds of every route's (:func:`~.limits.body_read_ahead`), so that
 its bounds hold from its first byte, the first request's too, whose surface's start
 (the SDK's import) holds the event loop for a while.
