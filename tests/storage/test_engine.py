@@ -272,6 +272,25 @@ def test_descriptions_name_the_place_and_hide_the_password(tmp_path: Path) -> No
     assert describe_url("postgresql://db.example") == "PostgreSQL database (default) on db.example"
 
 
+@pytest.mark.parametrize(
+    ("url", "where"),
+    [
+        ("/gw?host=db1:5433&host=db2:5434", "db1:5433, db2:5434"),  # several, each its port
+        ("/gw?host=db1,db2", "db1, db2"),
+        ("/gw?host=/run/postgresql", "/run/postgresql"),  # a Unix socket's directory
+        (":6543/gw?host=/run/postgresql", "/run/postgresql, port 6543"),
+        ("/gw?host=db1:5433&sslmode=require", "db1:5433"),
+        ("other.example/gw?host=db1", "db1"),  # the parameter's host is the one connected to
+    ],
+)
+def test_descriptions_name_the_hosts_a_url_gives_as_parameters(url: str, where: str) -> None:
+    """Hosts given as ``host`` parameters (several of them, or a Unix socket's directory,
+    which has no place in a URL's authority) are the ones connected to: named, as a host
+    in the authority is (the password still hidden)."""
+    described = describe_url(f"postgresql://alice:s3cret@{url}")
+    assert described == f"PostgreSQL database gw on {where} as alice"
+
+
 def test_a_locked_switch_to_wal_is_left_to_the_connection_doing_it() -> None:
     """On a new file, concurrent connections race to switch it to WAL; SQLite answers the
     losers "locked" at once. They must still connect (the mode lives in the file)."""

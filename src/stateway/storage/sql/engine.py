@@ -387,14 +387,25 @@ def apply_sqlite_pragmas(dbapi_connection: DBAPIConnection, _record: ConnectionP
 
 
 def describe_url(url: str) -> str:
-    """Where the data lives, for the start-up banner; never includes a password."""
+    """Where the data lives, for the start-up banner; never includes a password. A
+    PostgreSQL URL's hosts are its ``host`` parameters when it has any (several, or a Unix
+    socket's directory: the ones connected to), else its authority's."""
     target = async_url(url)
     if is_sqlite(target):
         return f"SQLite database at {target.database}"
-    host = target.host or "the default host"
-    port = f":{target.port}" if target.port else ""
+    listed = target.query.get("host", ())
+    hosts = [h for value in _as_list(listed) for h in value.split(",") if h]
+    if hosts:
+        where = ", ".join(hosts) + (f", port {target.port}" if target.port else "")
+    else:
+        where = (target.host or "the default host") + (f":{target.port}" if target.port else "")
     user = f" as {target.username}" if target.username else ""
-    return f"PostgreSQL database {target.database or '(default)'!s} on {host}{port}{user}"
+    return f"PostgreSQL database {target.database or '(default)'!s} on {where}{user}"
+
+
+def _as_list(value: str | tuple[str, ...]) -> list[str]:
+    """A URL parameter's values: one, or each of it given several times."""
+    return [value] if isinstance(value, str) else list(value)
 
 
 def _parse(url: str) -> URL:
