@@ -75,6 +75,21 @@ def test_gzip_members_one_after_another_are_one_body() -> None:
     assert decoded(decoder("gzip"), data, 7) == BODY
 
 
+@pytest.mark.parametrize("size", [None, 1, 7, 1000])
+def test_zero_padding_after_a_gzip_member_is_skipped_as_gzipfile_skips_it(
+    size: int | None,
+) -> None:
+    """Zeros past a complete member (a block device's or tape's padding) are ignored, as
+    GNU gzip and Python's ``GzipFile`` ignore them; a member after them is read on, as
+    ``GzipFile`` reads it."""
+    padded = gzip.compress(BODY) + b"\0" * 512
+    assert gzip.decompress(padded) == BODY
+    assert decoded(decoder("gzip"), padded, size) == BODY
+    between = gzip.compress(BODY[:100]) + b"\0" * 9 + gzip.compress(BODY[100:]) + b"\0"
+    assert gzip.decompress(between) == BODY
+    assert decoded(decoder("gzip"), between, size) == BODY
+
+
 @pytest.mark.parametrize("coding", ["br", "zstd", "compress", "gzip;q=1"])
 def test_another_coding_is_a_415_naming_those_accepted(coding: str) -> None:
     with pytest.raises(UnsupportedContentEncoding) as refused:
@@ -134,9 +149,18 @@ def test_each_coding_of_several_is_bounded() -> None:
         ("gzip", b"this is no gzip"),
         ("deflate", b"\x78\x9cthis is no deflate"),
         ("gzip", gzip.compress(BODY) + b"garbage"),
+        ("gzip", gzip.compress(BODY) + b"\0\0garbage"),
         ("deflate", deflated(BODY) + b"more"),
+        ("deflate", deflated(BODY) + b"\0"),
     ],
-    ids=["no-gzip", "no-deflate", "gzip-then-garbage", "deflate-then-more"],
+    ids=[
+        "no-gzip",
+        "no-deflate",
+        "gzip-then-garbage",
+        "gzip-then-zeros-then-garbage",
+        "deflate-then-more",
+        "deflate-then-zero",
+    ],
 )
 def test_a_corrupt_body_is_undecodable(coding: str, data: bytes) -> None:
     with pytest.raises(UndecodableBody) as refused:

@@ -1,7 +1,8 @@
 """A request body's content codings (``Content-Encoding``), undone as the body arrives.
 
 Accepted: ``gzip`` (``x-gzip`` too, and several members one after another, as the gzip
-format allows), ``deflate`` (zlib's format, as RFC 9110 has it, or the raw deflate some
+format allows, zero bytes after one skipped, as GNU gzip and Python's ``GzipFile`` skip
+that padding), ``deflate`` (zlib's format, as RFC 9110 has it, or the raw deflate some
 clients send under that name, told apart by zlib's two-byte header) and ``identity``.
 Several codings listed (``gzip, identity``) were applied in that order and are undone in
 the other, at most :data:`MAX_CODINGS` of them (each holds its own inflater, and a window
@@ -109,9 +110,12 @@ class _Inflation:
         pieces: list[bytes] = []
         try:
             while data:
-                if inflater.eof:  # a gzip member ended: the next one begins
+                if inflater.eof:  # a gzip member ended: padding (zeros), or the next one
                     if self._coding != "gzip":
                         raise UndecodableBody(self._coding, "data follows its end")
+                    data = data.lstrip(b"\0")  # skipped, as GzipFile skips them
+                    if not data:
+                        break
                     inflater = self._inflater = zlib.decompressobj(_GZIP)
                 piece = inflater.decompress(data, self._room + 1)
                 self._room -= len(piece)
