@@ -119,6 +119,31 @@ def test_an_existing_file_is_refused_unless_forced(
     assert target.stat().st_mode & 0o777 == 0o600
 
 
+def test_forced_over_a_symlink_the_link_itself_is_replaced(
+    database: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As ``mv`` does (the copy is renamed to the target): the link becomes the backup, and
+    the file it pointed to is left as it was (README, Backing up and restoring)."""
+    pointed = tmp_path / "elsewhere.db"
+    pointed.write_text("an earlier backup")
+    target = tmp_path / "latest.db"
+    target.symlink_to(pointed)
+
+    assert backup(database, str(target)) == 2
+    assert capsys.readouterr().err == f"stateway: {target} exists; give --force to replace it\n"
+    assert backup(database, "--force", str(target)) == 0
+
+    assert not target.is_symlink()
+    assert secrets(target) == [SECRET]
+    assert pointed.read_text() == "an earlier backup"
+    to_the_database = tmp_path / "live.db"
+    to_the_database.symlink_to(database)
+    capsys.readouterr()
+    assert backup(database, "--force", str(to_the_database)) == 2  # never in its place
+    assert "is the database itself" in capsys.readouterr().err
+    assert to_the_database.is_symlink()
+
+
 def test_the_database_itself_or_a_directory_is_refused_even_forced(
     database: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
