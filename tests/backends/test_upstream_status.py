@@ -281,6 +281,14 @@ def test_a_context_refusal_without_both_counts_has_no_numbers(counts: dict[str, 
     assert not isinstance(refused, UpstreamContextTooLong)
 
 
+def test_any_positive_counts_are_numbers() -> None:
+    error = {"code": 400, "message": "too long", "type": "exceed_context_size_error"}
+    error |= {"n_prompt_tokens": 2, "n_ctx": 1}
+    refused = classify_reply(400, orjson.dumps({"error": error}), "up", str)
+    assert isinstance(refused, UpstreamContextTooLong)
+    assert (refused.tokens, refused.window) == (2, 1)
+
+
 def test_a_reply_s_error_is_classified_with_the_key_scrubbed() -> None:
     raw = b'{"error": {"message": "bad key sk-1", "code": "invalid_request_error"}}'
     error = classify_reply(400, raw, "up", lambda said: said.replace("sk-1", "***"))
