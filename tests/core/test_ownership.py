@@ -9,9 +9,17 @@ import orjson
 import pytest
 
 from stateway.core import events as ev
-from stateway.core.errors import StorageRejected
-from stateway.core.ownership import ProcessIdentity, _start_time, fail_abandoned
+from stateway.core.errors import ServerRestarted, StorageRejected
+from stateway.core.ownership import (
+    ProcessIdentity,
+    _start_time,
+    died_running,
+    end_as_stored,
+    fail_abandoned,
+    sent_unstored,
+)
 from stateway.core.ports import ConversationTurn, EventBatch, ResponseRecord
+from stateway.core.response import ResponseState, load_state
 from stateway.protocols.responses.event_log import decode_event_json
 from stateway.protocols.responses.stream import encode_event_json
 from tests.core.fakes import MemoryStore
@@ -80,6 +88,7 @@ async def test_only_a_dead_owner_of_this_host_loses_its_responses() -> None:
     assert body["error"]["code"] == "server_restarted"
     assert body["completed_at"] is None
     assert store.records["t", "dead"].input_items  # the input stays
+    assert store.records["t", "dead"].output_items == []  # no log: no output
 
 
 async def test_a_sibling_in_another_pid_namespace_of_this_host_keeps_its_responses() -> None:
@@ -292,7 +301,33 @@ async def test_a_dead_run_whose_logged_output_is_refused_is_failed_without_it(
     assert (terminal["type"], terminal["sequence_number"]) == ("response.failed", 2)
     assert terminal["response"]["output"] == []
     assert terminal["response"]["error"]["code"] == "server_restarted"
-    assert "the database refused the logged output of response logged" in caplog.text
+    assert caplog.messages == [
+        "the database refused the logged output of response logged (Storage rejected the"
+        " data while saving a response.): failing it without",
+        "marked 1 response(s) left in progress by a stopped process as failed (server_restarted)",
+    ]
+
+
+async def test_a_dead_turn_whose_logged_output_is_refused_still_lets_its_conversation_go() -> None:
+    store = RefusingOutput()
+    turn = in_progress("turn", DEAD, background=True)
+    turn.body["conversation_id"] = "conv_1"
+    await store.save(turn)
+    done = {"id": "msg_1", "type": "message", "role": "assistant", "status": "completed"}
+    done |= {"content": [{"type": "output_text", "text": "hi", "annotations": []}]}
+    logged = [
+        encode_event_json(0, ev.ItemAdded(0, done)),
+        encode_event_json(1, ev.ItemDone(0, done)),
+    ]
+    await store.append_events("t", "turn", EventBatch(0, logged))
+    ends: list[ConversationTurn | None] = []
+    store.on_save = lambda record: ends.append(record.turn)
+
+    me = ProcessIdentity.current()
+    assert await fail_abandoned(store, me, encode_event_json, decode_event_json) == 1
+
+    assert store.records["t", "turn"].status == "failed"
+    assert ends == [ConversationTurn("conv_1")]
 
 
 class RefusingEnds(MemoryStore):
@@ -319,4 +354,69 @@ async def test_a_dead_run_whose_end_is_refused_does_not_stop_every_start(
 
     assert store.records["t", "plain"].status == "failed"
     assert store.records["t", "refused"].status == "in_progress"
-    assert "the database refused the end of response refused" in caplog.text
+    assert caplog.messages[0] == (
+        "the database refused the end of response refused, left in progress by a stopped"
+        " process, even without its output: it is left in progress (Storage rejected the data"
+        " while saving a response.)"
+    )
+
+
+async def test_nothing_abandoned_marks_nothing(caplog: pytest.LogCaptureFixture) -> None:
+    store = MemoryStore()
+    me = ProcessIdentity.current()
+    await store.save(in_progress("mine", me))
+    assert await fail_abandoned(store, me, encode_event_json, decode_event_json) == 0
+    assert caplog.messages == []
+
+
+def running_state(response_id: str) -> ResponseState:
+    return load_state("t", in_progress(response_id, None).body, [])
+
+
+@pytest.mark.parametrize("stored", [None, in_progress("run", DEAD)])
+def test_a_run_whose_row_is_gone_or_unfinished_ends_as_restarted(
+    stored: ResponseRecord | None,
+) -> None:
+    """Its row deleted since, or not yet readable as ended: taken as judged."""
+    state = running_state("run")
+    state.output = [{"type": "message", "role": "assistant", "content": []}]
+    state.completed_at = 2.0
+    error = end_as_stored(state, stored)
+    assert isinstance(error, ServerRestarted)
+    assert (state.status, state.output, state.completed_at) == ("failed", [], None)
+    assert state.error is not None
+    assert state.error["code"] == "server_restarted"
+
+
+def test_a_run_ended_elsewhere_ends_as_stored() -> None:
+    state = running_state("run")
+    ended = in_progress("run", DEAD, status="completed")
+    ended.body |= {"completed_at": 3.0, "usage": None}
+    ended.output_items = [{"type": "message", "role": "assistant", "content": []}]
+    assert end_as_stored(state, ended) is None
+    assert (state.status, state.completed_at, state.error) == ("completed", 3.0, None)
+    assert state.output == ended.output_items
+
+
+@pytest.mark.parametrize(
+    ("status", "code", "died", "unstored"),
+    [
+        ("failed", "server_restarted", True, True),
+        ("failed", "storage_unavailable", False, True),
+        ("failed", "storage_full", False, True),
+        ("failed", "upstream_error", False, False),
+        ("in_progress", None, False, False),
+    ],
+)
+async def test_what_a_failure_says_of_events_never_stored(
+    status: str, code: str | None, died: bool, unstored: bool
+) -> None:
+    store = MemoryStore()
+    record = in_progress("run", DEAD, status=status)
+    if code is not None:
+        record.body["error"] = {"code": code, "message": "m"}
+    await store.save(record)
+    assert await died_running(store, "t", "run") is died
+    assert await sent_unstored(store, "t", "run") is unstored
+    assert not await died_running(store, "t", "gone")
+    assert not await sent_unstored(store, "t", "gone")
