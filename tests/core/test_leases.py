@@ -12,7 +12,7 @@ import pytest
 
 from stateway.core import events as ev
 from stateway.core.commands import CreateResponse
-from stateway.core.errors import ServerRestarted, StorageError
+from stateway.core.errors import ServerRestarted, StorageError, StorageRejected
 from stateway.core.inference import TextDelta
 from stateway.core.leases import LeaseKeeper
 from stateway.core.ownership import fail_owned
@@ -152,8 +152,84 @@ async def test_a_run_whose_end_the_database_refuses_is_left_not_judged_at_every_
 
     assert await judge.beat() == ["host-a 1 1"]
     assert statuses(store) == {"refused": "in_progress", "plain": "failed"}
-    assert "the database refused the end of response refused" in caplog.text
+    assert caplog.messages[-2:] == [
+        "the database refused the end of response refused of a dead process, even without"
+        " its output: it is left in progress (Storage rejected the data while saving a"
+        " response.)",
+        "marked 1 response(s) of 1 process(es) whose lease expired as failed"
+        " (server_restarted): host-a 1 1",
+    ]
     assert "host-a 1 1" not in leases.counts, "forgotten: judging it again changes nothing"
+
+
+class RefusingSome(MemoryStore):
+    async def finish(self, record: ResponseRecord) -> bool:
+        if record.id.startswith("refused"):
+            raise StorageRejected("Storage rejected the data while saving a response.")
+        return await super().finish(record)
+
+
+async def test_the_judging_counts_only_the_runs_it_failed(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    store, leases, clock = RefusingSome(), MemoryOwnerLeases(), Clock()
+    for response_id, owner in [
+        ("plain", "host-a 1 1"),
+        ("refused-1", "host-a 1 1"),
+        ("refused-2", "host-c 3 3"),
+        ("other", "host-c 3 3"),
+    ]:
+        await store.save(in_progress(response_id, owner))
+    await leases.register("host-b 2 2", TIMEOUT)  # this process, listed first
+    await leases.register("host-c 3 3", TIMEOUT)
+    await leases.register("host-a 1 1", TIMEOUT)
+    judge = keeper(store, leases, clock)
+    await judge.beat()
+    clock.now += TIMEOUT
+
+    with caplog.at_level(logging.WARNING):
+        assert sorted(await judge.beat()) == ["host-a 1 1", "host-c 3 3"]
+    assert caplog.messages[-1] == (
+        "marked 2 response(s) of 2 process(es) whose lease expired as failed"
+        " (server_restarted): host-a 1 1, host-c 3 3"
+    )
+    assert statuses(store) == {
+        "plain": "failed",
+        "refused-1": "in_progress",
+        "refused-2": "in_progress",
+        "other": "failed",
+    }
+
+
+async def test_a_judged_run_keeps_the_output_its_log_shows() -> None:
+    store, leases, clock = MemoryStore(), MemoryOwnerLeases(), Clock()
+    await store.save(in_progress("bg", "host-a 1 1", background=True))
+    done = {"id": "msg_1", "type": "message", "role": "assistant", "status": "completed"}
+    done |= {"content": [{"type": "output_text", "text": "hi", "annotations": []}]}
+    events = [ev.ItemAdded(0, done), ev.ItemDone(0, done)]
+    logged = [encode_event_json(seq, event) for seq, event in enumerate(events)]
+    await store.append_events("t", "bg", EventBatch(0, logged))
+    await leases.register("host-a 1 1", TIMEOUT)
+    judge = keeper(store, leases, clock)
+    await judge.beat()
+    clock.now += TIMEOUT
+
+    assert await judge.beat() == ["host-a 1 1"]
+    record = store.records["t", "bg"]
+    assert (record.status, record.output_items) == ("failed", [done])
+
+
+async def test_closing_a_keeper_never_started_or_closed_already_does_nothing() -> None:
+    store, leases, clock = MemoryStore(), MemoryOwnerLeases(), Clock()
+    tasks = len(asyncio.all_tasks())
+    never = keeper(store, leases, clock)
+    await never.aclose()
+    started = keeper(store, leases, clock, me="host-c 3 3")
+    await started.start()
+    await started.aclose()
+    await started.aclose()
+    assert len(asyncio.all_tasks()) == tasks, "its beating task ended"
+    assert leases.counts == {}
 
 
 async def test_a_run_that_could_not_be_failed_is_judged_again_at_the_next_beat(
@@ -168,7 +244,11 @@ async def test_a_run_that_could_not_be_failed_is_judged_again_at_the_next_beat(
 
     with caplog.at_level(logging.WARNING):
         assert await judge.beat() == ["host-a 1 1"]
-    assert "failing a response of a dead process failed" in caplog.text
+    assert caplog.messages[-2:] == [
+        "failing a response of a dead process failed: Storage failed while saving a response.",
+        "marked 0 response(s) of 1 process(es) whose lease expired as failed"
+        " (server_restarted): host-a 1 1",
+    ]
     assert "host-a 1 1" in leases.counts, "kept, to be judged again"
     assert statuses(store) == {"dead": "in_progress"}
 
@@ -189,7 +269,10 @@ async def test_a_process_whose_row_is_gone_registers_again(
     with caplog.at_level(logging.ERROR):
         await judge.beat()
 
-    assert "lease had lapsed" in caplog.text
+    assert caplog.messages == [
+        "this process's lease had lapsed (another process judged it dead and failed its"
+        " runs); registering again"
+    ]
     assert "host-b 2 2" in leases.counts
     await judge.aclose()
 
@@ -267,7 +350,11 @@ async def test_a_failed_check_after_a_lapse_is_made_again_at_the_next_beat(
         assert await here.beat() == []
         clock.now += TIMEOUT
         assert await here.beat() == ["host-z 9 9"], "the others judged meanwhile"
-    assert caplog.text.count("after its lease lapsed failed") == 2
+    checking = (
+        "checking this process's runs after its lease lapsed failed (again at the next"
+        " beat): Storage failed while reading a response."
+    )
+    assert caplog.messages.count(checking) == 2
     assert me in leases.counts, "registered again before the check failed"
     assert leases.timeouts[me] == TIMEOUT
     assert not failed.closed
@@ -278,7 +365,7 @@ async def test_a_failed_check_after_a_lapse_is_made_again_at_the_next_beat(
     async with asyncio.timeout(5):
         await failed.wait()
     assert isinstance(failed.error, ServerRestarted)
-    assert "ended 1 run(s) another process had failed meanwhile" in caplog.text
+    assert "ended 1 run(s) another process had failed meanwhile" in caplog.messages
     store.fail_get = True  # checked once done: the next beat reads no run
     with caplog.at_level(logging.WARNING):
         await here.beat()
@@ -303,7 +390,7 @@ async def test_closing_removes_this_process_and_survives_a_database_outage(
     leases.fail = True
     with caplog.at_level(logging.WARNING):
         await judge.aclose()  # the row stays: a survivor removes it after the lease
-    assert "removing this process's lease failed" in caplog.text
+    assert caplog.messages == ["removing this process's lease failed: The database is unavailable."]
     with pytest.raises(StorageError):
         await judge.beat()
 
@@ -344,7 +431,11 @@ async def test_closing_keeps_the_lease_of_a_process_leaving_responses_in_progres
     with caplog.at_level(logging.WARNING):
         await leaving.aclose()
     assert "host-b 2 2" in leases.counts, "the row stays for the survivors to judge"
-    assert "1 response(s) of its own in progress" in caplog.text
+    assert caplog.messages == [
+        "stopping with 1 response(s) of its own in progress (their ends could not be"
+        " stored): this process's lease is left to expire, and another process fails"
+        " them then"
+    ]
 
     await leases.register("host-c 3 3", TIMEOUT)
     survivor = keeper(store, leases, clock, me="host-c 3 3")
@@ -383,7 +474,7 @@ async def test_the_beating_task_logs_a_failed_beat_and_goes_on(
             if "renewing leases failed" in caplog.text:
                 break
             await asyncio.sleep(0.001)
-    assert "renewing leases failed" in caplog.text
+    assert "renewing leases failed: The database is unavailable." in caplog.messages
     leases.fail = False
     beats = leases.counts["host-b 2 2"]
     for _ in range(1000):  # beats again once the database answers
