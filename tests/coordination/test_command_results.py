@@ -569,3 +569,45 @@ async def test_a_claim_cancelled_as_redis_takes_it_is_let_go(redis_url: str) -> 
         left = await probe.keys(prefix + "cmd:*")
         await probe.aclose()
     assert left == []
+
+
+async def held_keys(results: MemoryCommandResults, keys: list[CommandKey]) -> list[str]:
+    """The command ids of ``keys`` whose outcomes are held (the others' claims let go)."""
+    held = []
+    for key in keys:
+        if await results.claim(key, "f") is None:
+            await results.release(key)
+        else:
+            held.append(key.command_id)
+    return held
+
+
+async def test_past_the_bytes_bound_the_tenant_holding_the_most_bytes_gives_up_one() -> None:
+    """By bytes, not by count (bob's one large answer, not alice's many small ones), each
+    tenant's bytes counted down as its outcomes go; the newest's tenant passed over while
+    it holds nothing else."""
+    results = MemoryCommandResults(max_bytes=80)
+    b1, b2 = CommandKey("bob", "p", "b1"), CommandKey("bob", "p", "b2")
+    a1, a2 = CommandKey("alice", "p", "a1"), CommandKey("alice", "p", "a2")
+    c1 = CommandKey("carol", "p", "c1")
+    for key, size in [(b1, 60), (b2, 5), (a1, 10), (a2, 10)]:
+        await results.complete(key, Outcome("f", b"x" * size))
+    # 85 bytes: bob's 65 the most (by count, alice's two and bob's two tie)
+    assert await held_keys(results, [b1, b2, a1, a2]) == ["b2", "a1", "a2"]
+
+    await results.complete(c1, Outcome("f", b"x" * 60))
+    # 85 again: carol's the most but only the newest; alice's 20 then, not bob's 5
+    assert await held_keys(results, [b2, a1, a2, c1]) == ["b2", "a2", "c1"]
+
+
+async def test_a_long_flood_still_pushes_out_only_its_own_outcomes() -> None:
+    """Long enough for the ranking to be rebuilt many times over."""
+    results = MemoryCommandResults(max_results=5)
+    theirs = CommandKey("alice", "p", "create")
+    await results.complete(theirs, Outcome("f", b"a"))
+    flood = [CommandKey("bob", "p", str(n)) for n in range(60)]
+    for key in flood:
+        await results.complete(key, Outcome("f", b"b"))
+        assert len(results) == min(5, flood.index(key) + 2)
+        assert await results.claim(theirs, "f") == Outcome("f", b"a")
+    assert await held_keys(results, flood) == ["56", "57", "58", "59"]
