@@ -7,7 +7,9 @@ from stateway.core.errors import (
     BodyTimeout,
     ContextTooLong,
     ConversationLocked,
+    DuplicateItem,
     IdempotencyKeyReused,
+    NoSearchProvider,
     PreviousResponseNotFound,
     ResponseInProgress,
 )
@@ -58,9 +60,35 @@ def test_a_reused_idempotency_key_names_the_header_unless_told_otherwise() -> No
 def test_a_context_too_long_knows_no_output_tokens_asked_until_told() -> None:
     error = ContextTooLong("too long", tokens=10, window=8)
     assert (error.tokens, error.window, error.requested, error.param) == (10, 8, None, "input")
+    assert error.message == "too long"
 
 
 def test_a_body_timeout_says_its_seconds_in_words() -> None:
     assert BodyTimeout(1).message == "The request body did not arrive within 1 second."
     assert BodyTimeout(0.5).message == "The request body did not arrive within 0.5 seconds."
     assert BodyTimeout(30).message == "The request body did not arrive within 30 seconds."
+
+
+def test_a_body_timeout_closes_the_connection() -> None:
+    """The rest of the body may still come: the connection cannot carry another request."""
+    assert BodyTimeout(30).headers == {"Connection": "close"}
+
+
+def test_a_web_search_without_a_provider_says_how_to_configure_one() -> None:
+    error = NoSearchProvider("web_search", param="tools[1]")
+    assert error.to_dict() == {
+        "message": "Tool type 'web_search' needs a web search provider, and none is"
+        " configured: set STATEWAY_WEB_SEARCH_PROVIDER (searxng, brave or tavily), or send"
+        " it with 'external_web_access' to make it an optional hint.",
+        "type": "invalid_request_error",
+        "param": "tools[1]",
+        "code": NoSearchProvider.code,
+    }
+
+
+def test_a_duplicate_item_is_named_as_hosted_names_it() -> None:
+    error = DuplicateItem("msg_1", param="input[2].id")
+    assert (error.message, error.param) == (
+        "Duplicate item found with id msg_1. Remove duplicate items from your input and try again.",
+        "input[2].id",
+    )
