@@ -137,6 +137,9 @@ def _sqlite_error(code: int) -> sqlite3.Error:
         _sqlite_error(sqlite3.SQLITE_TOOBIG),
         _sqlite_error(sqlite3.SQLITE_CONSTRAINT_CHECK),
         _sqlite_error(sqlite3.SQLITE_MISMATCH),
+        # the driver's code read through SQLAlchemy's wrapper of another class
+        OperationalError("INSERT", {}, _sqlite_error(sqlite3.SQLITE_TOOBIG)),
+        OperationalError("INSERT", {}, asyncpg.ProgramLimitExceededError("index row size")),
     ],
 )
 def test_data_the_database_cannot_hold_is_rejected_not_an_outage(failure: Exception) -> None:
