@@ -27,6 +27,7 @@ from stateway.core.loop import Loop
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.run_registry import RunRegistry
 from stateway.protocols.messages.stream import PING
+from stateway.surfaces.http import chat, messages
 from stateway.surfaces.http.app import build_http_app
 from stateway.surfaces.http.chat import ChatRoutes
 from stateway.surfaces.http.messages import MessagesRoutes
@@ -327,3 +328,64 @@ async def test_a_waiting_chat_retrys_error_names_the_field_as_sent() -> None:
     last = events(CHAT, retried).rstrip(b"\n").rsplit(b"\n\n", 1)[-1]
     error = orjson.loads(last.removeprefix(b"data: "))["error"]
     assert (error["message"], error["param"]) == ("Too long.", "messages")
+
+
+def broken_recording(path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bug after a stream's end: recording its events for a retry raises."""
+
+    def recorded(*args: object) -> bytes:
+        raise RuntimeError("a bug")
+
+    module = chat if path == CHAT else messages
+    monkeypatch.setattr(module, "_recorded", recorded)
+
+
+def statuses(sent: list[Message]) -> list[int]:
+    return [message["status"] for message in sent if message["type"] == "http.response.start"]
+
+
+@pytest.mark.parametrize("path", [CHAT, MESSAGES])
+async def test_an_unexpected_error_after_a_keyed_stream_began_leaves_the_app(
+    path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As an unkeyed stream's failing once started: the error goes out of the app (the
+    server logs it and closes the connection), never answered with a second status line
+    after the stream's, nor anything after its body's end."""
+    broken_recording(path, monkeypatch)
+    app = build(ScriptedBackend(SCRIPT), MemoryCommandResults())
+    sent: list[Message] = []
+
+    with pytest.raises(RuntimeError, match="a bug"):
+        await post(app, path, watch=sent.append)
+
+    assert statuses(sent) == [200]
+    assert sent[-1]["more_body"] is False
+
+
+@pytest.mark.parametrize("path", [CHAT, MESSAGES])
+async def test_an_unexpected_error_in_a_waiting_retrys_open_stream_leaves_the_app(
+    path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first failed: the retry runs itself in the stream it opened while it waited,
+    and a bug after that is the server's to end, as above."""
+    broken_recording(path, monkeypatch)
+    backend = Scripts([UpstreamError("down", status=502)], SCRIPT)
+    backend.seat = asyncio.Event()
+    app = build(backend, MemoryCommandResults())
+    first = asyncio.create_task(post(app, path))
+    await backend.started.wait()
+    sent: list[Message] = []
+    alive = asyncio.Event()
+
+    def watch(message: Message) -> None:
+        sent.append(message)
+        seeing(IDLE[path], alive)(message)
+
+    retry = asyncio.create_task(post(app, path, watch=watch))
+    await asyncio.wait_for(alive.wait(), FOREVER)
+    backend.seat.set()
+    await first
+
+    with pytest.raises(RuntimeError, match="a bug"):
+        await retry
+    assert statuses(sent) == [200]

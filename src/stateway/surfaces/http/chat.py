@@ -40,7 +40,7 @@ from stateway.surfaces.asgi.answers import JSONResponse
 from stateway.surfaces.asgi.bodies import header, read_body, require_json
 from stateway.surfaces.auth.authenticator import principal_of
 from stateway.surfaces.http import idempotency
-from stateway.surfaces.http.errors import error_answer
+from stateway.surfaces.http.errors import AnswerSend, error_answer
 from stateway.surfaces.http.keyed_relay import relayed_once
 from stateway.surfaces.http.keyed_runs import KeyedCreate, created_once, stay
 from stateway.surfaces.http.relay import RelayResponse
@@ -78,6 +78,7 @@ class ChatRoutes:
         key = header(scope, idempotency.HEADER_BYTES)
         watch: DisconnectWatch | None = None
         translated: list[ChatRequest] = []
+        answering = AnswerSend(send)  # a keyed stream answers as it runs
         try:
             answer: ASGIApp | None
             try:
@@ -88,12 +89,14 @@ class ChatRoutes:
                     answer = await self._answer(scope, receive, principal, raw, watch, translated)
                 else:  # run once, whether its client stays or not: its retry takes over
                     answer = await self._answer_once(
-                        scope, receive, send, principal, raw, key, translated
+                        scope, receive, answering, principal, raw, key, translated
                     )
                 del raw  # not held while the answer goes out: a body may be megabytes
             except ClientDisconnect:
                 return  # gone before its body arrived: nobody to answer
-            except Exception as error:  # noqa: BLE001 - the route's error boundary (express)
+            except Exception as error:  # the route's error boundary (express)
+                if answering.began:  # its answer under way: the server's to end
+                    raise
                 if translated:  # judged in its canonical form: its fields named as sent
                     answer = _translated_answer(scope, translated[0].fields, error)
                 else:

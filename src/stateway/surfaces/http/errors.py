@@ -8,12 +8,31 @@ import logging
 from collections.abc import Callable
 
 from starlette.responses import Response
-from starlette.types import Scope
+from starlette.types import Message, Scope, Send
 
 from stateway.core.errors import GatewayError, InternalError, ServerShuttingDown
 from stateway.surfaces.asgi.answers import error_response
 
 log = logging.getLogger(__name__)
+
+
+class AnswerSend:
+    """A route's ``send``, telling whether its answer began (its status line went out),
+    for a route that answers as it runs (a keyed stream: :mod:`.keyed_runs`): an error
+    after that is no longer its error boundary's to answer (a second status line answers
+    nothing) but goes out of the app, as an error of a stream under way does: the server
+    logs it and closes the connection."""
+
+    __slots__ = ("_send", "began")
+
+    def __init__(self, send: Send) -> None:
+        self._send = send
+        self.began = False
+
+    async def __call__(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            self.began = True
+        await self._send(message)
 
 
 def error_answer(

@@ -45,7 +45,7 @@ from stateway.surfaces.asgi.answers import error_response as openai_error_respon
 from stateway.surfaces.asgi.bodies import header, read_body, require_json
 from stateway.surfaces.auth.authenticator import principal_of
 from stateway.surfaces.http import idempotency
-from stateway.surfaces.http.errors import error_answer
+from stateway.surfaces.http.errors import AnswerSend, error_answer
 from stateway.surfaces.http.keyed_runs import KeyedCreate, created_once, stay
 from stateway.surfaces.http.run_answers import (
     ended_state,
@@ -89,11 +89,14 @@ class MessagesRoutes:
         :mod:`.express`). Errors before the answer starts are answered here, in
         Anthropic's shape; a client gone before its body arrived gets none."""
         request_id = current_request_id()
+        answering = AnswerSend(send)  # a keyed stream answers as it runs
         try:
-            answer = await self._create(scope, receive, send, request_id)
+            answer = await self._create(scope, receive, answering, request_id)
         except ClientDisconnect:
             return
-        except Exception as error:  # noqa: BLE001 - the route's error boundary (express)
+        except Exception as error:  # the route's error boundary (express)
+            if answering.began:  # its answer under way: the server's to end
+                raise
             respond = partial(error_response, request_id=request_id)
             answer = error_answer(scope, error, respond, log)
         if answer is not None:  # else a keyed stream, answered as it ran
