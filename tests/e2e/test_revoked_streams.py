@@ -21,7 +21,7 @@ import pytest
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
-from stateway.app import TESTING_RECHECK_ENV
+from stateway.app import TESTING_KEEPALIVE_ENV, TESTING_RECHECK_ENV
 from tests.e2e.authenticated import AuthGateway, auth_gateway, keys_command
 
 MODEL = "fake-model"
@@ -52,6 +52,19 @@ def gateway(fake_upstream: str, tmp_path_factory: pytest.TempPathFactory) -> Ite
     directory = tmp_path_factory.mktemp("revoked-streams")
     database = f"sqlite:///{directory / 'stateway.db'}"
     env = {TESTING_RECHECK_ENV: "0.2"}
+    with auth_gateway(directory, fake_upstream, database, env=env) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def keeping_alive(
+    fake_upstream: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[AuthGateway]:
+    """The gateway, its streams' keep-alives every 50 ms: a keyed stream's retry waiting
+    for its key has its stream opened at once."""
+    directory = tmp_path_factory.mktemp("revoked-waits")
+    database = f"sqlite:///{directory / 'stateway.db'}"
+    env = {TESTING_RECHECK_ENV: "0.2", TESTING_KEEPALIVE_ENV: "0.05"}
     with auth_gateway(directory, fake_upstream, database, env=env) as running:
         yield running
 
@@ -207,6 +220,56 @@ def test_a_relayed_chat_stream_ends_with_an_error_chunk(gateway: AuthGateway) ->
     assert data[-1]["error"]["code"] == "invalid_api_key"
     assert data[-1]["error"]["message"] == REVOKED
     assert all(chunk.get("choices", [{}])[0].get("finish_reason") is None for chunk in data[:-1])
+
+
+KEYED = {
+    "/v1/chat/completions": ({"Authorization": "Bearer {}"}, ": keep-alive"),
+    "/v1/messages": ({"x-api-key": "{}", "anthropic-version": "2023-06-01"}, "event: ping"),
+}
+"""How each keyed stream's route is sent a key, and its keep-alive's first line."""
+
+
+@pytest.mark.parametrize("path", list(KEYED))
+def test_a_keyed_retrys_stream_waiting_for_its_key_ends_with_the_auth_error(
+    keeping_alive: AuthGateway, path: str
+) -> None:
+    """A retry of a keyed stream waits for the first (still streaming) in its own stream,
+    opened and kept alive: its key revoked meanwhile, that stream ends as any stream of
+    the key does, with the protocol's authentication error, within the same bound."""
+    gateway = keeping_alive
+    name, key = key_to_revoke(gateway)
+    credential, idle = KEYED[path]
+    headers = {k: v.format(key) for k, v in credential.items()}
+    headers["Idempotency-Key"] = uuid.uuid4().hex
+    body = {
+        "model": MODEL,
+        "max_tokens": 200,
+        "stream": True,
+        "messages": [{"role": "user", "content": SLOW}],
+    }
+    url = gateway.url + path
+    with (
+        httpx2.stream("POST", url, json=body, headers=headers, timeout=60) as first,
+        httpx2.stream("POST", url, json=body, headers=headers, timeout=60) as retry,
+    ):
+        assert (first.status_code, retry.status_code) == (200, 200)
+        lines = retry.iter_lines()
+        assert next(lines) == idle  # it waits, kept alive
+        revoked_at = revoke(gateway, name)
+        data, names = lines_until_closed(lines)
+        lasted = time.monotonic() - revoked_at
+
+    assert lasted < BOUND
+    if path == "/v1/messages":
+        assert set(names) == {"ping", "error"}  # nothing of the first's answer
+        assert data[-1] == {
+            "type": "error",
+            "error": {"type": "authentication_error", "message": REVOKED},
+        }
+    else:  # the first's relay, cut by the revocation too, may free the key first: then
+        # the retry's own relay begins in its stream, and is cut the same way
+        error = data[-1]["error"]
+        assert (error["code"], error["message"]) == ("invalid_api_key", REVOKED)
 
 
 def until_closed(socket: Any, frames: list[dict[str, Any]]) -> ConnectionClosed:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,11 +33,13 @@ async def call(
     headers: list[tuple[bytes, bytes]] | None = None,
     watch: Callable[[Message], None] | None = None,
     cut: int | None = None,
+    read: Callable[[Message], Awaitable[None]] | None = None,
 ) -> Reply:
     """Call ``app`` once. The client stays until the response ends, or until ``leave``
     is set, when it disconnects; with ``cut``, it leaves once it has sent that many bytes
     of the body. ``headers`` are added to the request's; ``watch`` sees every message the
-    app sends, as it is sent."""
+    app sends, as it is sent; ``read`` is awaited before each is taken in (a client slow
+    to read it)."""
     sent_headers = [(b"content-length", str(len(body)).encode()), *(headers or [])]
     if content_type is not None:
         sent_headers.append((b"content-type", content_type.encode()))
@@ -79,6 +81,8 @@ async def call(
     async def send(message: Message) -> None:
         if watch is not None:
             watch(message)
+        if read is not None:
+            await read(message)
         if message["type"] == "http.response.start":
             reply.status = message["status"]
             reply.headers = {k.decode(): v.decode() for k, v in message.get("headers", [])}

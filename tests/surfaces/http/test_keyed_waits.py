@@ -8,8 +8,9 @@ was."""
 from __future__ import annotations
 
 import asyncio
+import re
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable
 from typing import Any
 
 import orjson
@@ -20,13 +21,15 @@ from starlette.types import Message
 from stateway.coordination import MemoryCommandResults
 from stateway.coordination.redis import RedisCommandResults, connect
 from stateway.core.coordination import CommandResults
-from stateway.core.errors import GatewayError, InvalidRequest, UpstreamError
+from stateway.core.errors import CredentialRevoked, GatewayError, InvalidRequest, UpstreamError
 from stateway.core.gateway import Gateway
 from stateway.core.inference import Delta, InferenceRequest
 from stateway.core.loop import Loop
+from stateway.core.principal import Credential, Principal
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.run_registry import RunRegistry
 from stateway.protocols.messages.stream import PING
+from stateway.surfaces.auth.authenticator import Authenticator, Identity
 from stateway.surfaces.http import chat, messages
 from stateway.surfaces.http.app import build_http_app
 from stateway.surfaces.http.chat import ChatRoutes
@@ -49,7 +52,9 @@ FOREVER = 30.0
 """Seconds a test waits for what must come (a guard, not a timing)."""
 
 
-def build(backend: ScriptedBackend, results: CommandResults) -> Starlette:
+def build(
+    backend: ScriptedBackend, results: CommandResults, authenticator: Authenticator | None = None
+) -> Starlette:
     store = MemoryStore()
     router = Router([BackendEntry(backend, {}, catch_all=True)])
     gateway = Gateway(store, router, Loop(store), RunRegistry(), results=results)
@@ -58,6 +63,7 @@ def build(backend: ScriptedBackend, results: CommandResults) -> Starlette:
         ServiceRoutes(gateway),
         chat=ChatRoutes(gateway, 1 << 20, keepalive=KEEPALIVE),
         messages=MessagesRoutes(gateway, 1 << 20, keepalive=KEEPALIVE),
+        authenticator=authenticator,
     )
 
 
@@ -84,15 +90,19 @@ def seeing(idle: bytes, seen: asyncio.Event) -> Callable[[Message], None]:
     return watch
 
 
-async def post(app: Starlette, path: str, **kwargs: Any) -> Reply:
-    headers = [(b"idempotency-key", b"k1"), (b"anthropic-version", b"2023-06-01")]
+async def post(app: Starlette, path: str, *sent: tuple[bytes, bytes], **kwargs: Any) -> Reply:
+    """A keyed stream to ``path``, with the headers ``sent`` besides."""
+    headers = [(b"idempotency-key", b"k1"), (b"anthropic-version", b"2023-06-01"), *sent]
     return await call(app, "POST", path, STREAMS[path], headers=headers, **kwargs)
 
 
-async def waiting_retry(app: Starlette, path: str, **kwargs: Any) -> asyncio.Task[Reply]:
+async def waiting_retry(
+    app: Starlette, path: str, *sent: tuple[bytes, bytes], **kwargs: Any
+) -> asyncio.Task[Reply]:
     """A retry posted while the first runs, once it got a keep-alive."""
     alive = asyncio.Event()
-    retry = asyncio.create_task(post(app, path, watch=seeing(IDLE[path], alive), **kwargs))
+    watch = seeing(IDLE[path], alive)
+    retry = asyncio.create_task(post(app, path, *sent, watch=watch, **kwargs))
     await asyncio.wait_for(alive.wait(), FOREVER)
     return retry
 
@@ -389,3 +399,131 @@ async def test_an_unexpected_error_in_a_waiting_retrys_open_stream_leaves_the_ap
     with pytest.raises(RuntimeError, match="a bug"):
         await retry
     assert statuses(sent) == [200]
+
+
+REVOKED = "This API key has been revoked."
+ENDED = re.compile(b"invalid_api_key|authentication_error")
+"""What a stream's auth error carries (Chat's, Messages')."""
+
+
+class Keys(Authenticator):
+    """Two API keys of one principal (its keyed requests share their keys): a lasting
+    one, and one (sent as ``x-api-key: revocable``) checked every 10 ms as a stream's is
+    (:class:`RevocationWatch`), revoked at :meth:`revoke`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ignores_credentials = False
+        self.revoked = False
+        principal = Principal("acme", "key_1", Credential.API_KEY)
+        self.lasting = Identity(principal, authenticated=True)
+        self.revocable = Identity(
+            principal, authenticated=True, recheck=self._recheck, recheck_every=0.01
+        )
+
+    async def identify(self, headers: Iterable[tuple[bytes, bytes]]) -> Identity:
+        return self.revocable if REVOCABLE in headers else self.lasting
+
+    async def _recheck(self) -> None:
+        if self.revoked:
+            raise CredentialRevoked(REVOKED)
+
+    def revoke(self) -> None:
+        self.revoked = True
+
+
+REVOCABLE = (b"x-api-key", b"revocable")
+
+
+def revoked_ending(path: str, reply: Reply) -> bytes:
+    """The last frame of a stream, which a revocation ended: its protocol's auth error."""
+    last = events(path, reply).rstrip(b"\n").rsplit(b"\n\n", 1)[-1] + b"\n\n"
+    if path == CHAT:
+        error = orjson.loads(last.removeprefix(b"data: "))["error"]
+        assert (error["code"], error["message"]) == ("invalid_api_key", REVOKED)
+    else:
+        assert last.startswith(b"event: error\ndata: ")
+        error = orjson.loads(last.split(b"data: ", 1)[1])["error"]
+        assert error == {"type": "authentication_error", "message": REVOKED}
+    return last
+
+
+@pytest.mark.parametrize("path", [CHAT, MESSAGES])
+async def test_a_waiting_retry_whose_key_is_revoked_ends_with_its_auth_error(
+    path: str, results: CommandResults
+) -> None:
+    """Its stream open, the retry's key is checked as a stream's is: revoked, its wait
+    ends with its protocol's authentication error; the first goes on, its answer
+    remembered for the key's next retry."""
+    gate = asyncio.Event()
+    backend = ScriptedBackend(SCRIPT, gate)
+    keys = Keys()
+    app = build(backend, results, keys)
+    first = asyncio.create_task(post(app, path))
+    await backend.started.wait()
+
+    retry = await waiting_retry(app, path, REVOCABLE)
+    keys.revoke()
+    revoked = await asyncio.wait_for(retry, FOREVER)
+    assert not first.done()  # nothing of the first cancelled
+    gate.set()
+    original = await first
+    again = await post(app, path)
+
+    assert revoked.status == 200
+    assert revoked.body.startswith(IDLE[path])
+    revoked_ending(path, revoked)
+    assert events(path, again) == events(path, original)
+    assert len(backend.requests) == 1
+
+
+@pytest.mark.parametrize("path", [CHAT, MESSAGES])
+async def test_a_waiting_retry_revoked_while_a_failing_first_runs_leaves_the_key_free(
+    path: str, results: CommandResults
+) -> None:
+    backend = Scripts([UpstreamError("down", status=502)], SCRIPT)
+    backend.seat = asyncio.Event()
+    keys = Keys()
+    app = build(backend, results, keys)
+    first = asyncio.create_task(post(app, path))
+    await backend.started.wait()
+
+    retry = await waiting_retry(app, path, REVOCABLE)
+    keys.revoke()
+    revoked = await asyncio.wait_for(retry, FOREVER)
+    backend.seat.set()
+    await first
+    again = await post(app, path)  # runs: the revoked retry holds nothing
+
+    revoked_ending(path, revoked)
+    assert again.status == 200
+    assert b"down" not in again.body
+    assert len(backend.requests) == 2
+
+
+@pytest.mark.parametrize("path", [CHAT, MESSAGES])
+async def test_a_first_answer_replayed_into_a_revoked_retrys_stream_is_cut(path: str) -> None:
+    """The replay sent into a waiting retry's open stream is watched as a stream is: its
+    key revoked while its client is slow to read it, it ends with its auth error."""
+    gate = asyncio.Event()
+    backend = ScriptedBackend(SCRIPT, gate)
+    keys = Keys()
+    app = build(backend, MemoryCommandResults(), keys)
+    first = asyncio.create_task(post(app, path))
+    await backend.started.wait()
+    stalled = asyncio.Event()
+
+    async def read(message: Message) -> None:  # the first's answer is not read
+        body = message.get("body", b"")
+        if body not in (b"", IDLE[path]) and not ENDED.search(body):
+            stalled.set()
+            await asyncio.Event().wait()
+
+    retry = await waiting_retry(app, path, REVOCABLE, read=read)
+    gate.set()
+    await first
+    await asyncio.wait_for(stalled.wait(), FOREVER)
+    keys.revoke()
+    revoked = await asyncio.wait_for(retry, FOREVER)
+
+    assert events(path, revoked).startswith(revoked_ending(path, revoked))  # alone

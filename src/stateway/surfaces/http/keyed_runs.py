@@ -92,7 +92,7 @@ async def created_once(
     streamed request's client left while it waited for its key."""
     if not create.stream:
         return await _answered_once(gateway, principal, key, digest, create)
-    waiting = WaitingStream(send, create.keepalive, create.idle_frame, create.headers)
+    waiting = WaitingStream(send, create.keepalive, create.idle_frame, create.headers, scope)
     watch = DisconnectWatch(receive)  # a client leaving ends the wait: nothing to cancel
     try:
         async with gateway.once(principal, key, digest, param=PARAM) as once:
@@ -100,15 +100,21 @@ async def created_once(
             opened = await waiting.end()
             if once.outcome is None:
                 await _streamed(create, once, opened, scope, receive, send)
-            elif opened:
-                await _last(send, once.outcome.body)
-            else:
-                return replayed(once.outcome.body, create)
+                return None
+            answer = replayed(once.outcome.body, create, opened)
+            if not opened:
+                return answer
+            await answer(scope, receive, send)  # in its stream, watched as any stream
             return None
     except asyncio.CancelledError:
-        if not watch.left():
+        revoked = waiting.revoked()
+        if watch.left():
+            raise ClientDisconnect from None
+        if revoked is None:
             raise
-        raise ClientDisconnect from None
+        await waiting.end()  # its last keep-alive out first
+        await _last(send, create.ending(revoked))
+        return None
     except GatewayError as error:  # before its answer began: its error status, if it can
         if not await waiting.end():
             raise
@@ -168,15 +174,32 @@ async def _last(send: Send, body: bytes) -> None:
         await send({"type": "http.response.body", "body": body, "more_body": False})
 
 
-def replayed(body: bytes, create: KeyedCreate) -> ASGIApp:
-    """The first answer again: its JSON body, or its stream's events in one chunk."""
+def replayed(body: bytes, create: KeyedCreate, opened: bool = False) -> ASGIApp:
+    """The first answer again: its JSON body, or its stream's events in one chunk
+    (``opened``: in a stream open already, its credential watched as any stream's, which
+    may cut it short)."""
     if not create.stream:
         return Response(body, media_type=JSONResponse.media_type, headers=create.headers)
-    return SSEResponse(_once(body), stay, headers=create.headers)
+    if not opened:
+        return SSEResponse(_once(body), stay, headers=create.headers)
+    return SSEResponse(
+        _cut_short(body),
+        stay,
+        keepalive=create.keepalive,
+        idle_frame=create.idle_frame,
+        ending=create.ending,
+        opened=True,
+    )
 
 
 async def _once(body: bytes) -> Chunks:
     yield body, True
+
+
+async def _cut_short(body: bytes) -> Chunks:
+    """``body`` as a chunk its stream's end may cut short (its credential revoked while
+    its client reads it), then the end of the stream."""
+    yield body, False
 
 
 def stay() -> None:
