@@ -111,7 +111,9 @@ class MemoryCommandResults:
     async def ping(self) -> None:
         pass
 
-    async def claim(self, key: CommandKey, fingerprint: str) -> Outcome | None:
+    async def claim(
+        self, key: CommandKey, fingerprint: str, waiting: Callable[[], None] | None = None
+    ) -> Outcome | None:
         while True:
             outcome = self._outcome(key)
             if outcome is not None:
@@ -121,6 +123,9 @@ class MemoryCommandResults:
                 self._claims[key] = (fingerprint, asyncio.get_running_loop().create_future())
                 return None
             _checked(claim[0], fingerprint, None)
+            if waiting is not None:
+                waiting()
+                waiting = None
             outcome = await asyncio.shield(claim[1])
             if outcome is not None:
                 return outcome

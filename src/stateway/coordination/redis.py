@@ -35,7 +35,7 @@ import asyncio
 import hashlib
 import logging
 import secrets
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any, Final, TypeVar
 
@@ -186,7 +186,9 @@ class RedisCommandResults:
             log.warning("redis: no answer to a ping within %g s", PING_TIMEOUT)
             raise StorageError(_UNAVAILABLE) from None
 
-    async def claim(self, key: CommandKey, fingerprint: str) -> Outcome | None:
+    async def claim(
+        self, key: CommandKey, fingerprint: str, waiting: Callable[[], None] | None = None
+    ) -> Outcome | None:
         name = self._key(key)
         mine = _PENDING + secrets.token_hex(8).encode() + fingerprint.encode()
         pause = FIRST_POLL
@@ -211,6 +213,9 @@ class RedisCommandResults:
                 return outcome
             if found[17:].decode() != fingerprint:  # p + 16 hex token + fingerprint
                 raise IdempotencyKeyReused()
+            if waiting is not None:
+                waiting()
+                waiting = None
             await asyncio.sleep(pause)  # another attempt runs it: wait for its outcome
             pause = min(MAX_POLL, pause * 1.5)
 

@@ -78,7 +78,9 @@ class CommandResults(Protocol):
         outcomes does not answer (``GET /ready`` reports it; in process it always does)."""
         ...
 
-    async def claim(self, key: CommandKey, fingerprint: str) -> Outcome | None:
+    async def claim(
+        self, key: CommandKey, fingerprint: str, waiting: Callable[[], None] | None = None
+    ) -> Outcome | None:
         """Claim ``key`` for a command whose request digests to ``fingerprint``.
 
         None: the caller holds the claim; it runs the command and then calls
@@ -86,7 +88,8 @@ class CommandResults(Protocol):
         command ran already, or another attempt was running it and this call waited for
         its outcome. An attempt that fails leaves no outcome: a waiter then claims the
         key itself. Raises :class:`~stateway.core.errors.IdempotencyKeyReused` when the
-        key was used with another request."""
+        key was used with another request. ``waiting`` is called (once, at most) when the
+        call finds another attempt running the command and begins to wait for it."""
         ...
 
     async def complete(self, key: CommandKey, outcome: Outcome) -> None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from stateway.core.coordination import CommandKey, CommandResults, Outcome
@@ -61,13 +61,18 @@ class Attempt:
 
 @asynccontextmanager
 async def attempt(
-    results: CommandResults, key: CommandKey, digest: str, *, param: str
+    results: CommandResults,
+    key: CommandKey,
+    digest: str,
+    *,
+    param: str,
+    waiting: Callable[[], None] | None = None,
 ) -> AsyncIterator[Attempt]:
-    """Claim ``key`` (waiting for an attempt under way), yield the :class:`Attempt`, then
-    store what it remembered or let the claim go. ``param`` names the command id in a
-    409 ``idempotency_key_reused``."""
+    """Claim ``key`` (waiting for an attempt under way: ``waiting`` is told when it
+    begins to), yield the :class:`Attempt`, then store what it remembered or let the
+    claim go. ``param`` names the command id in a 409 ``idempotency_key_reused``."""
     try:
-        outcome = await results.claim(key, digest)
+        outcome = await results.claim(key, digest, waiting)
     except IdempotencyKeyReused:
         raise IdempotencyKeyReused(param) from None
     current = Attempt(key, digest, outcome)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from functools import partial
 from typing import overload
@@ -170,11 +171,18 @@ class Gateway:
         )
 
     def once(
-        self, principal: Principal, command_id: str, digest: str, *, param: str
+        self,
+        principal: Principal,
+        command_id: str,
+        digest: str,
+        *,
+        param: str,
+        waiting: Callable[[], None] | None = None,
     ) -> AbstractAsyncContextManager[Attempt]:
         """Run a command sent with ``command_id`` at most once (see
-        :mod:`stateway.core.exactly_once`); ``digest`` fingerprints its request and
-        ``param`` names the id in errors."""
+        :mod:`stateway.core.exactly_once`); ``digest`` fingerprints its request,
+        ``param`` names the id in errors, ``waiting`` is told when it begins to wait for
+        another attempt running the command."""
         if self._results is None:
             raise InvalidRequest(
                 "Command ids are not served by this gateway.", param=param, code="unsupported"
@@ -186,7 +194,7 @@ class Gateway:
                 code="invalid_value",
             )
         key = CommandKey(principal.tenant_id, principal.scope, command_id)
-        return attempt(self._results, key, digest, param=param)
+        return attempt(self._results, key, digest, param=param, waiting=waiting)
 
     def cancel_signalled(self, tenant_id: str, response_id: str) -> None:
         """A cancel (or a ``DELETE``) that another process sent for a run of this one."""

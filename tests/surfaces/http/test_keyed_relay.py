@@ -6,7 +6,7 @@ again. A client that leaves closes the relay, as without the key."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pytest
@@ -42,11 +42,13 @@ class WatchedResults(MemoryCommandResults):
         self._waits = waits
         self.waiting = asyncio.Event()
 
-    async def claim(self, key: CommandKey, fingerprint: str) -> Outcome | None:
+    async def claim(
+        self, key: CommandKey, fingerprint: str, waiting: Callable[[], None] | None = None
+    ) -> Outcome | None:
         self._waits -= 1
         if self._waits == 0:
             self.waiting.set()
-        return await super().claim(key, fingerprint)
+        return await super().claim(key, fingerprint, waiting)
 
 
 def build(backend: ForwardingBackend, results: MemoryCommandResults | None = None) -> Starlette:

@@ -20,8 +20,14 @@ from starlette.types import Message
 
 from stateway.coordination import MemoryCommandResults
 from stateway.coordination.redis import RedisCommandResults, connect
-from stateway.core.coordination import CommandResults
-from stateway.core.errors import CredentialRevoked, GatewayError, InvalidRequest, UpstreamError
+from stateway.core.coordination import CommandKey, CommandResults, Outcome
+from stateway.core.errors import (
+    CredentialRevoked,
+    GatewayError,
+    InvalidRequest,
+    StorageError,
+    UpstreamError,
+)
 from stateway.core.gateway import Gateway
 from stateway.core.inference import Delta, InferenceRequest
 from stateway.core.loop import Loop
@@ -527,3 +533,25 @@ async def test_a_first_answer_replayed_into_a_revoked_retrys_stream_is_cut(path:
     revoked = await asyncio.wait_for(retry, FOREVER)
 
     assert events(path, revoked).startswith(revoked_ending(path, revoked))  # alone
+
+
+class SlowStore(MemoryCommandResults):
+    """Outcomes in a store slow to answer a claim (a Redis past its keep-alive interval),
+    then failing."""
+
+    async def claim(
+        self, key: CommandKey, fingerprint: str, waiting: Callable[[], None] | None = None
+    ) -> Outcome | None:
+        await asyncio.sleep(KEEPALIVE * 5)  # the store's slowness, not a wait for an event
+        raise StorageError("The coordination store (Redis) is unavailable.")
+
+
+@pytest.mark.parametrize("path", [CHAT, MESSAGES])
+async def test_a_first_request_whose_claim_is_slow_keeps_its_error_status(path: str) -> None:
+    """Only a request that waits for another attempt opens its stream while it waits: a
+    first one whose claim takes longer than a keep-alive interval is answered as ever, its
+    store's failure a 503 (which clients retry), not an error event in a stream."""
+    reply = await post(build(ScriptedBackend(SCRIPT), SlowStore()), path)
+
+    assert reply.status == 503
+    assert not reply.headers["content-type"].startswith("text/event-stream")

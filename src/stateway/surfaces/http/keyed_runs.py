@@ -95,7 +95,8 @@ async def created_once(
     waiting = WaitingStream(send, create.keepalive, create.idle_frame, create.headers, scope)
     watch = DisconnectWatch(receive)  # a client leaving ends the wait: nothing to cancel
     try:
-        async with gateway.once(principal, key, digest, param=PARAM) as once:
+        claimed = gateway.once(principal, key, digest, param=PARAM, waiting=waiting.waits)
+        async with claimed as once:
             watch.stop()
             opened = await waiting.end()
             if once.outcome is None:

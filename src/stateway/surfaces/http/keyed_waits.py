@@ -4,9 +4,11 @@ A retry of a keyed Chat Completions or Messages stream that arrives while the fi
 request with its key still runs waits for the first to end (:mod:`.keyed_runs`), which
 takes as long as the first's generation. It must not wait in silence: a reverse proxy or
 its client's read timeout would cut it (and its retry would wait in silence again). So a
-retry still waiting after one keep-alive interval commits to its stream: its status line
-(200) and the stream's headers go out, then its protocol's keep-alive (an SSE comment on
-Chat, a ``ping`` event on Messages) at the route's interval until the wait ends. What
+retry still waiting after one keep-alive interval (its claim having found the first's: a
+first request whose claim is slow, Redis taking its time, is answered as ever, an error
+status and all) commits to its stream: its status line (200) and the stream's headers go
+out, then its protocol's keep-alive (an SSE comment on Chat, a ``ping`` event on
+Messages) at the route's interval until the wait ends. What
 follows goes on in that stream: the first answer's events, or the retry's own answer when
 the first left none, a failure before any output then its protocol's error event (the
 status line is gone). A retry that finds its answer within the first interval is answered
@@ -34,9 +36,10 @@ class WaitingStream:
     """The answer of a streamed keyed request while it waits for its key (its task's):
     after ``keepalive`` seconds its status line and ``headers`` go out with
     ``idle_frame``, then ``idle_frame`` again every ``keepalive`` seconds, until
-    :meth:`end`. A write its client left fails quietly (the route's disconnect watch ends
-    the wait). Once open, a credential that stops holding ends the wait: its task is
-    cancelled, and :meth:`revoked` tells why."""
+    :meth:`end`, once it is known to wait for another attempt (:meth:`waits`). A write
+    its client left fails quietly (the route's disconnect watch ends the wait). Once
+    open, a credential that stops holding ends the wait: its task is cancelled, and
+    :meth:`revoked` tells why."""
 
     __slots__ = (
         "_ended",
@@ -49,6 +52,7 @@ class WaitingStream:
         "_send",
         "_task",
         "_timer",
+        "_waits",
         "_writing",
         "opened",
     )
@@ -70,6 +74,7 @@ class WaitingStream:
         self._idle_frame = idle_frame
         self._headers = headers
         self._ended = False
+        self._waits = False
         self.opened = False
         """Whether its status line went out (or is going out): its answer follows in the
         stream."""
@@ -80,10 +85,20 @@ class WaitingStream:
             keepalive, self._write
         )
 
+    def waits(self) -> None:
+        """Claim callback: the request waits for another attempt running its command; its
+        stream opens once it has waited a keep-alive interval (at once if it has)."""
+        self._waits = True
+        if not self.opened and self._timer is None and not self._ended:
+            self._write()  # its interval passed while its claim was under way
+
     def _write(self) -> None:
         """Timer callback: the next write (the status line first) in a task of its own,
-        which the wait's end waits for, never cutting a write short."""
+        which the wait's end waits for, never cutting a write short; none before it is
+        known to wait (:meth:`waits`)."""
         self._timer = None
+        if not self._waits:
+            return
         self._writing = asyncio.get_running_loop().create_task(self._keep_alive())
 
     async def _keep_alive(self) -> None:
