@@ -400,9 +400,9 @@ def test_postgresql_is_refused_with_the_pg_dump_command_that_backs_it_up(
             id="parameters",
         ),
         pytest.param(
-            "?host=db1:5433&host=db2&krbsrvname=pg",
+            "?host=db1:5433&host=db2:5432&krbsrvname=pg",
             "PGKRBSRVNAME=pg pg_dump --format=custom --file={target} --host=db1,db2"
-            " --port=5433, --username=gateway state",
+            " --port=5433,5432 --username=gateway state",
             id="hosts",
         ),
         pytest.param(

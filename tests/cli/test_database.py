@@ -51,6 +51,37 @@ def test_serve_refuses_a_bad_database_url() -> None:
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["serve", "--port", "0"],
+        ["check-config"],
+        ["migrate"],
+        ["keys", "list"],
+        ["backup", "state.dump"],
+    ],
+    ids=lambda command: command[0],
+)
+def test_several_hosts_without_their_ports_are_refused_before_anything_runs(
+    tmp_path: Path, command: list[str]
+) -> None:
+    """Checked with the configuration: ``migrate`` (``serve``, ``keys``) failed with
+    SQLAlchemy's traceback, ``check-config`` called it valid, ``backup`` printed a
+    pg_dump command for it."""
+    url = "postgresql://u:hunter2@/db?host=h1&host=h2"
+    args = [str(tmp_path / arg) if arg.endswith(".dump") else arg for arg in command]
+    result = stateway(*args, "--database", url)
+
+    assert result.returncode == 2
+    assert result.stderr.startswith("stateway: invalid configuration:\n  storage.database: ")
+    assert (
+        "The database URL names several hosts; give each its port, in a host parameter of its"
+        " own: ?host=h1:5432&host=h2:5432 (set by --database)\n"
+    ) in result.stderr
+    assert "Traceback" not in result.stderr
+    assert "hunter2" not in result.stderr + result.stdout
+
+
 def test_unreachable_database_is_a_readable_error() -> None:
     result = stateway("migrate", "--database", "postgresql://nobody@127.0.0.1:9/none")
     assert result.returncode == 1

@@ -97,7 +97,10 @@ def test_a_postgres_urls_libpq_sslmode_is_asyncpgs_ssl(mode: str) -> None:
             " target_session_attrs, passfile, krbsrvname, prepared_statement_cache_size (e.g.",
         ),
         # Each of several hosts is SQLAlchemy's; the parameters after them are checked.
-        ("postgresql://u:hunter2@/db?host=h1&host=h2&application_name=gw", "application_name"),
+        (
+            "postgresql://u:hunter2@/db?host=h1:5432&host=h2:5432&application_name=gw",
+            "application_name",
+        ),
         ("postgresql://u:hunter2@h/db?sslrootcert=/ca.pem", "PGSSLROOTCERT"),
         ("postgresql://u:hunter2@h:99999/db", "port 99999 is out of range"),
         ("postgresql://u:hunter2@h:0/db", "port 0 is out of range"),
@@ -117,6 +120,53 @@ def test_postgres_urls_the_driver_would_refuse_are_refused_readably(
         async_url(url)
 
     assert complaint in str(caught.value)
+    assert "hunter2" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("url", "fix"),
+    [
+        ("postgresql://u:hunter2@/db?host=h1&host=h2", "?host=h1:5432&host=h2:5432"),
+        ("postgresql://u:hunter2@/db?host=h1:5433&host=h2", "?host=h1:5433&host=h2:5432"),
+        # Several in one parameter: SQLAlchemy then wants a port parameter, refused here.
+        ("postgresql://u:hunter2@/db?host=h1,h2", "?host=h1:5432&host=h2:5432"),
+        ("postgresql://u:hunter2@/db?host=h1:5433,h2:5434", "?host=h1:5433&host=h2:5434"),
+        ("postgresql://u:hunter2@/db?host=h1,", "?host=h1:5432"),  # SQLAlchemy's h1 and ""
+        # The authority's port is the one meant for the hosts without theirs.
+        ("postgresql://u:hunter2@:6543/db?host=h1&host=h2", "?host=h1:6543&host=h2:6543"),
+    ],
+)
+def test_several_hosts_without_a_port_each_are_refused_with_the_fix(url: str, fix: str) -> None:
+    """SQLAlchemy's asyncpg dialect takes several hosts only each with its port, in a
+    parameter of its own: any other way passed ``check-config`` and failed every command
+    that connects with SQLAlchemy's traceback ("All ports are required to be present for
+    asyncpg multiple host URL")."""
+    with pytest.raises(ValueError, match="several hosts") as caught:
+        async_url(url)
+
+    assert str(caught.value) == (
+        "The database URL names several hosts; give each its port, in a host parameter of"
+        f" its own: {fix}"
+    )
+
+
+@pytest.mark.parametrize(
+    ("query", "complaint"),
+    [
+        ("?host=h1:5432&host=h2:99999", "The database URL's port 99999 (of host h2) is out of"),
+        ("?host=h1:5432&host=h2:0", "The database URL's port 0 (of host h2) is out of range"),
+        ("?host=h1:5432&host=:5433", "The database URL's host ':5433' is not a host and its"),
+        ("?host=h1:5432&host=h2:pg", "The database URL's host 'h2:pg' is not a host and its"),
+        ("?host=h1:5432&host=::1:5433", "The database URL's host '::1:5433' is not a host"),
+    ],
+)
+def test_several_hosts_each_must_be_a_host_and_its_port(query: str, complaint: str) -> None:
+    """Each failed as it connected: SQLAlchemy's traceback ("All hosts are required",
+    "Received non-integer port arguments"), or asyncpg's for a port out of range."""
+    with pytest.raises(ValueError, match="The database URL's") as caught:
+        async_url(f"postgresql://u:hunter2@/db{query}")
+
+    assert str(caught.value).startswith(complaint)
     assert "hunter2" not in str(caught.value)
 
 
@@ -276,7 +326,6 @@ def test_descriptions_name_the_place_and_hide_the_password(tmp_path: Path) -> No
     ("url", "where"),
     [
         ("/gw?host=db1:5433&host=db2:5434", "db1:5433, db2:5434"),  # several, each its port
-        ("/gw?host=db1,db2", "db1, db2"),
         ("/gw?host=/run/postgresql", "/run/postgresql"),  # a Unix socket's directory
         (":6543/gw?host=/run/postgresql", "/run/postgresql, port 6543"),
         ("/gw?host=db1:5433&sslmode=require", "db1:5433"),

@@ -11,7 +11,8 @@ Anything else raises :class:`ValueError` with a message meant for a human; so do
 SQLite URL with two slashes (``sqlite://data/x.db``), which names a host (``data``) that
 SQLite would drop; so does a PostgreSQL URL whose port is out of range or whose query
 has a parameter asyncpg takes no keyword for (libpq's ``sslmode`` is passed as asyncpg's
-``ssl``: :func:`_asyncpg_url`). SQLite paths are made absolute (so a later ``chdir``
+``ssl``: :func:`_asyncpg_url`), or several hosts not each with its port
+(:mod:`~stateway.storage.sql.postgres_hosts`). SQLite paths are made absolute (so a later ``chdir``
 cannot move the database) and their parent directory is created. In-memory SQLite is
 refused: every pooled connection would see its own empty database.
 
@@ -73,6 +74,7 @@ from sqlalchemy.pool import ConnectionPoolEntry
 from stateway.core.errors import StorageError, StorageReadOnly
 from stateway.storage.sql.disposal import close_when_returned
 from stateway.storage.sql.errors import refusal
+from stateway.storage.sql.postgres_hosts import check_hosts, listed_hosts
 
 SQLITE_DRIVER: Final = "sqlite+aiosqlite"
 SQLITE_SYNC_DRIVER: Final = "sqlite+pysqlite"
@@ -160,9 +162,10 @@ def async_url(url: str) -> URL:
 def _asyncpg_url(url: URL) -> URL:
     """``url`` as asyncpg takes it, every parameter of its query passed to ``connect`` as a
     keyword: libpq's ``sslmode`` as asyncpg's ``ssl`` (the same modes), which it has no
-    keyword for. A parameter it has no keyword for either, a mode it does not know and a
-    port out of range are refused here, not by a traceback as serving starts (nor as
-    "connection refused"). No message shows the URL: it may hold a password."""
+    keyword for. A parameter it has no keyword for either, a mode it does not know, a
+    port out of range and several hosts not each with its port (:func:`check_hosts`) are
+    refused here, not by a traceback as serving starts (nor as "connection refused"). No
+    message shows the URL: it may hold a password."""
     if url.port is not None and not 0 < url.port <= 65535:
         raise ValueError(
             f"The database URL's port {url.port} is out of range (1 to 65535); expected "
@@ -180,6 +183,7 @@ def _asyncpg_url(url: URL) -> URL:
         mode_name = "ssl"
     for name, value in query.items():
         if name == "host":  # SQLAlchemy's, each host of several (host=h1:5432&host=h2:5432)
+            check_hosts(value, url.port)
             continue
         if name in _PGSSL_FILES:
             raise ValueError(
@@ -393,19 +397,13 @@ def describe_url(url: str) -> str:
     target = async_url(url)
     if is_sqlite(target):
         return f"SQLite database at {target.database}"
-    listed = target.query.get("host", ())
-    hosts = [h for value in _as_list(listed) for h in value.split(",") if h]
+    hosts = listed_hosts(target.query.get("host", ()))
     if hosts:
         where = ", ".join(hosts) + (f", port {target.port}" if target.port else "")
     else:
         where = (target.host or "the default host") + (f":{target.port}" if target.port else "")
     user = f" as {target.username}" if target.username else ""
     return f"PostgreSQL database {target.database or '(default)'!s} on {where}{user}"
-
-
-def _as_list(value: str | tuple[str, ...]) -> list[str]:
-    """A URL parameter's values: one, or each of it given several times."""
-    return [value] if isinstance(value, str) else list(value)
 
 
 def _parse(url: str) -> URL:
