@@ -8,9 +8,10 @@ was."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any
 
 import orjson
@@ -36,7 +37,7 @@ from stateway.core.routing import BackendEntry, Router
 from stateway.core.run_registry import RunRegistry
 from stateway.protocols.messages.stream import PING
 from stateway.surfaces.auth.authenticator import Authenticator, Identity
-from stateway.surfaces.http import chat, messages
+from stateway.surfaces.http import chat, messages, sse
 from stateway.surfaces.http.app import build_http_app
 from stateway.surfaces.http.chat import ChatRoutes
 from stateway.surfaces.http.messages import MessagesRoutes
@@ -533,6 +534,100 @@ async def test_a_first_answer_replayed_into_a_revoked_retrys_stream_is_cut(path:
     revoked = await asyncio.wait_for(retry, FOREVER)
 
     assert events(path, revoked).startswith(revoked_ending(path, revoked))  # alone
+
+
+def never_read(stalls: Callable[[bytes], bool]) -> Callable[[Message], Awaitable[None]]:
+    """A ``read`` that takes in nothing from the first body ``stalls`` on (a full socket
+    buffer: never written)."""
+
+    async def read(message: Message) -> None:
+        if stalls(message.get("body", b"")):
+            await asyncio.Event().wait()
+
+    return read
+
+
+UNREAD = {
+    "error event": lambda body: bool(ENDED.search(body)),
+    "keep-alive": lambda body: body in IDLE.values(),
+}
+"""Where a waiting retry's client stops reading: at its error event, or at a keep-alive
+(which must go out whole before it)."""
+
+
+@pytest.mark.parametrize("unread", UNREAD)
+@pytest.mark.parametrize("path", [CHAT, MESSAGES])
+async def test_a_revoked_retry_whose_client_reads_nothing_more_is_given_up(
+    path: str, unread: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A waiting retry's stream cut off (its key revoked) ends as any stream's does: a
+    client that reads nothing more is waited for a while only, then its connection is
+    left unfinished (closed), logged; the first goes on."""
+    monkeypatch.setattr(sse, "ENDING_WAIT", 0.05)
+    gate = asyncio.Event()
+    backend = ScriptedBackend(SCRIPT, gate)
+    keys = Keys()
+    app = build(backend, MemoryCommandResults(), keys)
+    first = asyncio.create_task(post(app, path))
+    await backend.started.wait()
+
+    retry = await waiting_retry(app, path, REVOCABLE, read=never_read(UNREAD[unread]))
+    with caplog.at_level(logging.WARNING, logger=sse.__name__):
+        keys.revoke()
+        left = await asyncio.wait_for(retry, FOREVER)
+    assert not first.done()
+    gate.set()
+    await first
+
+    assert left.status == 200
+    assert not ENDED.search(left.body)
+    [record] = caplog.records
+    assert record.getMessage() == (
+        "left a stream unfinished (invalid_api_key): its client did not read the last "
+        "frame within 0.05 seconds"
+    )
+
+
+class LostStore(MemoryCommandResults):
+    """Outcomes in a store that finds another attempt running each claim, then fails
+    while its caller waits (Redis lost), at :attr:`lost`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lost = asyncio.Event()
+
+    async def claim(
+        self, key: CommandKey, fingerprint: str, waiting: Callable[[], None] | None = None
+    ) -> Outcome | None:
+        if waiting is not None:
+            waiting()
+        await self.lost.wait()
+        raise StorageError("The coordination store (Redis) is unavailable.")
+
+
+@pytest.mark.parametrize("path", [CHAT, MESSAGES])
+async def test_a_failed_wait_whose_client_reads_nothing_more_is_given_up(
+    path: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A waiting retry's store failing once its stream opened ends it with an error event;
+    a client that does not read it is waited for a while only."""
+    monkeypatch.setattr(sse, "ENDING_WAIT", 0.05)
+    store = LostStore()
+    app = build(ScriptedBackend(SCRIPT), store)
+    read = never_read(lambda body: body not in (b"", IDLE[path]))  # its error event
+
+    retry = await waiting_retry(app, path, read=read)
+    with caplog.at_level(logging.WARNING, logger=sse.__name__):
+        store.lost.set()
+        left = await asyncio.wait_for(retry, FOREVER)
+
+    assert left.status == 200
+    assert events(path, left) == b""
+    [record] = caplog.records
+    assert record.getMessage() == (
+        "left a stream unfinished (storage_unavailable): its client did not read the last "
+        "frame within 0.05 seconds"
+    )
 
 
 class SlowStore(MemoryCommandResults):

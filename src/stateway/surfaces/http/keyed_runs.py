@@ -37,7 +37,14 @@ from stateway.core.runs import Run
 from stateway.surfaces.asgi.answers import JSONResponse
 from stateway.surfaces.http.idempotency import PARAM
 from stateway.surfaces.http.keyed_waits import WaitingStream
-from stateway.surfaces.http.sse import COMMENT, KEEPALIVE_INTERVAL, Chunks, Ending, SSEResponse
+from stateway.surfaces.http.sse import (
+    COMMENT,
+    KEEPALIVE_INTERVAL,
+    Chunks,
+    Ending,
+    SSEResponse,
+    send_ending,
+)
 from stateway.surfaces.http.transport import DisconnectWatch
 
 _UNANSWERED = frozenset({"failed", "cancelled"})
@@ -113,13 +120,12 @@ async def created_once(
             raise ClientDisconnect from None
         if revoked is None:
             raise
-        await waiting.end()  # its last keep-alive out first
-        await _last(send, create.ending(revoked))
+        await _last(waiting, send, create.ending, revoked)
         return None
     except GatewayError as error:  # before its answer began: its error status, if it can
-        if not await waiting.end():
+        if not waiting.stop():
             raise
-        await _last(send, create.ending(error))
+        await _last(waiting, send, create.ending, error)
         return None
     finally:
         watch.stop()
@@ -169,10 +175,12 @@ async def _relayed(create: KeyedCreate, once: Attempt, relay: Relay, opened: boo
         once.remember(relayed)
 
 
-async def _last(send: Send, body: bytes) -> None:
-    """The last of a stream already open; quietly nothing when its client left."""
+async def _last(waiting: WaitingStream, send: Send, ending: Ending, error: GatewayError) -> None:
+    """End a stream opened while its request waited with ``error``'s event, its last
+    keep-alive out first, a client slow to read them waited for a while only
+    (:func:`~.sse.send_ending`); quietly nothing when its client left."""
     with contextlib.suppress(OSError):
-        await send({"type": "http.response.body", "body": body, "more_body": False})
+        await send_ending(send, ending(error), error.code, after=waiting.end)
 
 
 def replayed(body: bytes, create: KeyedCreate, opened: bool = False) -> ASGIApp:

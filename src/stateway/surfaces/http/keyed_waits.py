@@ -18,7 +18,10 @@ Its stream open, the retry's credential is watched as any stream's is
 (:class:`~stateway.surfaces.auth.revocation.RevocationWatch`): revoked or expired while it
 waits, its wait ends (as its client leaving ends it: a claim Redis took for it meanwhile
 let go, nothing of the first request cancelled) and its stream ends with its protocol's
-authentication error.
+authentication error. A client that does not read that last event (or the keep-alive
+before it) is waited for a while only, as any stream's
+(:func:`~stateway.surfaces.http.sse.send_ending`): its connection is then left
+unfinished, which closes it.
 """
 
 from __future__ import annotations
@@ -134,9 +137,9 @@ class WaitingStream:
             return None
         return self._revoked
 
-    async def end(self) -> bool:
-        """Stop writing keep-alives (a write under way goes out whole first) and watching
-        its credential; whether the stream opened. May be called again."""
+    def stop(self) -> bool:
+        """Stop writing keep-alives (none starts from now on) and watching its credential;
+        whether the stream opened. May be called again."""
         self._ended = True
         if self._revocation is not None:
             self._revocation.stop()
@@ -144,7 +147,18 @@ class WaitingStream:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        if self._writing is not None:
-            await asyncio.shield(self._writing)
-            self._writing = None
         return self.opened
+
+    async def end(self) -> bool:
+        """:meth:`stop`, a write under way going out whole first; whether the stream
+        opened. May be called again. Cancelled meanwhile (its stream's end given up on a
+        client that does not read), it gives up that write too: it is waited for once."""
+        opened = self.stop()
+        writing, self._writing = self._writing, None
+        if writing is not None:
+            try:
+                await asyncio.shield(writing)
+            except asyncio.CancelledError:
+                writing.cancel()
+                raise
+        return opened

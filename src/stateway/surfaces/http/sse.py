@@ -78,6 +78,32 @@ async def held(opening: Opening, keepalive: float) -> None:
         pass
 
 
+async def send_ending(
+    send: Send,
+    frame: bytes,
+    code: str | None,
+    *,
+    after: Callable[[], Awaitable[object]] | None = None,
+) -> None:
+    """Send ``frame``, the error frame ending a stream already open, once ``after`` is done
+    (a write under way going out whole). A client slow to read them is waited for
+    :data:`ENDING_WAIT` seconds in all only: then the connection is left unfinished, which
+    closes it, and the log says so with the error's ``code``. Its client gone: the
+    ``OSError``."""
+    try:
+        with Deadline(ENDING_WAIT):
+            if after is not None:
+                await after()
+            await send({"type": "http.response.body", "body": frame, "more_body": False})
+    except TimeoutError:
+        log.warning(
+            "left a stream unfinished (%s): its client did not read the last frame "
+            "within %g seconds",
+            code,
+            ENDING_WAIT,
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class Watcher:
     """What makes a stream a watcher of a log it does not drive (a background run): it
@@ -281,22 +307,15 @@ class SSEResponse(Response):
         if self._ended:
             return
         self._ended = True
-        try:
-            with Deadline(ENDING_WAIT):
-                comment = self._comment
-                # a comment the stream was waiting on when it was cut off was cancelled
-                # with that wait (a server has its bytes before it waits): awaiting it raises
-                if comment is not None and not comment.cancelled():
-                    await comment
-                frame = self._ending(error)
-                await send({"type": "http.response.body", "body": frame, "more_body": False})
-        except TimeoutError:
-            log.warning(
-                "left a stream unfinished (%s): its client did not read the last frame "
-                "within %g seconds",
-                error.code,
-                ENDING_WAIT,
-            )
+        await send_ending(send, self._ending(error), error.code, after=self._comment_written)
+
+    async def _comment_written(self) -> None:
+        """A comment being written out whole, if any."""
+        comment = self._comment
+        # a comment the stream was waiting on when it was cut off was cancelled with that
+        # wait (a server has its bytes before it waits): awaiting it raises
+        if comment is not None and not comment.cancelled():
+            await comment
 
     def _stop_watching(self) -> None:
         """End a guarded stream's streaming at once, wherever it waits."""
