@@ -10,9 +10,10 @@ import logging
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import suppress
-from typing import Any
+from typing import Any, Literal
 
 import pytest
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from stateway.coordination import MemoryCommandResults
 from stateway.coordination import redis as redis_module
@@ -569,6 +570,151 @@ async def test_a_claim_cancelled_as_redis_takes_it_is_let_go(redis_url: str) -> 
         left = await probe.keys(prefix + "cmd:*")
         await probe.aclose()
     assert left == []
+
+
+class Gated:
+    """A Redis adapter's client whose ``SET`` commands each wait for their own gate (the
+    first for ``gates[0]``...), :attr:`sent` set as each is called, then sent (or, per
+    ``then``, failed, or answered as if Redis took the claim, without asking it); and
+    which records the scripts run after it closed."""
+
+    def __init__(
+        self,
+        results: RedisCommandResults,
+        count: int,
+        *,
+        then: Literal["send", "fail", "take"] = "send",
+    ) -> None:
+        client = results._redis
+        self.gates = [asyncio.Event() for _ in range(count)]
+        self.sent = [asyncio.Event() for _ in range(count)]
+        self.closed = False
+        self.after_close: list[str] = []
+        self.settled = asyncio.Event()
+        """Set once a script (a claim let go) returned."""
+        calls = iter(range(count))
+        sets, evalsha, aclose = client.set, client.evalsha, client.aclose
+
+        def gated_set(*args: Any, **kwargs: Any) -> Any:
+            turn = next(calls)
+
+            async def send() -> Any:
+                self.sent[turn].set()
+                await self.gates[turn].wait()
+                if then == "fail":
+                    raise RedisConnectionError("Connection closed by server.")
+                return None if then == "take" else await sets(*args, **kwargs)
+
+            return send()
+
+        async def recorded_evalsha(*args: Any, **kwargs: Any) -> Any:
+            if self.closed:
+                self.after_close.append("EVALSHA")
+            result = await evalsha(*args, **kwargs)
+            self.settled.set()
+            return result
+
+        async def close() -> None:
+            self.closed = True
+            await aclose()
+
+        client.set = gated_set  # type: ignore[method-assign]
+        client.evalsha = recorded_evalsha  # type: ignore[method-assign]
+        client.aclose = close  # type: ignore[method-assign]
+
+
+@pytest.mark.redis
+async def test_closing_waits_for_a_claim_let_go_meanwhile(redis_url: str) -> None:
+    """A waiter cancelled while the adapter closes, as Redis takes its claim: closing
+    waits for that claim to be let go too, and closes the client only then (nothing run
+    on a closed client, no claim left to expire)."""
+    prefix = f"test:{uuid.uuid4().hex}:"
+    results = RedisCommandResults(connect(redis_url), prefix)
+    client = Gated(results, 2)
+    probe = connect(redis_url)
+    try:
+        first = asyncio.create_task(results.claim(CommandKey("t", "p", "1"), "f"))
+        second = asyncio.create_task(results.claim(CommandKey("t", "p", "2"), "f"))
+        for sent in client.sent:
+            await asyncio.wait_for(sent.wait(), WAIT)
+        first.cancel()  # its claim let go once its SET is answered
+        await asyncio.sleep(0)
+        closing = asyncio.create_task(results.aclose())
+        await asyncio.sleep(0)  # closing waits for the first's let-go
+        second.cancel()  # its let-go begins after closing did
+        await asyncio.sleep(0)
+        client.gates[0].set()
+        await asyncio.wait_for(client.settled.wait(), WAIT)  # the first let go
+        client.gates[1].set()
+        await asyncio.wait_for(closing, WAIT)
+        left = await probe.keys(prefix + "cmd:*")
+    finally:
+        await probe.aclose()
+    assert first.cancelled()
+    assert second.cancelled()
+    assert client.after_close == []
+    assert left == []
+
+
+@pytest.mark.redis
+async def test_a_waiter_whose_claim_redis_failed_is_not_said_to_leave_one(
+    redis_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A waiter cancelled while its claim's ``SET`` is under way, which then fails: it
+    took no claim, and the log tells what Redis said alone, not of a claim left to
+    expire."""
+    results = RedisCommandResults(connect(redis_url), f"test:{uuid.uuid4().hex}:")
+    client = Gated(results, 1, then="fail")
+    claiming = asyncio.create_task(results.claim(KEY, "f"))
+    await asyncio.wait_for(client.sent[0].wait(), WAIT)
+    claiming.cancel()
+    await asyncio.sleep(0)
+    with caplog.at_level(logging.WARNING):
+        client.gates[0].set()
+        await asyncio.wait_for(results.aclose(), WAIT)  # once its claim was let go
+
+    assert [r.getMessage() for r in caplog.records] == ["redis: Connection closed by server."]
+
+
+class Warned(logging.Handler):
+    """Sets :attr:`warned` at the first warning it handles."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.warned = asyncio.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.warned.set()
+
+
+@pytest.mark.redis
+async def test_a_waiter_leaving_once_the_client_closed_leaves_its_claim_to_expire(
+    redis_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A waiter cancelled once the adapter's client closed, as Redis takes its claim:
+    nothing is run on the closed client to let it go; the log says it is left to
+    expire."""
+    results = RedisCommandResults(connect(redis_url), f"test:{uuid.uuid4().hex}:")
+    client = Gated(results, 1, then="take")
+    claiming = asyncio.create_task(results.claim(KEY, "f"))
+    await asyncio.wait_for(client.sent[0].wait(), WAIT)
+    await results.aclose()
+    claiming.cancel()
+    await asyncio.sleep(0)
+    handler = Warned()
+    logger = logging.getLogger(redis_module.__name__)
+    logger.addHandler(handler)
+    try:
+        with caplog.at_level(logging.WARNING, logger=redis_module.__name__):
+            client.gates[0].set()
+            await asyncio.wait_for(handler.warned.wait(), WAIT)
+    finally:
+        logger.removeHandler(handler)
+
+    assert client.after_close == []
+    assert [r.getMessage() for r in caplog.records] == [
+        "a claim taken for a waiter that left as the store closed is left to expire"
+    ]
 
 
 async def held_keys(results: MemoryCommandResults, keys: list[CommandKey]) -> list[str]:

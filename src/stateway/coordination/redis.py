@@ -172,6 +172,8 @@ class RedisCommandResults:
         """Claims of this process: their value, and the task renewing their expiry."""
         self._letting_go: set[asyncio.Task[None]] = set()
         """Claims taken for waiters cancelled meanwhile, being let go."""
+        self._closed = False
+        """Whether its client is closing: no claim is let go with it from then on."""
 
     def _key(self, key: CommandKey) -> str:
         return self._cmd + _digest(str(key))
@@ -229,13 +231,18 @@ class RedisCommandResults:
         for _, renewing in self._held.values():
             renewing.cancel()
         self._held.clear()
-        await asyncio.gather(*self._letting_go, return_exceptions=True)
+        while self._letting_go:  # those begun meanwhile too
+            await asyncio.gather(*self._letting_go, return_exceptions=True)
+        self._closed = True
         await self._redis.aclose()
 
-    def _abandoned(self, key: CommandKey, mine: bytes, setting: Awaitable[Any]) -> None:
+    def _abandoned(self, key: CommandKey, mine: bytes, setting: asyncio.Future[Any]) -> None:
         """A claim's ``SET`` whose caller was cancelled meanwhile (a waiter whose client
         left): a claim it took is let go, not left to hold the key, unrenewed, until it
-        expires (closing waits for that)."""
+        expires (closing waits for that); once the client closes, it is left to expire."""
+        if self._closed:
+            setting.add_done_callback(partial(_left, mine))
+            return
         letting_go = asyncio.get_running_loop().create_task(self._let_go(key, mine, setting))
         self._letting_go.add(letting_go)
         letting_go.add_done_callback(self._letting_go.discard)
@@ -243,8 +250,12 @@ class RedisCommandResults:
     async def _let_go(self, key: CommandKey, mine: bytes, setting: Awaitable[Any]) -> None:
         try:
             found = await setting
-            if found is None or found == mine:
-                await self._replace(key, mine, b"", 0)
+        except StorageError:
+            return  # its SET failed, logged (``_guarded``): no claim known to be let go
+        if found is not None and found != mine:
+            return  # another attempt's: nothing of the waiter's to let go
+        try:
+            await self._replace(key, mine, b"", 0)
         except StorageError as exc:
             log.warning("a claim taken for a waiter that left is left to expire: %s", exc)
 
@@ -370,6 +381,14 @@ def _decode(value: bytes) -> Outcome:
     header, _, body = value[1:].partition(b"\n")
     fields = orjson.loads(header)
     return Outcome(fields["f"], body, fields["r"])
+
+
+def _left(mine: bytes, setting: asyncio.Future[Any]) -> None:
+    """Done callback of the ``SET`` of a waiter that left once its adapter closed."""
+    if setting.cancelled() or setting.exception() is not None:
+        return  # its SET failed, logged (``_guarded``): no claim known to be left
+    if setting.result() in (None, mine):
+        log.warning("a claim taken for a waiter that left as the store closed is left to expire")
 
 
 async def _guarded(call: Awaitable[T]) -> T:
