@@ -4,6 +4,7 @@ which are, in what order, within what bound, and what does not decode."""
 from __future__ import annotations
 
 import gzip
+import tracemalloc
 import zlib
 from collections.abc import Callable
 
@@ -185,3 +186,81 @@ def test_a_body_cut_short_is_undecodable_at_its_end(coding: str, data: bytes) ->
     made.decode(data)
     with pytest.raises(UndecodableBody, match="ends before its end"):
         made.end()
+
+
+def test_an_empty_body_raw_deflated_in_two_bytes_is_undone() -> None:
+    """Raw deflate's empty body is two bytes (``03 00``): enough to tell its format."""
+    assert raw_deflated(b"") == b"\x03\x00"
+    assert decoded(decoder("deflate"), raw_deflated(b"")) == b""
+
+
+def stored_block(first: int, data: bytes) -> bytes:
+    """A raw deflate stream: a stored block whose first byte is ``first`` (its padding bits
+    set as no encoder sets them, which inflaters ignore), holding ``data``, then an empty
+    last block."""
+    size = len(data).to_bytes(2, "little")
+    return bytes([first]) + size + bytes(b ^ 0xFF for b in size) + data + b"\x01\x00\x00\xff\xff"
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        raw_deflated(b"\x00h hello"),  # its first two bytes pass zlib's check, but not deflate
+        stored_block(0x08, b"hello"),  # deflate's method, but failing zlib's check
+        stored_block(0x88, b"x" * 28),  # method and check, but a window past 32 KiB
+    ],
+    ids=["check-only", "method-only", "window-too-large"],
+)
+def test_raw_deflate_is_told_from_zlib_by_every_part_of_its_header(data: bytes) -> None:
+    expected = zlib.decompress(data, -zlib.MAX_WBITS)
+    assert decoded(decoder("deflate"), data) == expected
+
+
+def test_a_byte_other_than_zero_between_gzip_members_is_corrupt() -> None:
+    data = gzip.compress(BODY[:100]) + b"X" + gzip.compress(BODY[100:])
+    with pytest.raises(UndecodableBody) as refused:
+        decoded(decoder("gzip"), data)
+    assert refused.value.message == (
+        "The request body could not be decoded as its Content-Encoding 'gzip' says: "
+        "its data is corrupt (incorrect header check)."
+    )
+
+
+def test_the_words_of_data_past_a_deflate_body_and_of_one_cut_short() -> None:
+    with pytest.raises(UndecodableBody) as refused:
+        decoded(decoder("deflate"), deflated(BODY) + b"more")
+    assert refused.value.message == (
+        "The request body could not be decoded as its Content-Encoding 'deflate' says: "
+        "data follows its end."
+    )
+    made = decoder("gzip")
+    made.decode(gzip.compress(BODY)[:-4])
+    with pytest.raises(UndecodableBody) as refused:
+        made.end()
+    assert refused.value.message == (
+        "The request body could not be decoded as its Content-Encoding 'gzip' says: "
+        "its data ends before its end."
+    )
+
+
+def test_too_many_codings_are_named_in_the_415() -> None:
+    with pytest.raises(UnsupportedContentEncoding) as refused:
+        body_decoder(scope("gzip, deflate", "gzip, deflate"), LIMIT)
+    assert refused.value.message.startswith(
+        "The request body's Content-Encoding 'gzip, deflate, gzip, deflate' lists more than 3"
+    )
+
+
+def test_a_bomb_is_inflated_no_further_than_the_limit() -> None:
+    """What is held while a bomb is refused: about the limit, not what it would decode to
+    (ten megabytes)."""
+    bomb = gzip.compress(bytes(10 * 1024 * 1024))
+    made = decoder("gzip", limit=64 * 1024)
+    tracemalloc.start()
+    try:
+        with pytest.raises(RequestTooLarge):
+            made.decode(bomb)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1024 * 1024
