@@ -434,3 +434,144 @@ def test_in_memory_sqlite_is_refused(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert cli.main(["backup", str(tmp_path / "copy.db"), "--database", "sqlite:///:memory:"]) == 2
     assert "In-memory SQLite is not supported" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_database_is_found_in_the_configuration_file(
+    database: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "stateway.toml"
+    config.write_text(f'[storage]\ndatabase = "sqlite:///{database}"\n')
+    target = tmp_path / "copy.db"
+
+    assert cli.main(["backup", str(target), "--config", str(config)]) == 0
+
+    assert secrets(target) == [SECRET]
+
+
+def test_a_hard_link_to_the_database_is_the_database_itself(
+    database: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    linked = tmp_path / "linked.db"
+    os.link(database, linked)
+    assert backup(database, "--force", str(linked)) == 2
+    assert capsys.readouterr().err == (
+        f"stateway: {linked} is the database itself; give another path\n"
+    )
+
+
+def test_a_directory_given_as_the_database_is_said_to_be_no_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(copying.BackupFailed) as failed:
+        copying.back_up(tmp_path, tmp_path / "copy.db")
+    assert str(failed.value) == f"the database {tmp_path} is not a file"
+
+
+def test_a_file_there_is_refused_unless_replace_is_asked(database: Path, tmp_path: Path) -> None:
+    target = tmp_path / "copy.db"
+    target.write_text("an earlier backup")
+    with pytest.raises(copying.TargetExists):
+        copying.back_up(database, target)
+    assert target.read_text() == "an earlier backup"
+
+
+def test_the_words_for_a_file_holding_no_gateway_schema(tmp_path: Path) -> None:
+    other = tmp_path / "other.db"
+    with opened(other) as db:
+        db.execute("CREATE TABLE notes (text)")
+    with pytest.raises(copying.BackupFailed) as failed:
+        copying.back_up(other, tmp_path / "copy.db")
+    assert str(failed.value) == (
+        f"{other} holds no stateway schema: not a gateway's database (one is made by"
+        " `stateway migrate` or `stateway serve`)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("error", "said"),
+    [(OSError(5, "Input/output error"), "Input/output error"), (OSError(), "OSError")],
+)
+def test_a_copy_that_cannot_be_synced_is_said_and_leaves_nothing(
+    database: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    error: OSError,
+    said: str,
+) -> None:
+    def fsync(_handle: int) -> None:
+        raise error
+
+    monkeypatch.setattr(copying.os, "fsync", fsync)
+    target = tmp_path / "copy.db"
+    with pytest.raises(copying.BackupFailed) as failed:
+        copying.back_up(database, target)
+    assert str(failed.value) == f"cannot write in {tmp_path} ({said})"
+    assert not [p for p in tmp_path.iterdir() if p.name != "data"]
+
+
+def no_links(errno_: int) -> object:
+    def link(_source: object, _target: object) -> None:
+        raise OSError(errno_, os.strerror(errno_), str(_target))
+
+    return link
+
+
+def test_without_hard_links_the_copy_is_renamed_into_place(
+    database: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(copying.os, "link", no_links(1))  # EPERM, as FAT or SMB say
+    target = tmp_path / "copy.db"
+    assert copying.back_up(database, target).path == target
+    assert secrets(target) == [SECRET]
+
+
+def test_a_file_made_at_the_target_meanwhile_is_not_replaced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Made after the target was checked, before the copy is placed (``_place`` called as
+    ``back_up`` calls it then): by a link's refusal, or checked again without links."""
+    partial, target = tmp_path / "partial", tmp_path / "copy.db"
+    partial.write_text("the copy")
+    target.write_text("made meanwhile")
+    for link in (os.link, no_links(1)):
+        monkeypatch.setattr(copying.os, "link", link)
+        with pytest.raises(copying.TargetExists) as refused:
+            copying._place(partial, target, replace=False)
+        assert str(refused.value) == f"{target} exists; give --force to replace it"
+    assert target.read_text() == "made meanwhile"
+
+
+def test_a_link_failing_otherwise_is_said_naming_the_file(
+    database: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(copying.os, "link", no_links(5))  # EIO
+    target = tmp_path / "copy.db"
+    with pytest.raises(copying.BackupFailed) as failed:
+        copying.back_up(database, target)
+    assert str(failed.value) == f"cannot write {target} (Input/output error: {target})"
+    assert not target.exists()
+
+
+@pytest.mark.parametrize(
+    ("hosts", "option"),
+    [
+        ("host=db:abc", "--host=db:abc"),
+        ("host=/run/pg:5432", "--host=/run/pg:5432"),
+    ],
+    ids=["no-port", "socket-directory"],
+)
+def test_a_hosts_port_is_only_digits_and_never_a_directorys(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], hosts: str, option: str
+) -> None:
+    target = tmp_path / "state.dump"
+    url = f"postgresql://gateway@/state?{hosts}"
+    assert cli.main(["backup", str(target), "--database", url]) == 2
+    said = capsys.readouterr().err
+    assert f"--file={target} {option} --username=gateway state (" in said
+
+
+def test_the_commands_list_says_what_backup_does(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    listed = " ".join(capsys.readouterr().out.split())  # as argparse wraps it
+    assert "backup copy the SQLite database, consistently, while a gateway serves it" in listed
