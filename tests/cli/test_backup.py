@@ -570,8 +570,18 @@ def test_a_hosts_port_is_only_digits_and_never_a_directorys(
     assert f"--file={target} {option} --username=gateway state (" in said
 
 
-def test_the_commands_list_says_what_backup_does(capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_help_says_what_backup_and_its_options_do(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         cli.main(["--help"])
     listed = " ".join(capsys.readouterr().out.split())  # as argparse wraps it
     assert "backup copy the SQLite database, consistently, while a gateway serves it" in listed
+    with pytest.raises(SystemExit):
+        cli.main(["backup", "--help"])
+    told = " ".join(capsys.readouterr().out.split())
+    for option in (
+        "path the file to write (refused if it exists)",
+        "--force replace PATH if it exists",
+        "--config CONFIG TOML configuration file",
+        "--database DATABASE sqlite:///file.db",
+    ):
+        assert option in told
