@@ -541,14 +541,30 @@ def test_a_file_made_at_the_target_meanwhile_is_not_replaced(
     assert target.read_text() == "made meanwhile"
 
 
+@pytest.mark.parametrize(
+    ("error", "said"),
+    [
+        (OSError(5, "Input/output error", "copy.db"), "Input/output error: copy.db"),
+        (OSError(5, "Input/output error"), "Input/output error"),
+        (OSError(), "OSError"),
+    ],
+    ids=["named", "unnamed", "unsaid"],
+)
 def test_a_link_failing_otherwise_is_said_naming_the_file(
-    database: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    database: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    error: OSError,
+    said: str,
 ) -> None:
-    monkeypatch.setattr(copying.os, "link", no_links(5))  # EIO
+    def link(_source: object, _target: object) -> None:
+        raise error
+
+    monkeypatch.setattr(copying.os, "link", link)
     target = tmp_path / "copy.db"
     with pytest.raises(copying.BackupFailed) as failed:
         copying.back_up(database, target)
-    assert str(failed.value) == f"cannot write {target} (Input/output error: {target})"
+    assert str(failed.value) == f"cannot write {target} ({said})"
     assert not target.exists()
 
 
