@@ -1,6 +1,7 @@
 """A waiting keyed stream's keep-alives (:class:`~stateway.surfaces.http.keyed_waits.WaitingStream`)
 by themselves: its status line once, a keep-alive at every interval until its end, a write
-under way finished by its end. The routes that use it: ``test_keyed_waits.py``."""
+under way finished by its end; none before its claim is known to wait for another
+attempt. The routes that use it: ``test_keyed_waits.py``."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from stateway.surfaces.http.keyed_waits import WaitingStream
 KEEPALIVE = 0.001
 IDLE = b": keep-alive\n\n"
 HEADERS = {"content-type": "text/event-stream"}
+SCOPE = {"type": "http"}
+"""A request whose credential cannot stop holding: no revocation watched."""
 FOREVER = 30.0
 """Seconds a test waits for what must come (a guard, not a timing)."""
 
@@ -43,7 +46,8 @@ class Client:
 
 async def test_a_keep_alive_goes_out_at_every_interval_after_one_status_line() -> None:
     client = Client()
-    stream = WaitingStream(client.send, KEEPALIVE, IDLE, HEADERS)
+    stream = WaitingStream(client.send, KEEPALIVE, IDLE, HEADERS, SCOPE)
+    stream.waits()
     await client.until(4)
     assert await stream.end() is True
     assert client.sent[0]["type"] == "http.response.start"
@@ -54,7 +58,8 @@ async def test_a_keep_alive_goes_out_at_every_interval_after_one_status_line() -
 
 async def test_a_stream_ended_before_its_first_interval_never_opened() -> None:
     client = Client()
-    stream = WaitingStream(client.send, FOREVER, IDLE, HEADERS)
+    stream = WaitingStream(client.send, FOREVER, IDLE, HEADERS, SCOPE)
+    stream.waits()
     assert await stream.end() is False
     assert client.sent == []
 
@@ -62,7 +67,8 @@ async def test_a_stream_ended_before_its_first_interval_never_opened() -> None:
 async def test_its_end_waits_for_a_write_under_way() -> None:
     client = Client()
     client.hold = asyncio.Event()
-    stream = WaitingStream(client.send, KEEPALIVE, IDLE, HEADERS)
+    stream = WaitingStream(client.send, KEEPALIVE, IDLE, HEADERS, SCOPE)
+    stream.waits()
     await client.until(1)  # its status line, held
     ending = asyncio.ensure_future(stream.end())
     await asyncio.sleep(0)
@@ -71,3 +77,16 @@ async def test_its_end_waits_for_a_write_under_way() -> None:
     assert await asyncio.wait_for(ending, FOREVER) is True
     assert [m["type"] for m in client.sent] == ["http.response.start", "http.response.body"]
     assert await stream.end() is True  # again
+
+
+async def test_a_claim_not_known_to_wait_opens_nothing_however_long() -> None:
+    """A first request whose claim is slow is no retry: it keeps its status line."""
+    client = Client()
+    stream = WaitingStream(client.send, KEEPALIVE, IDLE, HEADERS, SCOPE)
+    for _ in range(20):  # many intervals pass
+        await asyncio.sleep(KEEPALIVE)
+    assert client.sent == []
+    stream.waits()  # its interval passed already: it opens at once
+    await client.until(2)
+    assert await stream.end() is True
+    assert client.sent[0]["type"] == "http.response.start"
