@@ -156,8 +156,14 @@ def _use_pg_dump(database_url: str, target: Path) -> str:
 
 def _host_port(host: str) -> tuple[str, str]:
     """A host of a URL's ``host`` parameters (``name:port``, ``name``, or a socket's
-    directory), and its port (empty: none given)."""
-    if host.startswith("/"):
-        return host, ""
-    name, colon, port = host.rpartition(":")
-    return (name, port) if colon and port.isdigit() else (host, "")
+    directory), and its port (empty: none given); an IPv6 address without its brackets,
+    which libpq does not take."""
+    if host.startswith("["):  # [address] or [address]:port
+        name, _, rest = host[1:].partition("]")
+        port = rest.removeprefix(":")
+        return name, port if port.isdigit() else ""
+    if not host.startswith("/") and host.count(":") == 1:  # else a bare IPv6 address
+        name, _, port = host.partition(":")
+        if port.isdigit():
+            return name, port
+    return host, ""

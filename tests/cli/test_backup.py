@@ -411,6 +411,17 @@ def test_postgresql_is_refused_with_the_pg_dump_command_that_backs_it_up(
             " --username=gateway state",
             id="socket",
         ),
+        pytest.param(
+            "?host=[::1]:5433",
+            "pg_dump --format=custom --file={target} --host=::1 --port=5433"
+            " --username=gateway state",
+            id="ipv6",  # libpq takes no brackets: "could not translate host name"
+        ),
+        pytest.param(
+            "?host=::1",
+            "pg_dump --format=custom --file={target} --host=::1 --username=gateway state",
+            id="ipv6-without-port",
+        ),
     ],
 )
 def test_the_pg_dump_command_connects_as_the_gateway_does(
