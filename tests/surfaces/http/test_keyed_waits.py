@@ -650,3 +650,30 @@ async def test_a_first_request_whose_claim_is_slow_keeps_its_error_status(path: 
 
     assert reply.status == 503
     assert not reply.headers["content-type"].startswith("text/event-stream")
+
+
+async def test_a_waiting_fast_path_retrys_refusal_whose_client_reads_nothing_more_is_given_up(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The error line of a waiting retry's own relay refused (an error status, in a stream
+    already open) is waited for a while only, as every stream's last frame is."""
+    monkeypatch.setattr(sse, "ENDING_WAIT", 0.05)
+    gate = asyncio.Event()
+    backend = Relays(FakeRelay(503, JSON, [ERROR], gate), Refusing(503, JSON, [ERROR], None))
+    app = build(backend, MemoryCommandResults())
+    first = asyncio.create_task(post(app, CHAT))
+    await backend.started.wait()
+    read = never_read(lambda body: body not in (b"", IDLE[CHAT]))  # its error line
+
+    retry = await waiting_retry(app, CHAT, read=read)
+    with caplog.at_level(logging.WARNING, logger=sse.__name__):
+        gate.set()
+        failed, left = await first, await asyncio.wait_for(retry, FOREVER)
+
+    assert (failed.status, left.status) == (503, 200)
+    assert events(CHAT, left) == b""
+    [record] = [r for r in caplog.records if r.name == sse.__name__]
+    assert record.getMessage() == (
+        "left a stream unfinished (upstream_error): its client did not read the last "
+        "frame within 0.05 seconds"
+    )

@@ -26,6 +26,7 @@ from stateway.core.backend import Relay, is_event_stream
 from stateway.core.errors import GatewayError, UpstreamError
 from stateway.protocols.chat.stream import encode_error_chunk
 from stateway.surfaces.http.relay import RelayResponse
+from stateway.surfaces.http.sse import send_ending
 
 NO_STREAM = "The model server answered a streamed request with no event stream."
 """The error ending a stream already open whose relay came as a 200 of another kind."""
@@ -78,7 +79,8 @@ async def relayed_once(
 
 async def _refused_in_stream(relay: Relay, send: Send) -> None:
     """End a stream already open with the error a relay's answer would have been (its
-    body read for the error it tells, then its error line)."""
+    body read for the error it tells, then its error line, a client slow to read it
+    waited for a while only: :func:`~.sse.send_ending`)."""
     try:
         async for _ in relay.chunks():
             pass
@@ -88,5 +90,4 @@ async def _refused_in_stream(relay: Relay, send: Send) -> None:
     finally:
         await relay.aclose()
     with contextlib.suppress(OSError):  # its client left
-        body = encode_error_chunk(error)
-        await send({"type": "http.response.body", "body": body, "more_body": False})
+        await send_ending(send, encode_error_chunk(error), error.code)
