@@ -103,6 +103,13 @@ async def post(app: Starlette, path: str, *sent: tuple[bytes, bytes], **kwargs: 
     return await call(app, "POST", path, STREAMS[path], headers=headers, **kwargs)
 
 
+async def first_running(app: Starlette, path: str, started: asyncio.Event) -> asyncio.Task[Reply]:
+    """The first request with the key, posted, once its backend was asked (``started``)."""
+    first = asyncio.create_task(post(app, path))
+    await started.wait()
+    return first
+
+
 async def waiting_retry(
     app: Starlette, path: str, *sent: tuple[bytes, bytes], **kwargs: Any
 ) -> asyncio.Task[Reply]:
@@ -124,8 +131,7 @@ async def test_a_waiting_retry_gets_keep_alives_then_the_first_answer(path: str)
     gate = asyncio.Event()
     backend = ScriptedBackend(SCRIPT, gate)
     app = build(backend, MemoryCommandResults())
-    first = asyncio.create_task(post(app, path))
-    await backend.started.wait()
+    first = await first_running(app, path, backend.started)
 
     retry = await waiting_retry(app, path)
     assert not first.done()  # kept alive while the first runs
@@ -151,8 +157,7 @@ async def test_a_waiting_retry_runs_itself_in_its_stream_when_the_first_failed(
     backend = Scripts([UpstreamError("down", status=502)], SCRIPT)
     backend.seat = asyncio.Event()
     app = build(backend, MemoryCommandResults())
-    first = asyncio.create_task(post(app, path))
-    await backend.started.wait()
+    first = await first_running(app, path, backend.started)
 
     retry = await waiting_retry(app, path)
     backend.seat.set()
@@ -174,8 +179,7 @@ async def test_a_waiting_retry_failing_before_output_ends_with_an_error_event(
     backend = ScriptedBackend([UpstreamError("down", status=502)])
     backend.seat = asyncio.Event()
     app = build(backend, MemoryCommandResults())
-    first = asyncio.create_task(post(app, path))
-    await backend.started.wait()
+    first = await first_running(app, path, backend.started)
 
     retry = await waiting_retry(app, path)
     backend.seat.set()
@@ -219,8 +223,7 @@ async def test_a_retry_leaving_while_it_waits_leaves_the_key_as_it_was(
     gate = asyncio.Event()
     backend = ScriptedBackend(SCRIPT, gate)
     app = build(backend, results)
-    first = asyncio.create_task(post(app, path))
-    await backend.started.wait()
+    first = await first_running(app, path, backend.started)
 
     await leaving(app, path)
     assert not first.done()  # the first goes on
@@ -239,8 +242,7 @@ async def test_a_retry_leaving_while_a_failing_first_waits_leaves_the_key_free(
     backend = Scripts([UpstreamError("down", status=502)], SCRIPT)
     backend.seat = asyncio.Event()
     app = build(backend, results)
-    first = asyncio.create_task(post(app, path))
-    await backend.started.wait()
+    first = await first_running(app, path, backend.started)
 
     await leaving(app, path)
     backend.seat.set()
@@ -276,8 +278,7 @@ async def test_a_waiting_fast_path_retry_gets_keep_alives_then_the_relayed_answe
     gate = asyncio.Event()
     backend = Relays(FakeRelay(200, SSE, [FRAME, DONE], gate))
     app = build(backend, MemoryCommandResults())
-    first = asyncio.create_task(post(app, CHAT))
-    await backend.started.wait()
+    first = await first_running(app, CHAT, backend.started)
 
     retry = await waiting_retry(app, CHAT)
     gate.set()
@@ -315,8 +316,7 @@ async def test_a_waiting_fast_path_retry_relays_in_its_stream_when_the_first_fai
     second = make()
     backend = Relays(FakeRelay(503, JSON, [ERROR], gate), second)
     app = build(backend, MemoryCommandResults())
-    first = asyncio.create_task(post(app, CHAT))
-    await backend.started.wait()
+    first = await first_running(app, CHAT, backend.started)
 
     retry = await waiting_retry(app, CHAT)
     gate.set()
@@ -335,8 +335,7 @@ async def test_a_waiting_chat_retrys_error_names_the_field_as_sent() -> None:
     backend = ScriptedBackend([InvalidRequest("Too long.", param="input")])
     backend.seat = asyncio.Event()
     app = build(backend, MemoryCommandResults())
-    first = asyncio.create_task(post(app, CHAT))
-    await backend.started.wait()
+    first = await first_running(app, CHAT, backend.started)
 
     retry = await waiting_retry(app, CHAT)
     backend.seat.set()
@@ -389,8 +388,7 @@ async def test_an_unexpected_error_in_a_waiting_retrys_open_stream_leaves_the_ap
     backend = Scripts([UpstreamError("down", status=502)], SCRIPT)
     backend.seat = asyncio.Event()
     app = build(backend, MemoryCommandResults())
-    first = asyncio.create_task(post(app, path))
-    await backend.started.wait()
+    first = await first_running(app, path, backend.started)
     sent: list[Message] = []
     alive = asyncio.Event()
 
@@ -466,8 +464,7 @@ async def test_a_waiting_retry_whose_key_is_revoked_ends_with_its_auth_error(
     backend = ScriptedBackend(SCRIPT, gate)
     keys = Keys()
     app = build(backend, results, keys)
-    first = asyncio.create_task(post(app, path))
-    await backend.started.wait()
+    first = await first_running(app, path, backend.started)
 
     retry = await waiting_retry(app, path, REVOCABLE)
     keys.revoke()
@@ -492,8 +489,7 @@ async def test_a_waiting_retry_revoked_while_a_failing_first_runs_leaves_the_key
     backend.seat = asyncio.Event()
     keys = Keys()
     app = build(backend, results, keys)
-    first = asyncio.create_task(post(app, path))
-    await backend.started.wait()
+    first = await first_running(app, path, backend.started)
 
     retry = await waiting_retry(app, path, REVOCABLE)
     keys.revoke()
@@ -516,8 +512,7 @@ async def test_a_first_answer_replayed_into_a_revoked_retrys_stream_is_cut(path:
     backend = ScriptedBackend(SCRIPT, gate)
     keys = Keys()
     app = build(backend, MemoryCommandResults(), keys)
-    first = asyncio.create_task(post(app, path))
-    await backend.started.wait()
+    first = await first_running(app, path, backend.started)
     stalled = asyncio.Event()
 
     async def read(message: Message) -> None:  # the first's answer is not read
@@ -568,8 +563,7 @@ async def test_a_revoked_retry_whose_client_reads_nothing_more_is_given_up(
     backend = ScriptedBackend(SCRIPT, gate)
     keys = Keys()
     app = build(backend, MemoryCommandResults(), keys)
-    first = asyncio.create_task(post(app, path))
-    await backend.started.wait()
+    first = await first_running(app, path, backend.started)
 
     retry = await waiting_retry(app, path, REVOCABLE, read=never_read(UNREAD[unread]))
     with caplog.at_level(logging.WARNING, logger=sse.__name__):
@@ -661,8 +655,7 @@ async def test_a_waiting_fast_path_retrys_refusal_whose_client_reads_nothing_mor
     gate = asyncio.Event()
     backend = Relays(FakeRelay(503, JSON, [ERROR], gate), Refusing(503, JSON, [ERROR], None))
     app = build(backend, MemoryCommandResults())
-    first = asyncio.create_task(post(app, CHAT))
-    await backend.started.wait()
+    first = await first_running(app, CHAT, backend.started)
     read = never_read(lambda body: body not in (b"", IDLE[CHAT]))  # its error line
 
     retry = await waiting_retry(app, CHAT, read=read)
