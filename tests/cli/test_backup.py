@@ -8,7 +8,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import closing
 from pathlib import Path
 
@@ -509,15 +509,21 @@ def test_a_copy_that_cannot_be_synced_is_said_and_leaves_nothing(
     error: OSError,
     said: str,
 ) -> None:
-    def fsync(_handle: int) -> None:
-        raise error
-
-    monkeypatch.setattr(copying.os, "fsync", fsync)
+    monkeypatch.setattr(copying.os, "fsync", raising(error))
     target = tmp_path / "copy.db"
     with pytest.raises(copying.BackupFailed) as failed:
         copying.back_up(database, target)
     assert str(failed.value) == f"cannot write in {tmp_path} ({said})"
     assert not [p for p in tmp_path.iterdir() if p.name != "data"]
+
+
+def raising(error: OSError) -> Callable[..., None]:
+    """A stand-in for an ``os`` call that fails with ``error``."""
+
+    def call(*_args: object) -> None:
+        raise error
+
+    return call
 
 
 def no_links(errno_: int) -> object:
@@ -568,10 +574,7 @@ def test_a_link_failing_otherwise_is_said_naming_the_file(
     error: OSError,
     said: str,
 ) -> None:
-    def link(_source: object, _target: object) -> None:
-        raise error
-
-    monkeypatch.setattr(copying.os, "link", link)
+    monkeypatch.setattr(copying.os, "link", raising(error))
     target = tmp_path / "copy.db"
     with pytest.raises(copying.BackupFailed) as failed:
         copying.back_up(database, target)
