@@ -17,6 +17,7 @@ import orjson
 import pytest
 
 from tests.e2e.conftest import MAX_BODY_BYTES
+from tests.e2e.test_mcp_surface import ACCEPT, INITIALIZE
 
 MODEL = "fake-model"
 OPENAI_SHAPE = {"message", "type", "param", "code"}
@@ -101,22 +102,8 @@ async def test_a_compressed_message_is_served(
 
 
 async def test_a_compressed_mcp_request_is_served(served: str) -> None:
-    initialize = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": "test", "version": "1"},
-        },
-    }
-    headers = {
-        "Accept": "application/json, text/event-stream",
-        "Content-Type": "application/json",
-        "Content-Encoding": "gzip",
-    }
-    data = gzip.compress(orjson.dumps(initialize))
+    headers = {**ACCEPT, "Content-Type": "application/json", "Content-Encoding": "gzip"}
+    data = gzip.compress(orjson.dumps(INITIALIZE))
     async with aiohttp.ClientSession() as session:
         async with session.post(served + "/mcp", data=data, headers=headers) as response:
             answer = await response.text()
